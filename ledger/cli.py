@@ -1,0 +1,213 @@
+"""``ralph-ledger``: ingest journals, rebuild the ledger, query it.
+
+Every error is one line on stderr and a non-zero exit: 2 for bad usage,
+1 for anything else. Journals are never modified by these commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from ledger.home import Home
+from ledger.output import render
+from ledger.readonly import ReadOnlyViolation, run_readonly
+from ledger.sql import definitions
+from ledger.store import IngestReport, Ledger, LedgerError, LedgerLocked
+
+MAX_BAD_SHOWN = 20
+
+
+class CliError(Exception):
+    """A one-line error for the user; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{self.prog}: {message} (see --help)", 2)
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _add_format(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="output CSV")
+    g.add_argument("--json", dest="fmt", action="store_const", const="json", help="output JSON")
+    p.set_defaults(fmt="table")
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="ralph-ledger", description="Record and query agent iteration loops.")
+    p.add_argument("--home", help="ledger home (default: $RALPH_HOME or ./.ralph)")
+    p.add_argument(
+        "--wait",
+        type=non_negative_float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how long to wait when another process holds the ledger (default 2)",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    sub.add_parser("ingest", help="ingest what is new in the journals")
+    sub.add_parser("rebuild", help="recreate the ledger from the journals")
+    s = sub.add_parser("sessions", help="list sessions and their current state")
+    s.add_argument("--status", choices=["running", "complete", "blocked", "escalated"])
+    _add_format(s)
+    s = sub.add_parser("show", help="one session, iteration by iteration")
+    s.add_argument("session", help="session id")
+    _add_format(s)
+    s = sub.add_parser("sql", help="run a read-only query against the ledger views")
+    s.add_argument("query", help="one SELECT statement")
+    _add_format(s)
+    s = sub.add_parser("export", help="export the events as a partitioned Parquet dataset")
+    s.add_argument("--parquet", required=True, metavar="DIR", help="destination directory")
+    sub.add_parser("schema", help="print the views and detectors and their columns")
+    return p
+
+
+def _report_ingest(report: IngestReport) -> None:
+    for name in report.reset:
+        print(f"ralph-ledger: journal {name} was truncated or replaced; re-ingested it", file=sys.stderr)
+    for bad in report.bad_lines[:MAX_BAD_SHOWN]:
+        print(f"ralph-ledger: skipped bad line {bad}", file=sys.stderr)
+    more = len(report.bad_lines) - MAX_BAD_SHOWN
+    if more > 0:
+        print(f"ralph-ledger: ... and {more} more bad lines (SELECT * FROM ingest_errors)", file=sys.stderr)
+
+
+def open_current(home: Home, wait: float) -> Ledger:
+    """The home's ledger with the journals ingested; if another process holds
+    the file, an in-memory ledger read from the journals instead."""
+    ledger = Ledger.open(home, wait=wait, fallback=True)
+    if ledger.path is not None:
+        _report_ingest(ledger.ingest())
+    return ledger
+
+
+def cmd_ingest(home: Home, args: argparse.Namespace) -> None:
+    with Ledger.open(home, wait=args.wait) as ledger:
+        report = ledger.rebuild() if args.command == "rebuild" else ledger.ingest()
+    _report_ingest(report)
+    rate = report.events / report.seconds if report.seconds else 0.0
+    print(
+        f"{args.command}: {report.events} events from {report.journals} journals "
+        f"in {report.seconds:.2f} s ({rate:,.0f} events/s); {len(report.bad_lines)} bad lines"
+    )
+
+
+def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
+    with open_current(home, args.wait) as ledger:
+        where = "WHERE status = ?" if args.status else ""
+        params = [args.status] if args.status else None
+        rel = ledger.con.execute(
+            "SELECT session_id, status, agent, task, iteration, max_iterations, last_score, "
+            f"last_signal, consecutive_failures, tokens, updated_at FROM sessions {where} "
+            "ORDER BY updated_at DESC, session_id",
+            params,
+        )
+        print(render(rel, args.fmt), end="")
+
+
+def cmd_show(home: Home, args: argparse.Namespace) -> None:
+    with open_current(home, args.wait) as ledger:
+        found = ledger.rows("SELECT * FROM sessions WHERE session_id = ?", [args.session])
+        if not found:
+            raise CliError(f"ralph-ledger: no session {args.session!r} in {home.root}")
+        s = found[0]
+        if args.fmt == "table":
+            print(
+                f"session {s['session_id']}: {s['status']}, iteration {s['iteration']}/"
+                f"{s['max_iterations']}, agent {s['agent'] or '-'}, task {s['task'] or '-'}, "
+                f"last score {s['last_score']}, last signal {s['last_signal'] or '-'}, "
+                f"{s['tokens']} tokens"
+            )
+        rel = ledger.con.execute(
+            "SELECT iteration, score, rules_passed, rules_failed, rules_errored, files_modified, "
+            "promise, hook_action, signal, guards, duration_s, tokens_total FROM iterations "
+            "WHERE session_id = ? ORDER BY iteration",
+            [args.session],
+        )
+        print(render(rel, args.fmt), end="")
+
+
+def cmd_sql(home: Home, args: argparse.Namespace) -> None:
+    with open_current(home, args.wait) as ledger:
+        try:
+            rel = run_readonly(ledger.con, args.query)
+        except ReadOnlyViolation as exc:
+            raise CliError(f"ralph-ledger: {exc}") from None
+        print(render(rel, args.fmt), end="")
+
+
+def cmd_export(home: Home, args: argparse.Namespace) -> None:
+    from ledger.export import export_parquet
+
+    with open_current(home, args.wait) as ledger:
+        n = export_parquet(ledger, Path(args.parquet))
+    print(f"export: {n} events to {args.parquet}")
+
+
+def cmd_schema(home: Home, args: argparse.Namespace) -> None:
+    ledger = Ledger.memory()
+    for d in definitions():
+        target = d.name if d.kind == "view" else f"{d.name}()"
+        cols = ledger.con.execute(f"DESCRIBE SELECT * FROM {target}").fetchall()
+        head = f"{d.kind} {d.name}" + (f"({d.params})" if d.kind == "detector" else "")
+        print(head)
+        for name, typ, *_ in cols:
+            print(f"  {name:<24} {typ}")
+
+
+COMMANDS: dict[str, Callable[[Home, argparse.Namespace], None]] = {
+    "ingest": cmd_ingest,
+    "rebuild": cmd_ingest,
+    "sessions": cmd_sessions,
+    "show": cmd_show,
+    "sql": cmd_sql,
+    "export": cmd_export,
+    "schema": cmd_schema,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        COMMANDS[args.command](Home.resolve(args.home), args)
+    except CliError as exc:
+        print(exc, file=sys.stderr)
+        return exc.code
+    except LedgerLocked as exc:
+        print(f"ralph-ledger: {exc}; try again, or pass --wait SECONDS", file=sys.stderr)
+        return 1
+    except LedgerError as exc:
+        print(f"ralph-ledger: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        print("ralph-ledger: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(f"ralph-ledger: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""The one vocabulary of ralph-ledger: every event a loop can record.
+
+Each event is a frozen msgspec Struct with an explicit, permanent tag (the
+``type`` field of a journal line). Rules for evolving this module, checked by
+``tests/test_events.py``:
+
+1. A tag, once released, is never renamed, reused or removed.
+2. A field is never renamed, removed or given a different type.
+3. Every field added after the first release has a default, so journals
+   written by an older vocabulary still decode.
+4. Unknown fields in a journal line are skipped (msgspec's default), so a
+   journal written by a newer vocabulary decodes too, losing only the new
+   fields.
+5. A field name means the same thing, with the same type, in every event
+   that carries it (the ledger stores all events in one wide table).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+import msgspec
+
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+Signal = Literal["CONTINUE", "COMPLETE", "BLOCKED", "ESCALATE"]
+HookAction = Literal["complete", "continue", "escalate"]
+StopDecision = Literal["allow", "block"]
+
+
+class Payload(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A nested value carried inside an event."""
+
+
+class TokenUsage(Payload, frozen=True, kw_only=True, gc=False):
+    """Token counts of one agent turn (Claude's ``message.usage`` names)."""
+
+    input: int = 0
+    output: int = 0
+    cache_creation: int = 0
+    cache_read: int = 0
+
+
+class RuleSpec(Payload, frozen=True, kw_only=True, gc=False):
+    """A validation rule as configured (what it is, not how it went)."""
+
+    name: str
+    type: str
+    cadence: str = "cheap"
+    enabled: bool = True
+
+
+class RuleResult(Payload, frozen=True, kw_only=True, gc=False):
+    """The outcome of one validation rule in one iteration."""
+
+    name: str
+    type: str
+    passed: bool
+    errored: bool = False
+    duration_ms: float = 0.0
+    message: str = ""
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type"):
+    """Envelope shared by every event.
+
+    ``seq`` is assigned by the journal on append (1-based, per session, no
+    gaps); ``iteration`` is 0 before the first iteration starts.
+    """
+
+    session_id: str
+    seq: int = 0
+    ts: datetime = EPOCH
+    iteration: int = 0
+
+
+class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_started"):
+    """A loop began; carries the loop's configuration."""
+
+    task: str = ""
+    task_id: str = ""
+    agent: str = ""
+    max_iterations: int = 15
+    completion_promises: list[str] = []
+    rules: list[RuleSpec] = []
+    config: dict[str, Any] = {}
+
+
+class HookRegistered(Event, frozen=True, kw_only=True, gc=False, tag="hook_registered"):
+    hook_id: str
+    hook_type: str
+    enabled: bool = True
+    metadata: dict[str, Any] = {}
+
+
+class HooksCleared(Event, frozen=True, kw_only=True, gc=False, tag="hooks_cleared"):
+    hook_ids: list[str] = []
+
+
+class IterationStarted(Event, frozen=True, kw_only=True, gc=False, tag="iteration_started"):
+    max_iterations: int | None = None
+    checkpoint_id: str = ""
+    notes: str = ""
+
+
+class AgentTurn(Event, frozen=True, kw_only=True, gc=False, tag="agent_turn"):
+    """What the agent did in one turn (one stop)."""
+
+    output_excerpt: str = ""
+    files_modified: list[str] = []
+    tool_count: int = 0
+    stop_reason: str = ""
+    tokens: TokenUsage = TokenUsage()
+    duration_ms: float = 0.0
+
+
+class PromiseDetected(Event, frozen=True, kw_only=True, gc=False, tag="promise_detected"):
+    promise: str
+    signal: Signal = "CONTINUE"
+    reason: str = ""
+    summary: str = ""
+    context: dict[str, str] = {}
+    raw: str = ""
+
+
+class ValidationRan(Event, frozen=True, kw_only=True, gc=False, tag="validation_ran"):
+    """Every rule's result in one iteration, the overall verdict and score."""
+
+    results: list[RuleResult] = []
+    passed: bool = False
+    score: float = 100.0
+
+
+class SignalResolved(Event, frozen=True, kw_only=True, gc=False, tag="signal_resolved"):
+    """The engine's answer to one validate call."""
+
+    signal: Signal
+    passed: bool = False
+    promise: str = ""
+    feedback: list[str] = []
+
+
+class HookDecided(Event, frozen=True, kw_only=True, gc=False, tag="hook_decided"):
+    hook_id: str
+    hook_type: str = ""
+    action: HookAction = "continue"
+    reason: str = ""
+    next_prompt: str = ""
+    error: str = ""
+
+
+class GuardTripped(Event, frozen=True, kw_only=True, gc=False, tag="guard_tripped"):
+    guard: str
+    detail: str = ""
+    signal: Signal = "ESCALATE"
+    evidence: dict[str, Any] = {}
+
+
+class CheckpointCreated(Event, frozen=True, kw_only=True, gc=False, tag="checkpoint_created"):
+    checkpoint_id: str
+    trigger: str = "auto_iteration"
+    phase: str = ""
+    step: int = 0
+    agent_context: dict[str, Any] = {}
+    draft: str = ""
+    draft_type: str = ""
+    expires_at: datetime | None = None
+
+
+class CheckpointExpired(Event, frozen=True, kw_only=True, gc=False, tag="checkpoint_expired"):
+    checkpoint_id: str
+    reason: str = ""
+
+
+class Override(Event, frozen=True, kw_only=True, gc=False, tag="override"):
+    """A human intervened: ``kind`` is ``manual_stop`` or ``max_iterations``."""
+
+    kind: str
+    reason: str = ""
+    max_iterations: int | None = None
+
+
+class StopDecided(Event, frozen=True, kw_only=True, gc=False, tag="stop_decided"):
+    """What the harness was told: allow the agent to stop, or block it."""
+
+    decision: StopDecision
+    reason: str = ""
+    system_message: str = ""
+
+
+class SessionCompleted(Event, frozen=True, kw_only=True, gc=False, tag="session_completed"):
+    promise: str = ""
+    total_iterations: int = 0
+    score: float | None = None
+    reason: str = ""
+
+
+class SessionBlocked(Event, frozen=True, kw_only=True, gc=False, tag="session_blocked"):
+    reason: str = ""
+    signal: Signal = "BLOCKED"
+
+
+class SessionEscalated(Event, frozen=True, kw_only=True, gc=False, tag="session_escalated"):
+    reason: str = ""
+    guard: str = ""
+    signal: Signal = "ESCALATE"
+
+
+class ErrorRecorded(Event, frozen=True, kw_only=True, gc=False, tag="error_recorded"):
+    """An internal error that was survived (e.g. a hook that failed open)."""
+
+    component: str
+    message: str = ""
+
+
+AnyEvent = (
+    SessionStarted
+    | HookRegistered
+    | HooksCleared
+    | IterationStarted
+    | AgentTurn
+    | PromiseDetected
+    | ValidationRan
+    | SignalResolved
+    | HookDecided
+    | GuardTripped
+    | CheckpointCreated
+    | CheckpointExpired
+    | Override
+    | StopDecided
+    | SessionCompleted
+    | SessionBlocked
+    | SessionEscalated
+    | ErrorRecorded
+)
+
+EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__
+
+# Permanent tags, in release order. tests/test_events.py fails if one changes.
+TAGS: Final[tuple[str, ...]] = tuple(str(t.__struct_config__.tag) for t in EVENT_TYPES)
+
+_encoder = msgspec.json.Encoder()
+_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
+
+
+def encode(event: Event) -> bytes:
+    """One journal line for ``event``, newline included."""
+    return _encoder.encode(event) + b"\n"
+
+
+def decode(line: bytes | str) -> AnyEvent:
+    """Decode one journal line; raises ``msgspec.DecodeError`` or ``ValidationError``."""
+    return _decoder.decode(line)
+
+
+def decode_lines(buf: bytes) -> list[AnyEvent]:
+    """Decode a buffer of complete JSON lines in one call (fast path)."""
+    return _decoder.decode_lines(buf)
+
+
+def encode_lines(events: list[AnyEvent]) -> bytes:
+    """Encode events as JSON Lines (normalised: defaults filled in, unknown fields gone)."""
+    return _encoder.encode_lines(events)

@@ -1,0 +1,255 @@
+"""Append-only per-session journals (JSON Lines), the source of truth.
+
+Appending takes an exclusive ``flock`` on the journal, reads the last
+complete line to find the next ``seq``, writes the whole line with one
+``os.write`` on an ``O_APPEND`` descriptor and (by default) fsyncs. A torn
+last line left by a crash is first closed with a newline, so it stays a
+single bad line (reported by readers) and the next event starts clean.
+
+Reading is incremental from a byte offset and never raises on bad data:
+complete lines are decoded, a partial last line is left for the next read,
+and undecodable lines come back as ``BadLine`` records.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO, Final
+
+import msgspec
+
+from ledger import events as ev
+
+SESSION_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+TAIL_CHUNK: Final = 64 * 1024
+HEAD_BYTES: Final = 256
+FILE_MODE: Final = 0o600
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class JournalError(Exception):
+    """A journal cannot be used as asked (bad session id, unreadable file)."""
+
+
+def check_session_id(session_id: str) -> str:
+    """Session ids name files, so they are restricted to a safe alphabet."""
+    if not SESSION_ID_RE.match(session_id):
+        raise JournalError(
+            f"invalid session id {session_id!r}: expected 1-128 characters of "
+            "letters, digits, '.', '_' or '-', not starting with a punctuation mark"
+        )
+    return session_id
+
+
+def journal_path(journals_dir: Path, session_id: str) -> Path:
+    return journals_dir / f"{check_session_id(session_id)}.jsonl"
+
+
+def head_hash(data: bytes) -> str:
+    """Fingerprint of a journal's first line (``"length:hash"``), which never
+    changes once written, so a replaced or rewritten file is noticed."""
+    first = data[: data.find(b"\n") + 1] or data[:HEAD_BYTES]
+    return f"{len(first)}:{hashlib.blake2b(first, digest_size=8).hexdigest()}"
+
+
+def _head_matches(f: BinaryIO, head: str) -> bool:
+    length = int(head.split(":", 1)[0])
+    return head_hash(f.read(length)) == head
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A journal line that could not be decoded; nothing is dropped silently."""
+
+    path: str
+    line_no: int
+    reason: str
+    excerpt: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line_no}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """The complete lines of a journal between two byte offsets."""
+
+    path: str
+    start: int
+    end: int
+    first_line_no: int
+    data: bytes
+    truncated: bool = False
+
+    @property
+    def line_count(self) -> int:
+        return self.data.count(b"\n")
+
+
+def read_chunk(path: Path, offset: int = 0, line_no: int = 0, head: str = "") -> Chunk:
+    """Read complete lines from ``offset``; a partial last line is left behind.
+
+    ``truncated`` is set when the file is now shorter than ``offset`` or its
+    first bytes no longer match ``head``: the caller should start over at 0.
+    """
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        truncated = size < offset
+        if offset and head and not truncated:
+            truncated = not _head_matches(f, head)
+        if truncated:
+            offset, line_no = 0, 0
+        f.seek(offset)
+        data = f.read(size - offset)
+    cut = data.rfind(b"\n") + 1
+    return Chunk(str(path), offset, offset + cut, line_no + 1, data[:cut], truncated)
+
+
+def excerpt(line: bytes, limit: int = 120) -> str:
+    text = line.decode("utf-8", "replace")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def bad_reason(line: bytes, exc: Exception) -> str:
+    """Why a line is not an event, in words a user can act on."""
+    if not line.strip():
+        return "empty line: expected one JSON event"
+    if isinstance(exc, msgspec.ValidationError):
+        return f"not a valid event: {exc}"
+    if str(exc) == "Input data was truncated":
+        return "torn line (incomplete JSON, e.g. a crash mid-append): expected one JSON event"
+    return f"not valid JSON ({exc}): expected one JSON event"
+
+
+def decode_chunk(chunk: Chunk) -> tuple[list[tuple[int, ev.AnyEvent]], list[BadLine]]:
+    """Decode every line of a chunk as (line number, event); bad lines are collected."""
+    first = chunk.first_line_no
+    try:
+        return list(enumerate(ev.decode_lines(chunk.data), first)), []
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    good: list[tuple[int, ev.AnyEvent]] = []
+    bad: list[BadLine] = []
+    for line_no, line in enumerate(chunk.data.split(b"\n")[:-1], first):
+        try:
+            good.append((line_no, ev.decode(line)))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            bad.append(BadLine(chunk.path, line_no, bad_reason(line, exc), excerpt(line)))
+    return good, bad
+
+
+@dataclass(slots=True)
+class Cursor:
+    """Where an incremental reader of one journal stands."""
+
+    offset: int = 0
+    line_no: int = 0
+    head: str = ""
+
+
+@dataclass(slots=True)
+class ReadResult:
+    events: list[ev.AnyEvent] = field(default_factory=list)
+    bad: list[BadLine] = field(default_factory=list)
+    truncated: bool = False
+
+
+def read_new(path: Path, cursor: Cursor) -> ReadResult:
+    """Read what was appended since ``cursor`` and advance it."""
+    chunk = read_chunk(path, cursor.offset, cursor.line_no, cursor.head)
+    good, bad = decode_chunk(chunk)
+    cursor.offset, cursor.line_no = chunk.end, chunk.first_line_no - 1 + chunk.line_count
+    if chunk.start == 0 and chunk.data:
+        cursor.head = head_hash(chunk.data)
+    return ReadResult([e for _, e in good], bad, chunk.truncated)
+
+
+def _rfind_newline(fd: int, end: int) -> int:
+    """Offset of the last b"\\n" before ``end``, or -1; reads backwards in blocks."""
+    while end > 0:
+        start = max(0, end - TAIL_CHUNK)
+        i = os.pread(fd, end - start, start).rfind(b"\n")
+        if i >= 0:
+            return start + i
+        end = start
+    return -1
+
+
+def _last_seq(fd: int, size: int) -> tuple[int, bool]:
+    """(seq of the last decodable complete line, whether the file ends mid-line)."""
+    if size == 0:
+        return 0, False
+    end = _rfind_newline(fd, size) + 1  # just past the last complete line
+    torn = end != size
+    while end > 0:
+        start = _rfind_newline(fd, end - 1) + 1
+        line = os.pread(fd, end - 1 - start, start)
+        try:
+            return ev.decode(line).seq, torn
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            end = start
+    return 0, torn
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class Journal:
+    """One session's append-only journal file."""
+
+    def __init__(self, path: Path, *, fsync: bool = True, clock: Clock = utc_now) -> None:
+        self.path = path
+        self.fsync = fsync
+        self.clock = clock
+
+    @classmethod
+    def for_session(cls, journals_dir: Path, session_id: str, **kw: bool | Clock) -> Journal:
+        return cls(journal_path(journals_dir, session_id), **kw)  # type: ignore[arg-type]
+
+    @contextmanager
+    def _locked(self) -> Iterator[int]:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield fd
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def append(self, *events: ev.Event) -> list[ev.Event]:
+        """Append events atomically with the next seqs; returns them as written."""
+        with self._locked() as fd:
+            rfd = os.open(self.path, os.O_RDONLY)
+            try:
+                seq, torn = _last_seq(rfd, os.fstat(rfd).st_size)
+            finally:
+                os.close(rfd)
+            written: list[ev.Event] = []
+            for e in events:
+                seq += 1
+                ts = e.ts if e.ts != ev.EPOCH else self.clock()
+                written.append(msgspec.structs.replace(e, seq=seq, ts=ts.astimezone(UTC)))
+            data = b"".join(ev.encode(e) for e in written)
+            _write_all(fd, (b"\n" if torn else b"") + data)
+            if self.fsync:
+                os.fsync(fd)
+        return written
+
+    def read_all(self) -> ReadResult:
+        return read_new(self.path, Cursor())

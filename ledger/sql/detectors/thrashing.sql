@@ -1,0 +1,17 @@
+-- params: session := NULL, min_iterations := 5
+-- Seed 003 §5.1: the same file modified in at least `min_iterations` distinct
+-- iterations. `tripped_at` is the iteration in which the threshold was reached.
+SELECT
+  session_id,
+  file,
+  len(iterations) AS times,
+  iterations,
+  iterations[min_iterations] AS tripped_at
+FROM (
+  SELECT session_id, file, list_sort(list(DISTINCT iteration)) AS iterations
+  FROM (SELECT session_id, iteration, unnest(files_modified) AS file
+        FROM events
+        WHERE type = 'agent_turn' AND iteration > 0 AND (session IS NULL OR session_id = session))
+  GROUP BY session_id, file
+)
+WHERE len(iterations) >= min_iterations

@@ -1,0 +1,26 @@
+-- One row per session: its current state, projected from its events.
+SELECT
+  e.session_id,
+  CASE arg_max(type, seq) FILTER (WHERE type IN ('session_started', 'iteration_started',
+                                    'session_completed', 'session_blocked', 'session_escalated'))
+    WHEN 'session_completed' THEN 'complete'
+    WHEN 'session_blocked' THEN 'blocked'
+    WHEN 'session_escalated' THEN 'escalated'
+    ELSE 'running'
+  END AS status,
+  arg_max(agent, seq) FILTER (WHERE type = 'session_started') AS agent,
+  arg_max(task, seq) FILTER (WHERE type = 'session_started') AS task,
+  max(iteration) AS iteration,
+  arg_max(max_iterations, seq) FILTER (WHERE max_iterations IS NOT NULL) AS max_iterations,
+  arg_max(score, seq) FILTER (WHERE type = 'validation_ran') AS last_score,
+  arg_max(signal, seq) FILTER (WHERE type IN ('signal_resolved', 'guard_tripped')) AS last_signal,
+  coalesce(any_value(f.streak), 0) AS consecutive_failures,
+  bool_or(type = 'override' AND kind = 'manual_stop') AS stop_requested,
+  min(ts) AS started_at,
+  max(ts) AS updated_at,
+  count(*) AS events,
+  coalesce(sum(tokens.input + tokens.output + tokens.cache_creation + tokens.cache_read)
+           FILTER (WHERE type = 'agent_turn'), 0) AS tokens
+FROM events e
+LEFT JOIN failure_streak() f ON f.session_id = e.session_id
+GROUP BY e.session_id
