@@ -1,0 +1,40 @@
+"""ralph-ledger: record, control and query autonomous agent iteration loops.
+
+The public API, which the TUI and other tools use, is the names below. They
+are imported lazily so that appending to a journal (the hot path of a stop
+hook) never pays for importing DuckDB.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "events": "ledger.events",
+    "Home": "ledger.home",
+    "BadLine": "ledger.journal",
+    "Cursor": "ledger.journal",
+    "Journal": "ledger.journal",
+    "JournalError": "ledger.journal",
+    "ReadResult": "ledger.journal",
+    "read_new": "ledger.journal",
+    "QueryResult": "ledger.readonly",
+    "ReadOnlyViolation": "ledger.readonly",
+    "run_readonly": "ledger.readonly",
+    "validation_score": "ledger.score",
+    "IngestReport": "ledger.store",
+    "Ledger": "ledger.store",
+    "LedgerError": "ledger.store",
+    "LedgerLocked": "ledger.store",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ledger' has no attribute {name!r}")
+    mod = import_module(module)
+    return mod if name == "events" else getattr(mod, name)

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+from syrupy.extensions.amber import AmberSnapshotExtension
+from syrupy.location import PyTestLocation
+
+from ledger.home import Home
+from tests.fixtures.scenarios import HOME
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class TopLevelSnapshots(AmberSnapshotExtension):
+    """Snapshots live in the repository's top-level ``snapshots/`` folder."""
+
+    @classmethod
+    def dirname(cls, *, test_location: PyTestLocation) -> str:
+        return str(ROOT / "snapshots")
+
+
+@pytest.fixture
+def snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    return snapshot.use_extension(TopLevelSnapshots)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    h = Home.resolve(tmp_path / "home")
+    h.ensure()
+    return h
+
+
+@pytest.fixture
+def fixture_home(tmp_path: Path) -> Home:
+    """A copy of the hand-written sample home (journals only)."""
+    shutil.copytree(HOME / "journals", tmp_path / "fixture" / "journals")
+    return Home.resolve(tmp_path / "fixture")

@@ -1,0 +1,93 @@
+"""Rules of the codebase that a test can hold."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger import events as E
+from ledger.home import Home
+from ledger.journal import Journal
+from ledger.store import Ledger
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_ledger_never_imports_textual() -> None:
+    code = (
+        "import sys, ledger, ledger.cli, ledger.store, ledger.export, ledger.readonly; "
+        "import ledger.events, ledger.journal, ledger.schema, ledger.score, ledger.sql; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'watchfiles')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_ledger_source_has_no_textual_import() -> None:
+    for path in (ROOT / "ledger").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            assert not any(n.split(".")[0] == "textual" for n in names), path
+
+
+def test_appending_to_a_journal_does_not_import_duckdb() -> None:
+    code = (
+        "import sys; from ledger.journal import Journal; "
+        "print('duckdb' in sys.modules, 'pyarrow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False False"
+
+
+class CountingConnection:
+    """Wraps a DuckDB connection and counts the statements sent to it."""
+
+    def __init__(self, con: Any) -> None:
+        self._con = con
+        self.statements = 0
+
+    def execute(self, *args: Any, **kw: Any) -> Any:
+        self.statements += 1
+        return self._con.execute(*args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+
+@pytest.mark.parametrize("sessions", [1, 20])
+def test_ingest_statements_do_not_grow_with_events(tmp_path: Path, sessions: int) -> None:
+    """DuckDB gets bulk statements: 10 or 1,000 events per session cost the same."""
+    counts = []
+    for per_session in (10, 1000):
+        home = Home.resolve(tmp_path / f"h{per_session}")
+        for s in range(sessions):
+            sid = f"s{s}"
+            Journal.for_session(home.journals, sid, fsync=False).append(
+                *(E.AgentTurn(session_id=sid, tool_count=i) for i in range(per_session)))
+        ledger = Ledger.memory(home)
+        counter = CountingConnection(ledger.con)
+        ledger.con = counter  # type: ignore[assignment]
+        assert ledger.ingest().events == sessions * per_session
+        counts.append(counter.statements)
+    assert counts[0] == counts[1] and counts[0] < 20
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_the_second() -> None:
+    readme = (ROOT / "README.md").read_text().splitlines()
+    blocks = [i for i, line in enumerate(readme[:40]) if line.startswith("```")]
+    first = readme[blocks[0] + 1 : blocks[1]]
+    second = readme[blocks[2] + 1 : blocks[3]]
+    assert len(first) == 1 and len(second) == 1
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert second[0] in ci

@@ -1,0 +1,170 @@
+"""Ingest properties: idempotent, incremental == one-shot, fast path == exact path."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger import events as E
+from ledger.home import Home
+from ledger.journal import Journal
+from ledger.store import Ledger
+from tests.test_events import event_strategy
+
+SESSIONS = ("alpha", "beta", "gamma")
+
+
+def with_session(event: E.Event, sid: str) -> E.Event:
+    import msgspec
+
+    return msgspec.structs.replace(event, session_id=sid)
+
+
+def table(ledger: Ledger) -> list[tuple[Any, ...]]:
+    return ledger.con.execute("SELECT * FROM events ORDER BY session_id, seq").fetchall()
+
+
+batches = st.lists(
+    st.tuples(st.sampled_from(SESSIONS), st.lists(event_strategy(), min_size=1, max_size=4), st.booleans()),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches)
+def test_incremental_ingest_equals_one_shot_and_is_idempotent(
+    plan: list[tuple[str, list[E.Event], bool]],
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Home.resolve(Path(tmp) / "h")
+        home.ensure()
+        live = Ledger.memory(home)
+        for sid, evs, ingest_now in plan:
+            Journal.for_session(home.journals, sid, fsync=False).append(*(with_session(e, sid) for e in evs))
+            if ingest_now:
+                live.ingest()
+        live.ingest()
+        live.ingest()
+        fresh = Ledger.memory(home)
+        fresh.ingest()
+        assert table(live) == table(fresh)
+        assert len(table(fresh)) == sum(len(evs) for _, evs, _ in plan)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(event_strategy(), min_size=1, max_size=12))
+def test_fast_path_and_exact_path_store_the_same_rows(evs: list[E.Event]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Home.resolve(Path(tmp) / "h")
+        home.ensure()
+        Journal.for_session(home.journals, "alpha", fsync=False).append(
+            *(with_session(e, "alpha") for e in evs)
+        )
+        fast = Ledger.memory(home)
+        report = fast.ingest()
+        assert report.exact_batches == 0
+        exact = Ledger.memory(home)
+        exact._fast_path_ok = lambda batch: False  # type: ignore[method-assign]
+        assert exact.ingest().exact_batches == 1
+        assert table(fast) == table(exact)
+
+
+def test_old_vocabulary_lines_get_defaults_on_the_fast_path(fixture_home: Home) -> None:
+    ledger = Ledger.memory(fixture_home)
+    ledger.ingest([fixture_home.journals / "legacy.jsonl"])
+    row = ledger.rows(
+        "SELECT tokens, stop_reason, passed, signal FROM events "
+        "WHERE session_id = 'legacy' AND seq IN (3, 4) ORDER BY seq"
+    )
+    assert row[0]["tokens"] == {"input": 0, "output": 0, "cache_creation": 0, "cache_read": 0}
+    assert row[0]["stop_reason"] == "" and row[1]["passed"] is False and row[0]["signal"] is None
+
+
+def test_bad_lines_are_reported_once_and_kept_in_the_ledger(fixture_home: Home) -> None:
+    ledger = Ledger.memory(fixture_home)
+    first = ledger.ingest()
+    again = ledger.ingest()
+    reasons = [(b.line_no, b.reason.split(":")[0]) for b in first.bad_lines]
+    assert reasons == [
+        (3, "not valid JSON (JSON is malformed"),
+        (4, "not a valid event"),
+        (5, "not a valid event"),
+        (6, "not a valid event"),
+        (7, "empty line"),
+        (10, "seq 4 repeats or goes back (expected 5)"),
+    ]
+    assert again.bad_lines == [] and again.events == 0
+    stored = ledger.rows("SELECT journal, line_no FROM ingest_errors ORDER BY line_no")
+    assert [(r["journal"], r["line_no"]) for r in stored] == [("torn.jsonl", n) for n, _ in reasons]
+    torn = ledger.rows("SELECT seq, type FROM events WHERE session_id = 'torn' ORDER BY seq")
+    assert [(r["seq"], r["type"]) for r in torn] == [
+        (1, "session_started"),
+        (2, "iteration_started"),
+        (3, "agent_turn"),
+        (4, "validation_ran"),
+    ]
+
+
+def test_a_line_of_another_session_is_refused(home: Home) -> None:
+    j = Journal.for_session(home.journals, "alpha", fsync=False)
+    j.append(E.AgentTurn(session_id="alpha"))
+    with open(j.path, "ab") as f:
+        f.write(E.encode(E.AgentTurn(session_id="beta", seq=2)))
+    report = Ledger.memory(home).ingest()
+    assert report.events == 1
+    assert [b.reason for b in report.bad_lines] == ["session_id 'beta' does not match journal 'alpha'"]
+
+
+def test_replaced_journal_of_greater_length_is_reingested(home: Home) -> None:
+    j = Journal.for_session(home.journals, "alpha", fsync=False)
+    j.append(E.AgentTurn(session_id="alpha", tool_count=1))
+    ledger = Ledger.memory(home)
+    ledger.ingest()
+    j.path.unlink()
+    j.append(*(E.AgentTurn(session_id="alpha", tool_count=2, output_excerpt="x" * 50) for _ in range(3)))
+    report = ledger.ingest()
+    assert report.reset == ["alpha.jsonl"]
+    assert ledger.rows("SELECT list(tool_count ORDER BY seq) AS t FROM events")[0]["t"] == [2, 2, 2]
+
+
+def test_ingest_goes_in_batches(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ledger.store.BATCH_BYTES", 1)
+    for sid in SESSIONS:
+        Journal.for_session(home.journals, sid, fsync=False).append(E.AgentTurn(session_id=sid))
+    ledger = Ledger.memory(home)
+    assert ledger.ingest().events == 3
+    assert ledger.rows("SELECT count(*) AS n FROM ingest_positions")[0]["n"] == 3
+
+
+def test_unreadable_journal_is_reported_not_raised(home: Home) -> None:
+    (home.journals / "ghost.jsonl").symlink_to(home.root / "missing")
+    Journal.for_session(home.journals, "alpha", fsync=False).append(E.AgentTurn(session_id="alpha"))
+    report = Ledger.memory(home).ingest(list(home.journals.iterdir()))
+    assert report.events == 1
+    assert [b.reason for b in report.bad_lines] == ["cannot read journal: No such file or directory"]
+
+
+def test_schema_change_rebuilds_the_table(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    Journal.for_session(home.journals, "alpha", fsync=False).append(E.AgentTurn(session_id="alpha"))
+    with Ledger.open(home) as ledger:
+        ledger.ingest()
+    monkeypatch.setattr("ledger.store.SCHEMA_VERSION", "another-version")
+    with Ledger.open(home) as ledger:
+        assert ledger.rows("SELECT count(*) AS n FROM events")[0]["n"] == 0
+        assert ledger.ingest().events == 1
+
+
+def test_copied_home_ingests_identically(fixture_home: Home, tmp_path: Path) -> None:
+    a = Ledger.memory(fixture_home)
+    a.ingest()
+    shutil.copytree(fixture_home.root, tmp_path / "copy")
+    b = Ledger.memory(Home.resolve(tmp_path / "copy"))
+    b.ingest()
+    assert table(a) == table(b)
