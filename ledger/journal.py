@@ -93,10 +93,7 @@ class Chunk:
     first_line_no: int
     data: bytes
     truncated: bool = False
-
-    @property
-    def line_count(self) -> int:
-        return self.data.count(b"\n")
+    line_count: int = 0
 
 
 def read_chunk(path: Path, offset: int = 0, line_no: int = 0, head: str = "") -> Chunk:
@@ -115,7 +112,8 @@ def read_chunk(path: Path, offset: int = 0, line_no: int = 0, head: str = "") ->
         f.seek(offset)
         data = f.read(size - offset)
     cut = data.rfind(b"\n") + 1
-    return Chunk(str(path), offset, offset + cut, line_no + 1, data[:cut], truncated)
+    data = data[:cut]
+    return Chunk(str(path), offset, offset + cut, line_no + 1, data, truncated, data.count(b"\n"))
 
 
 def excerpt(line: bytes, limit: int = 120) -> str:

@@ -32,6 +32,7 @@ from ledger.journal import BadLine, Chunk, decode_chunk, head_hash, read_chunk
 from ledger.schema import (
     SCHEMA_VERSION,
     create_events_sql,
+    defaulted_columns,
     invalid_rows_predicate,
     normalise_select,
     read_json_columns,
@@ -235,29 +236,111 @@ class Ledger:
         path = tmpdir / f"ingest-{os.getpid()}-{uuid.uuid4().hex}.jsonl"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.write(fd, data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
         return path
 
-    def _stage(self, sources: list[str]) -> None:
-        files = "[" + ", ".join("'" + s.replace("'", "''") + "'" for s in sources) + "]"
-        src = (
-            f"read_json({files}, format='newline_delimited', columns={read_json_columns()}, "
-            "maximum_object_size=67108864)"
-        )
-        self.con.execute("DROP TABLE IF EXISTS _stage")
-        self.con.execute(f"CREATE TEMP TABLE _stage AS {normalise_select(src)}")
+    def _ingest_batch(self, batch: list[_Work], report: IngestReport) -> None:
+        """Load one batch: the fast path if DuckDB's reading checks out, else exact."""
+        tmp = self._tmpfile(b"".join(w.chunk.data for w in batch))
+        try:
+            for normalise in (False, True):
+                verdict = self._load(batch, tmp, {}, [], normalise=normalise, verify=True)
+                if verdict != "normalise":
+                    break
+        finally:
+            tmp.unlink(missing_ok=True)
+        if verdict == "ok":
+            report.events += sum(w.chunk.line_count for w in batch)
+            return
+        report.exact_batches += 1
+        good, last, bad = self._decode_exact(batch)
+        report.bad_lines.extend(bad)
+        tmp = self._tmpfile(ev.encode_lines(good))
+        try:
+            self._load(batch, tmp, last, bad, normalise=False, verify=False)
+        finally:
+            tmp.unlink(missing_ok=True)
+        report.events += len(good)
 
-    def _fast_path_ok(self, batch: list[_Work]) -> bool:
-        bad = self.con.execute(f"SELECT count(*) FROM _stage WHERE {invalid_rows_predicate()}").fetchone()
+    def _decode_exact(self, batch: list[_Work]) -> tuple[list[ev.AnyEvent], dict[str, int], list[BadLine]]:
+        """Decode line by line with msgspec: the good events, each session's
+        last seq, and every bad line with its reason."""
+        good: list[ev.AnyEvent] = []
+        last: dict[str, int] = {}
+        bad: list[BadLine] = []
+        for w in batch:
+            events, w_bad = decode_chunk(w.chunk)
+            bad.extend(w_bad)
+            expected = w.pos.last_seq + 1
+            for line_no, e in events:
+                problem = _seq_problem(e, w.session_id, expected)
+                if problem:
+                    bad.append(BadLine(w.chunk.path, line_no, problem, ""))
+                    continue
+                good.append(e)
+                expected = e.seq + 1
+            last[w.session_id] = expected - 1
+        bad.sort(key=lambda b: (b.path, b.line_no))
+        return good, last, bad
+
+    def _load(
+        self,
+        batch: list[_Work],
+        source: Path,
+        last: dict[str, int],
+        bad: list[BadLine],
+        *,
+        normalise: bool,
+        verify: bool,
+    ) -> str:
+        """In one transaction: reset truncated journals, bulk-insert ``source``,
+        (``verify``) check the new rows, then store positions and bad lines.
+        Returns "ok", or "normalise" / "exact" after rolling back."""
+        con = self.con
+        src = (
+            f"read_json('{_sql_str(str(source))}', format='newline_delimited', "
+            f"columns={read_json_columns()}, maximum_object_size=67108864)"
+        )
+        select = normalise_select(src) if normalise else f"SELECT * FROM {src}"
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for w in batch:
+                if w.chunk.truncated:
+                    con.execute("DELETE FROM events WHERE session_id = ?", [w.session_id])
+                    con.execute("DELETE FROM ingest_errors WHERE journal = ?", [w.path.name])
+            mark = con.execute("SELECT coalesce(max(rowid), -1) FROM events").fetchone()
+            try:
+                con.execute(f"INSERT INTO events {select}")
+                verdict = self._verify(batch, mark[0] if mark else -1, normalise) if verify else "ok"
+            except duckdb.Error:
+                verdict = "exact"
+            if verdict != "ok":
+                con.execute("ROLLBACK")
+                return verdict
+            if verify:
+                last = {w.session_id: w.pos.last_seq + w.chunk.line_count for w in batch}
+            self._store_positions(batch, last, bad)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return "ok"
+
+    def _verify(self, batch: list[_Work], mark: int, normalised: bool) -> str:
+        """Would msgspec have accepted every new row, in seq order? ("ok"), or
+        do some rows need their defaults filled in ("normalise")?"""
+        new = f"FROM events WHERE rowid > {int(mark)}"
+        bad = self.con.execute(f"SELECT count(*) {new} AND ({invalid_rows_predicate()})").fetchone()
         if bad is None or bad[0]:
-            return False
+            return "exact"
         got = {
             r[0]: r[1:]
             for r in self.con.execute(
-                "SELECT session_id, min(seq), max(seq), count(*), count(DISTINCT seq) "
-                "FROM _stage GROUP BY session_id"
+                f"SELECT session_id, min(seq), max(seq), count(*), count(DISTINCT seq) {new} GROUP BY ALL"
             ).fetchall()
         }
         want = {
@@ -270,93 +353,49 @@ class Ledger:
             for w in batch
             if w.chunk.line_count
         }
-        return got == want
+        if got != want:
+            return "exact"
+        if not normalised and self._lacks_defaults(new):
+            return "normalise"
+        return "ok"
 
-    def _exact(self, batch: list[_Work], report: IngestReport) -> dict[str, int]:
-        """Decode line by line with msgspec; returns each session's last seq."""
-        good: list[ev.AnyEvent] = []
-        last: dict[str, int] = {}
-        for w in batch:
-            events, bad = decode_chunk(w.chunk)
-            report.bad_lines.extend(bad)
-            expected = w.pos.last_seq + 1
-            for line_no, e in events:
-                problem = _seq_problem(e, w.session_id, expected)
-                if problem:
-                    report.bad_lines.append(BadLine(w.chunk.path, line_no, problem, ""))
-                    continue
-                good.append(e)
-                expected = e.seq + 1
-            last[w.session_id] = expected - 1
-        tmp = self._tmpfile(ev.encode_lines(good))
-        try:
-            self._stage([str(tmp)])
-        finally:
-            tmp.unlink(missing_ok=True)
-        return last
+    def _lacks_defaults(self, new_rows: str) -> bool:
+        per_tag = defaulted_columns()
+        cols = sorted({c for cs in per_tag.values() for c in cs})
+        counts = ", ".join(f'count("{c}")' for c in cols)
+        for tag, n, *present in self.con.execute(
+            f'SELECT "type", count(*), {counts} {new_rows} GROUP BY ALL'
+        ).fetchall():
+            have = dict(zip(cols, present, strict=True))
+            if any(have[c] != n for c in per_tag.get(tag, [])):
+                return True
+        return False
 
-    def _ingest_batch(self, batch: list[_Work], report: IngestReport) -> None:
-        n_bad = len(report.bad_lines)
-        last: dict[str, int] = {}
-        tmp = self._tmpfile(b"".join(w.chunk.data for w in batch))
-        try:
-            try:
-                self._stage([str(tmp)])
-                fast = self._fast_path_ok(batch)
-            except duckdb.Error:
-                fast = False
-        finally:
-            tmp.unlink(missing_ok=True)
-        if fast:
-            last = {w.session_id: w.pos.last_seq + w.chunk.line_count for w in batch}
-        else:
-            report.exact_batches += 1
-            last = self._exact(batch, report)
-        new_bad = report.bad_lines[n_bad:]
-        self._commit(batch, last, new_bad, report)
-
-    def _commit(
-        self, batch: list[_Work], last: dict[str, int], bad: list[BadLine], report: IngestReport
-    ) -> None:
-        con = self.con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            resets = [w for w in batch if w.chunk.truncated]
-            for w in resets:
-                con.execute("DELETE FROM events WHERE session_id = ?", [w.session_id])
-                con.execute("DELETE FROM ingest_errors WHERE journal = ?", [w.path.name])
-            con.execute("INSERT INTO events SELECT * FROM _stage")
-            rows = [
-                (
-                    w.path.name,
-                    w.session_id,
-                    w.chunk.end,
-                    w.chunk.first_line_no - 1 + w.chunk.line_count,
-                    last.get(w.session_id, w.pos.last_seq),
-                    head_hash(w.chunk.data) if w.chunk.start == 0 and w.chunk.data else w.pos.head,
-                )
-                for w in batch
-            ]
-            _bulk_insert(
-                con,
-                "INSERT OR REPLACE INTO ingest_positions",
-                rows,
-                ["journal", "session_id", "byte_offset", "line_no", "last_seq", "head"],
+    def _store_positions(self, batch: list[_Work], last: dict[str, int], bad: list[BadLine]) -> None:
+        rows = [
+            (
+                w.path.name,
+                w.session_id,
+                w.chunk.end,
+                w.chunk.first_line_no - 1 + w.chunk.line_count,
+                last.get(w.session_id, w.pos.last_seq),
+                head_hash(w.chunk.data) if w.chunk.start == 0 and w.chunk.data else w.pos.head,
             )
-            if bad:
-                _bulk_insert(
-                    con,
-                    "INSERT INTO ingest_errors",
-                    [(Path(b.path).name, b.line_no, b.reason, b.excerpt) for b in bad],
-                    ["journal", "line_no", "reason", "excerpt"],
-                )
-            staged = con.execute("SELECT count(*) FROM _stage").fetchone()
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        report.events += staged[0] if staged else 0
-        con.execute("DROP TABLE IF EXISTS _stage")
+            for w in batch
+        ]
+        _bulk_insert(
+            self.con,
+            "INSERT OR REPLACE INTO ingest_positions",
+            rows,
+            ["journal", "session_id", "byte_offset", "line_no", "last_seq", "head"],
+        )
+        if bad:
+            _bulk_insert(
+                self.con,
+                "INSERT INTO ingest_errors",
+                [(Path(b.path).name, b.line_no, b.reason, b.excerpt) for b in bad],
+                ["journal", "line_no", "reason", "excerpt"],
+            )
 
     def rebuild(self) -> IngestReport:
         """Forget everything ingested and read every journal again."""
@@ -379,6 +418,10 @@ class Ledger:
         cur = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
         names = [d[0] for d in cur.description or []]
         return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def _sql_str(text: str) -> str:
+    return text.replace("'", "''")
 
 
 def _seq_problem(e: ev.Event, session_id: str, expected: int) -> str:

@@ -71,14 +71,15 @@ def test_fast_path_and_exact_path_store_the_same_rows(evs: list[E.Event]) -> Non
         report = fast.ingest()
         assert report.exact_batches == 0
         exact = Ledger.memory(home)
-        exact._fast_path_ok = lambda batch: False  # type: ignore[method-assign]
+        exact._verify = lambda *a: "exact"  # type: ignore[method-assign]
         assert exact.ingest().exact_batches == 1
         assert table(fast) == table(exact)
 
 
 def test_old_vocabulary_lines_get_defaults_on_the_fast_path(fixture_home: Home) -> None:
     ledger = Ledger.memory(fixture_home)
-    ledger.ingest([fixture_home.journals / "legacy.jsonl"])
+    report = ledger.ingest([fixture_home.journals / "legacy.jsonl"])
+    assert (report.events, report.exact_batches, report.bad_lines) == (8, 0, [])
     row = ledger.rows(
         "SELECT tokens, stop_reason, passed, signal FROM events "
         "WHERE session_id = 'legacy' AND seq IN (3, 4) ORDER BY seq"
