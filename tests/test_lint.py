@@ -12,7 +12,10 @@ BIN = Path(sys.executable).parent
 
 def test_ruff_clean() -> None:
     proc = subprocess.run(
-        [str(BIN / "ruff"), "check", "ledger", "tests", "bench"], cwd=ROOT, capture_output=True, text=True
+        [str(BIN / "ruff"), "check", *[d for d in ("ledger", "tests", "bench") if (ROOT / d).is_dir()]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
