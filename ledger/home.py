@@ -33,7 +33,9 @@ class Home:
     def journal_files(self) -> list[Path]:
         if not self.journals.is_dir():
             return []
-        return sorted(p for p in self.journals.iterdir() if p.suffix == ".jsonl" and p.is_file())
+        with os.scandir(self.journals) as it:
+            names = sorted(e.name for e in it if e.name.endswith(".jsonl") and e.is_file())
+        return [self.journals / n for n in names]
 
     def ensure(self) -> None:
         for d in (self.root, self.journals, self.tmp):

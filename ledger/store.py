@@ -15,8 +15,10 @@ decodes line by line, reports each bad line, and re-encodes the good events.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -39,6 +41,8 @@ from ledger.schema import (
 )
 from ledger.sql import load_definitions
 
+# New lines go to DuckDB in scratch files of about this size, one INSERT each,
+# while the reader thread prepares the next (64 MB measured best here).
 BATCH_BYTES: Final = 64 * 1024 * 1024
 LOCK_RE: Final = re.compile(r"Could not set lock on file .*?(?:PID (\d+))?", re.S)
 
@@ -79,6 +83,28 @@ class IngestReport:
     reset: list[str] = field(default_factory=list)
     seconds: float = 0.0
     exact_batches: int = 0
+
+
+@dataclass(slots=True)
+class _Batch:
+    """New lines of several journals, written to one scratch file."""
+
+    works: list[_Work]
+    tmp: Path
+    last: dict[str, int]
+    bad: list[BadLine]
+    events: int
+
+
+def _drain(feed: queue.Queue[Any], reader: threading.Thread) -> None:
+    """Let the reader thread finish and remove scratch files it still made."""
+    while reader.is_alive() or not feed.empty():
+        try:
+            item = feed.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        if isinstance(item, _Batch):
+            item.tmp.unlink(missing_ok=True)
 
 
 @dataclass(slots=True)
@@ -140,6 +166,9 @@ class Ledger:
         self.home = home
         self.path = path
         self.writable = writable
+        # Rows are always read back ordered by (session_id, seq), so DuckDB may
+        # insert in parallel without keeping file order: ~1.6x faster ingest.
+        con.execute("SET preserve_insertion_order = false")
         if writable:
             self._ensure_tables()
         load_definitions(self.con)
@@ -199,72 +228,142 @@ class Ledger:
         return {r[0]: Position(r[1], r[2], r[3], r[4]) for r in rows}
 
     def ingest(self, journals: Sequence[Path] | None = None) -> IngestReport:
-        """Ingest what is new in the journals (all of the home's by default)."""
+        """Ingest what is new in the journals (all of the home's by default).
+
+        Everything goes in one transaction. A reader thread reads the journals
+        and writes batches of new lines to scratch files while DuckDB loads
+        the previous batch (DuckDB runs without the GIL). If DuckDB's reading
+        does not check out, the transaction is redone with defaults filled in,
+        then if need be with msgspec line by line (the exact path).
+        """
         if not self.writable:
             raise LedgerError("this ledger was opened read-only; it cannot ingest")
         started = time.perf_counter()
         files = list(journals) if journals is not None else (self.home.journal_files() if self.home else [])
-        report = IngestReport(journals=len(files))
         positions = self._positions()
-        batch: list[_Work] = []
-        size = 0
-        for path in files:
-            pos = positions.get(path.name, Position())
-            try:
-                chunk = read_chunk(path, pos.offset, pos.line_no, pos.head)
-            except OSError as exc:
-                report.bad_lines.append(BadLine(str(path), 0, f"cannot read journal: {exc.strerror}", ""))
-                continue
-            if chunk.truncated:
-                report.reset.append(path.name)
-                pos = Position()
-            if not chunk.data and not chunk.truncated:
-                continue
-            batch.append(_Work(path, path.stem, pos, chunk))
-            size += len(chunk.data)
-            if size >= BATCH_BYTES:
-                self._ingest_batch(batch, report)
-                batch, size = [], 0
-        if batch:
-            self._ingest_batch(batch, report)
+        for mode in ("fast", "normalise", "exact"):
+            report = IngestReport(journals=len(files), exact_batches=int(mode == "exact"))
+            if self._ingest_all(files, positions, mode, report):
+                break
         report.seconds = time.perf_counter() - started
         return report
 
-    def _tmpfile(self, data: bytes) -> Path:
+    def _batches(
+        self,
+        files: list[Path],
+        positions: dict[str, Position],
+        mode: str,
+        report: IngestReport,
+        out: queue.Queue[_Batch | BaseException | None],
+    ) -> None:
+        """Reader thread: read new lines, group them into scratch files."""
+        try:
+            batch: list[_Work] = []
+            size = 0
+            for path in files:
+                pos = positions.get(path.name, Position())
+                try:
+                    chunk = read_chunk(path, pos.offset, pos.line_no, pos.head)
+                except OSError as exc:
+                    report.bad_lines.append(BadLine(str(path), 0, f"cannot read journal: {exc.strerror}", ""))
+                    continue
+                if chunk.truncated:
+                    report.reset.append(path.name)
+                    pos = Position()
+                if chunk.data or chunk.truncated:
+                    batch.append(_Work(path, path.stem, pos, chunk))
+                    size += len(chunk.data)
+                if size >= BATCH_BYTES:
+                    out.put(self._prepare(batch, mode, report))
+                    batch, size = [], 0
+            if batch:
+                out.put(self._prepare(batch, mode, report))
+            out.put(None)
+        except BaseException as exc:  # handed over to the loading thread
+            out.put(exc)
+
+    def _prepare(self, works: list[_Work], mode: str, report: IngestReport) -> _Batch:
+        if mode != "exact":
+            last = {w.session_id: w.pos.last_seq + w.chunk.line_count for w in works}
+            events = sum(w.chunk.line_count for w in works)
+            return _Batch(works, self._tmpfile(*(w.chunk.data for w in works)), last, [], events)
+        good, last, bad = self._decode_exact(works)
+        report.bad_lines.extend(bad)
+        return _Batch(works, self._tmpfile(ev.encode_lines(good)), last, bad, len(good))
+
+    def _ingest_all(
+        self, files: list[Path], positions: dict[str, Position], mode: str, report: IngestReport
+    ) -> bool:
+        """One transaction over all batches; False (rolled back) when the data
+        does not fit ``mode`` and the next mode should be tried."""
+        feed: queue.Queue[_Batch | BaseException | None] = queue.Queue(maxsize=1)
+        reader = threading.Thread(
+            target=self._batches,
+            args=(files, positions, mode, report, feed),
+            name="ralph-ingest",
+            daemon=True,
+        )
+        reader.start()
+        con = self.con
+        loaded: list[_Batch] = []
+        ok = False
+        con.execute("BEGIN TRANSACTION")
+        try:
+            mark_row = con.execute("SELECT coalesce(max(rowid), -1) FROM events").fetchone()
+            mark = mark_row[0] if mark_row else -1
+            while (item := feed.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                loaded.append(item)
+                if not self._insert(item, normalise=mode == "normalise"):
+                    return False
+            works = [w for b in loaded for w in b.works]
+            if mode != "exact" and not self._verify(works, mark, normalised=mode == "normalise"):
+                return False
+            for b in loaded:
+                self._store_positions(b.works, b.last, b.bad)
+            con.execute("COMMIT")
+            ok = True
+            report.events = sum(b.events for b in loaded)
+            return True
+        finally:
+            if not ok:
+                con.execute("ROLLBACK")
+            _drain(feed, reader)
+            for b in loaded:
+                b.tmp.unlink(missing_ok=True)
+
+    def _insert(self, batch: _Batch, *, normalise: bool) -> bool:
+        """Bulk-insert one scratch file; False if DuckDB cannot read it."""
+        con = self.con
+        for w in batch.works:
+            if w.chunk.truncated:
+                con.execute("DELETE FROM events WHERE session_id = ?", [w.session_id])
+                con.execute("DELETE FROM ingest_errors WHERE journal = ?", [w.path.name])
+        path = _sql_str(str(batch.tmp))
+        src = f"read_json('{path}', format='newline_delimited', columns={read_json_columns()})"
+        select = normalise_select(src) if normalise else f"SELECT * FROM {src}"
+        try:
+            con.execute(f"INSERT INTO events {select}")
+        except duckdb.Error:
+            return False
+        finally:
+            batch.tmp.unlink(missing_ok=True)
+        return True
+
+    def _tmpfile(self, *parts: bytes) -> Path:
         tmpdir = self.home.tmp if self.home else Path(os.environ.get("TMPDIR", "/tmp"))
         tmpdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = tmpdir / f"ingest-{os.getpid()}-{uuid.uuid4().hex}.jsonl"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            for data in parts:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
         return path
-
-    def _ingest_batch(self, batch: list[_Work], report: IngestReport) -> None:
-        """Load one batch: the fast path if DuckDB's reading checks out, else exact."""
-        tmp = self._tmpfile(b"".join(w.chunk.data for w in batch))
-        try:
-            for normalise in (False, True):
-                verdict = self._load(batch, tmp, {}, [], normalise=normalise, verify=True)
-                if verdict != "normalise":
-                    break
-        finally:
-            tmp.unlink(missing_ok=True)
-        if verdict == "ok":
-            report.events += sum(w.chunk.line_count for w in batch)
-            return
-        report.exact_batches += 1
-        good, last, bad = self._decode_exact(batch)
-        report.bad_lines.extend(bad)
-        tmp = self._tmpfile(ev.encode_lines(good))
-        try:
-            self._load(batch, tmp, last, bad, normalise=False, verify=False)
-        finally:
-            tmp.unlink(missing_ok=True)
-        report.events += len(good)
 
     def _decode_exact(self, batch: list[_Work]) -> tuple[list[ev.AnyEvent], dict[str, int], list[BadLine]]:
         """Decode line by line with msgspec: the good events, each session's
@@ -287,56 +386,13 @@ class Ledger:
         bad.sort(key=lambda b: (b.path, b.line_no))
         return good, last, bad
 
-    def _load(
-        self,
-        batch: list[_Work],
-        source: Path,
-        last: dict[str, int],
-        bad: list[BadLine],
-        *,
-        normalise: bool,
-        verify: bool,
-    ) -> str:
-        """In one transaction: reset truncated journals, bulk-insert ``source``,
-        (``verify``) check the new rows, then store positions and bad lines.
-        Returns "ok", or "normalise" / "exact" after rolling back."""
-        con = self.con
-        src = (
-            f"read_json('{_sql_str(str(source))}', format='newline_delimited', "
-            f"columns={read_json_columns()}, maximum_object_size=67108864)"
-        )
-        select = normalise_select(src) if normalise else f"SELECT * FROM {src}"
-        con.execute("BEGIN TRANSACTION")
-        try:
-            for w in batch:
-                if w.chunk.truncated:
-                    con.execute("DELETE FROM events WHERE session_id = ?", [w.session_id])
-                    con.execute("DELETE FROM ingest_errors WHERE journal = ?", [w.path.name])
-            mark = con.execute("SELECT coalesce(max(rowid), -1) FROM events").fetchone()
-            try:
-                con.execute(f"INSERT INTO events {select}")
-                verdict = self._verify(batch, mark[0] if mark else -1, normalise) if verify else "ok"
-            except duckdb.Error:
-                verdict = "exact"
-            if verdict != "ok":
-                con.execute("ROLLBACK")
-                return verdict
-            if verify:
-                last = {w.session_id: w.pos.last_seq + w.chunk.line_count for w in batch}
-            self._store_positions(batch, last, bad)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        return "ok"
-
-    def _verify(self, batch: list[_Work], mark: int, normalised: bool) -> str:
-        """Would msgspec have accepted every new row, in seq order? ("ok"), or
-        do some rows need their defaults filled in ("normalise")?"""
+    def _verify(self, works: list[_Work], mark: int, *, normalised: bool) -> bool:
+        """Would msgspec have accepted every new row, in seq order, with all
+        its fields present (or filled in by ``normalised``)?"""
         new = f"FROM events WHERE rowid > {int(mark)}"
         bad = self.con.execute(f"SELECT count(*) {new} AND ({invalid_rows_predicate()})").fetchone()
         if bad is None or bad[0]:
-            return "exact"
+            return False
         got = {
             r[0]: r[1:]
             for r in self.con.execute(
@@ -350,14 +406,10 @@ class Ledger:
                 w.chunk.line_count,
                 w.chunk.line_count,
             )
-            for w in batch
+            for w in works
             if w.chunk.line_count
         }
-        if got != want:
-            return "exact"
-        if not normalised and self._lacks_defaults(new):
-            return "normalise"
-        return "ok"
+        return got == want and (normalised or not self._lacks_defaults(new))
 
     def _lacks_defaults(self, new_rows: str) -> bool:
         per_tag = defaulted_columns()
