@@ -19,6 +19,7 @@ from tests.fixtures.scenarios import iteration, start
 ORDER = {
     "sessions": "session_id",
     "iterations": "session_id, iteration",
+    "iteration_scores": "session_id, iteration",
     "rule_results": "session_id, seq, rule",
     "hook_decisions": "session_id, seq",
     "guard_trips": "session_id, seq",

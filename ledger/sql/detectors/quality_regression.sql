@@ -5,9 +5,9 @@ SELECT session_id, iteration, scores, scores[1] - scores[-1] AS drop
 FROM (
   SELECT session_id, iteration,
          list(score) OVER (PARTITION BY session_id ORDER BY iteration
-                           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)[-span:] AS scores
-  FROM iterations
-  WHERE score IS NOT NULL AND (session IS NULL OR session_id = session)
+                           ROWS BETWEEN span - 1 PRECEDING AND CURRENT ROW) AS scores
+  FROM iteration_scores
+  WHERE session IS NULL OR session_id = session
 )
 WHERE len(scores) = span
   AND len(list_distinct(scores)) = span

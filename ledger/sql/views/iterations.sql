@@ -5,14 +5,11 @@ SELECT
   min(ts) AS started_at,
   max(ts) AS ended_at,
   date_diff('millisecond', min(ts), max(ts)) / 1000.0 AS duration_s,
-  arg_max(score, seq) FILTER (WHERE type = 'validation_ran') AS score,
-  arg_max(passed, seq) FILTER (WHERE type = 'validation_ran') AS validation_passed,
-  arg_max(len(list_filter(results, lambda r: r.passed AND NOT r.errored)), seq)
-    FILTER (WHERE type = 'validation_ran') AS rules_passed,
-  arg_max(len(list_filter(results, lambda r: NOT r.passed AND NOT r.errored)), seq)
-    FILTER (WHERE type = 'validation_ran') AS rules_failed,
-  arg_max(len(list_filter(results, lambda r: r.errored)), seq)
-    FILTER (WHERE type = 'validation_ran') AS rules_errored,
+  any_value(s.score) AS score,
+  any_value(s.passed) AS validation_passed,
+  any_value(len(list_filter(s.results, lambda r: r.passed AND NOT r.errored))) AS rules_passed,
+  any_value(len(list_filter(s.results, lambda r: NOT r.passed AND NOT r.errored))) AS rules_failed,
+  any_value(len(list_filter(s.results, lambda r: r.errored))) AS rules_errored,
   coalesce(list_sort(list_distinct(flatten(list(files_modified) FILTER (WHERE type = 'agent_turn')))),
            []::VARCHAR[]) AS files_modified,
   coalesce(sum(tool_count) FILTER (WHERE type = 'agent_turn'), 0) AS tool_count,
@@ -26,6 +23,7 @@ SELECT
   coalesce(sum(tokens.output) FILTER (WHERE type = 'agent_turn'), 0) AS tokens_output,
   coalesce(sum(tokens.input + tokens.output + tokens.cache_creation + tokens.cache_read)
            FILTER (WHERE type = 'agent_turn'), 0) AS tokens_total
-FROM events
-WHERE iteration > 0
+FROM events e
+LEFT JOIN iteration_scores s USING (session_id, iteration)
+WHERE e.iteration > 0
 GROUP BY session_id, iteration
