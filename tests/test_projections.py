@@ -217,3 +217,21 @@ def test_iteration_rows_count_rules_and_tokens() -> None:
         "files_modified": ["a.py", "b.py"],
         "tokens_total": 1250,
     }
+
+
+@pytest.mark.parametrize(
+    ("scores", "span", "fires_at"),
+    [
+        ([100.0, 75.0], 2, 2),
+        ([100.0, 75.0, 50.0], 4, None),
+        ([100.0, 75.0, 50.0, 25.0], 4, 4),
+        ([100.0, 75.0, 80.0, 25.0], 4, None),
+    ],
+)
+def test_quality_regression_span_parameter(scores: list[float], span: int, fires_at: int | None) -> None:
+    evs: list[E.Event] = [E.SessionStarted(session_id="s")]
+    for n, score in enumerate(scores, 1):
+        evs.append(E.ValidationRan(session_id="s", iteration=n, score=score))
+    ledger = ledger_with(evs)
+    sql = f"SELECT min(iteration) FROM quality_regression(span := {span}) HAVING count(*) > 0"
+    assert first_hit(ledger, sql) == fires_at

@@ -1,15 +1,17 @@
 -- params: session := NULL, span := 3, min_drop := 10
 -- Seed 000 §5.3: the last `span` validation scores strictly declining, with a
 -- total drop greater than `min_drop`. One row per iteration at which it holds.
-SELECT session_id, iteration, scores, scores[1] - scores[-1] AS drop
+SELECT session_id, iteration, first_score, score, first_score - score AS drop
 FROM (
-  SELECT session_id, iteration,
-         list(score) OVER (PARTITION BY session_id ORDER BY iteration
-                           ROWS BETWEEN span - 1 PRECEDING AND CURRENT ROW) AS scores
-  FROM iteration_scores
-  WHERE session IS NULL OR session_id = session
+  SELECT session_id, iteration, score,
+         lag(score, span - 1) OVER w AS first_score,
+         sum(declined::INTEGER) OVER (w ROWS BETWEEN span - 2 PRECEDING AND CURRENT ROW) AS declines
+  FROM (
+    SELECT session_id, iteration, score,
+           coalesce(score < lag(score) OVER (PARTITION BY session_id ORDER BY iteration), FALSE) AS declined
+    FROM iteration_scores
+    WHERE session IS NULL OR session_id = session
+  )
+  WINDOW w AS (PARTITION BY session_id ORDER BY iteration)
 )
-WHERE len(scores) = span
-  AND len(list_distinct(scores)) = span
-  AND list_sort(scores, 'DESC') = scores
-  AND scores[1] - scores[-1] > min_drop
+WHERE declines = span - 1 AND first_score - score > min_drop
