@@ -23,7 +23,7 @@ _EXPORTS = {
     "ReadOnlyViolation": "ledger.readonly",
     "run_readonly": "ledger.readonly",
     "validation_score": "ledger.score",
-    "IngestReport": "ledger.store",
+    "IngestReport": "ledger.ingest",
     "Ledger": "ledger.store",
     "LedgerError": "ledger.store",
     "LedgerLocked": "ledger.store",

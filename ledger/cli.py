@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from ledger.home import Home
+from ledger.ingest import IngestReport
 from ledger.output import render
 from ledger.readonly import ReadOnlyViolation, run_readonly
 from ledger.sql import definitions
-from ledger.store import IngestReport, Ledger, LedgerError, LedgerLocked
+from ledger.store import Ledger, LedgerError, LedgerLocked
 
 MAX_BAD_SHOWN = 20
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Final
 
 import msgspec
 
@@ -65,11 +65,6 @@ def head_hash(data: bytes) -> str:
     return f"{len(first)}:{hashlib.blake2b(first, digest_size=8).hexdigest()}"
 
 
-def _head_matches(f: BinaryIO, head: str) -> bool:
-    length = int(head.split(":", 1)[0])
-    return head_hash(f.read(length)) == head
-
-
 @dataclass(frozen=True, slots=True)
 class BadLine:
     """A journal line that could not be decoded; nothing is dropped silently."""
@@ -96,24 +91,83 @@ class Chunk:
     line_count: int = 0
 
 
-def read_chunk(path: Path, offset: int = 0, line_no: int = 0, head: str = "") -> Chunk:
-    """Read complete lines from ``offset``; a partial last line is left behind.
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Where a journal's new complete lines are, found without reading them."""
+
+    path: str
+    start: int
+    end: int
+    truncated: bool = False
+    head: str = ""
+    last_line: bytes = b""
+
+    @property
+    def empty(self) -> bool:
+        return self.end <= self.start
+
+
+def locate_new(path: Path, offset: int = 0, head: str = "") -> Span:
+    """The span of complete lines after ``offset`` (a partial last line is
+    left for later), the journal's head fingerprint and its last complete line.
 
     ``truncated`` is set when the file is now shorter than ``offset`` or its
-    first bytes no longer match ``head``: the caller should start over at 0.
+    first line no longer matches ``head``: the span then starts over at 0.
     """
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
         truncated = size < offset
         if offset and head and not truncated:
-            truncated = not _head_matches(f, head)
+            length = int(head.split(":", 1)[0])
+            truncated = head_hash(os.pread(fd, length, 0)) != head
         if truncated:
-            offset, line_no = 0, 0
-        f.seek(offset)
-        data = f.read(size - offset)
-    cut = data.rfind(b"\n") + 1
-    data = data[:cut]
-    return Chunk(str(path), offset, offset + cut, line_no + 1, data, truncated, data.count(b"\n"))
+            offset = 0
+        end = max(offset, _rfind_newline(fd, size) + 1)
+        if end == offset:
+            return Span(str(path), offset, offset, truncated, "" if truncated else head)
+        if offset == 0:
+            head = head_hash(os.pread(fd, min(end, TAIL_CHUNK), 0))
+        last_start = max(offset, _rfind_newline(fd, end - 1) + 1)
+        last = os.pread(fd, end - 1 - last_start, last_start)
+        return Span(str(path), offset, end, truncated, head, last)
+    finally:
+        os.close(fd)
+
+
+def read_span(span: Span, first_line_no: int) -> Chunk:
+    """The bytes of a span, as a chunk whose first line is ``first_line_no``."""
+    fd = os.open(span.path, os.O_RDONLY)
+    try:
+        data = os.pread(fd, span.end - span.start, span.start)
+    finally:
+        os.close(fd)
+    data = data[: data.rfind(b"\n") + 1]  # the file may have been replaced meanwhile
+    return Chunk(
+        span.path, span.start, span.start + len(data), first_line_no, data, span.truncated, data.count(b"\n")
+    )
+
+
+def count_lines(path: Path | str, end: int) -> int:
+    """Newlines in the first ``end`` bytes of a file (line numbers for reports)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        n, pos = 0, 0
+        while pos < end:
+            block = os.pread(fd, min(1 << 22, end - pos), pos)
+            if not block:
+                break
+            n += block.count(b"\n")
+            pos += len(block)
+        return n
+    finally:
+        os.close(fd)
+
+
+def read_chunk(path: Path, offset: int = 0, line_no: int = 0, head: str = "") -> Chunk:
+    """Read the complete lines after ``offset`` (``line_no`` lines precede it)."""
+    span = locate_new(path, offset, head)
+    return read_span(span, 1 if span.truncated else line_no + 1)
 
 
 def excerpt(line: bytes, limit: int = 120) -> str:

@@ -183,14 +183,14 @@ def invalid_rows_predicate() -> str:
 
 
 def defaulted_columns() -> dict[str, list[str]]:
-    """Per tag, the payload columns that have a default. A line written by an
-    older vocabulary may lack them; such rows need ``normalise_select``."""
+    """Per tag, the columns that have a default. A line written by an older
+    vocabulary may lack them; such rows need ``normalise_select``."""
     out: dict[str, list[str]] = {}
     for cls in EVENT_TYPES:
         cols = [
             f.encode_name
             for f in _struct_fields(cls)
-            if f.encode_name not in ENVELOPE and _default_of(f) not in (msgspec.NODEFAULT, None)
+            if f.encode_name not in ("session_id", "seq") and _default_of(f) not in (msgspec.NODEFAULT, None)
         ]
-        out[str(cls.__struct_config__.tag)] = ["ts", "iteration", *cols]
+        out[str(cls.__struct_config__.tag)] = cols
     return out

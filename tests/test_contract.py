@@ -151,7 +151,7 @@ class TestLedgerContract(StoreContract):
             def crash(*args: object, **kw: object) -> None:
                 raise KeyboardInterrupt("killed between the rows and the positions")
 
-            monkeypatch.setattr("ledger.store._bulk_insert", crash)
+            monkeypatch.setattr("ledger.ingest.bulk_insert", crash)
             with pytest.raises(KeyboardInterrupt):
                 ledger.ingest()
             monkeypatch.undo()

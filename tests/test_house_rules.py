@@ -74,7 +74,8 @@ def test_ingest_statements_do_not_grow_with_events(tmp_path: Path, sessions: int
         for s in range(sessions):
             sid = f"s{s}"
             Journal.for_session(home.journals, sid, fsync=False).append(
-                *(E.AgentTurn(session_id=sid, tool_count=i) for i in range(per_session)))
+                *(E.AgentTurn(session_id=sid, tool_count=i) for i in range(per_session))
+            )
         ledger = Ledger.memory(home)
         counter = CountingConnection(ledger.con)
         ledger.con = counter  # type: ignore[assignment]
