@@ -29,6 +29,7 @@ import msgspec
 from ledger import events as ev
 
 SESSION_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+FIRST_BLOCK: Final = 4096  # most lines are shorter: read that much first
 TAIL_CHUNK: Final = 64 * 1024
 HEAD_BYTES: Final = 256
 FILE_MODE: Final = 0o600
@@ -127,7 +128,10 @@ def locate_new(path: Path, offset: int = 0, head: str = "") -> Span:
         if end == offset:
             return Span(str(path), offset, offset, truncated, "" if truncated else head)
         if offset == 0:
-            head = head_hash(os.pread(fd, min(end, TAIL_CHUNK), 0))
+            first = os.pread(fd, min(end, FIRST_BLOCK), 0)
+            if b"\n" not in first:
+                first = os.pread(fd, min(end, TAIL_CHUNK), 0)
+            head = head_hash(first)
         last_start = max(offset, _rfind_newline(fd, end - 1) + 1)
         last = os.pread(fd, end - 1 - last_start, last_start)
         return Span(str(path), offset, end, truncated, head, last)
@@ -230,13 +234,15 @@ def read_new(path: Path, cursor: Cursor) -> ReadResult:
 
 
 def _rfind_newline(fd: int, end: int) -> int:
-    """Offset of the last b"\\n" before ``end``, or -1; reads backwards in blocks."""
+    """Offset of the last b"\\n" before ``end``, or -1; reads backwards in
+    blocks, small first."""
+    block = FIRST_BLOCK
     while end > 0:
-        start = max(0, end - TAIL_CHUNK)
+        start = max(0, end - block)
         i = os.pread(fd, end - start, start).rfind(b"\n")
         if i >= 0:
             return start + i
-        end = start
+        end, block = start, TAIL_CHUNK
     return -1
 
 

@@ -116,9 +116,9 @@ class Ledger:
         """Open ``home``'s ledger file; if another process holds it, wait up to
         ``wait`` seconds, then either raise ``LedgerLocked`` or (``fallback``)
         build an in-memory ledger from the journals, saying so on stderr."""
+        if read_only and not home.database.exists():
+            raise LedgerError(f"no ledger at {home.database} yet (run 'ralph-ledger ingest')")
         try:
-            if read_only and not home.database.exists():
-                raise LedgerLocked(home.database, "nobody: it does not exist yet")
             home.ensure()
             con = connect(home.database, read_only=read_only, wait=wait)
         except LedgerLocked as exc:

@@ -94,6 +94,18 @@ class StoreContract(ABC):
         events, _ = self.read(home)
         assert [(e[0], e[2]) for e in events] == [(1, 7), (2, 8)]
 
+    def test_lines_longer_than_the_read_blocks(self, home: Home) -> None:
+        j = self.journal(home)
+        big = "x" * 200_000
+        j.append(E.AgentTurn(session_id=SID, output_excerpt=big), turn(2))
+        self.read(home)
+        j.append(E.AgentTurn(session_id=SID, output_excerpt=big, tool_count=3))
+        j.append(turn(4))
+        with open(j.path, "ab") as f:
+            f.write(E.encode(E.AgentTurn(session_id=SID, seq=5, output_excerpt=big))[:150_000])
+        events, bad = self.read(home)
+        assert [(e[0], e[2]) for e in events] == [(1, 0), (2, 2), (3, 3), (4, 4)] and bad == []
+
     def test_concurrent_appenders_get_unique_gapless_seqs(self, home: Home) -> None:
         ctx = multiprocessing.get_context("fork")
         procs = [ctx.Process(target=_append_many, args=(str(home.journals), w, 500)) for w in range(8)]

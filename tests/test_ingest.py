@@ -189,3 +189,22 @@ def test_bad_line_after_an_earlier_ingest_is_numbered_in_the_whole_file(home: Ho
     assert report.events == 1 and report.exact_batches == 1
     assert [(b.line_no, b.reason.split(" (")[0]) for b in report.bad_lines] == [(4, "not valid JSON")]
     assert ledger.rows("SELECT max(seq) AS s FROM events")[0]["s"] == 4
+
+
+def test_read_only_open_of_a_missing_ledger_is_a_clear_error(home: Home) -> None:
+    from ledger.store import LedgerError
+
+    with pytest.raises(LedgerError, match="no ledger at .* yet"):
+        Ledger.open(home, read_only=True)
+
+
+def test_read_only_ledger_refuses_to_ingest(home: Home) -> None:
+    from ledger.store import LedgerError
+
+    Journal.for_session(home.journals, "alpha", fsync=False).append(E.AgentTurn(session_id="alpha"))
+    with Ledger.open(home) as ledger:
+        ledger.ingest()
+    with Ledger.open(home, read_only=True) as ledger:
+        assert ledger.rows("SELECT count(*) AS n FROM sessions") == [{"n": 1}]
+        with pytest.raises(LedgerError, match="read-only"):
+            ledger.ingest()
