@@ -194,7 +194,7 @@ def test_bad_line_after_an_earlier_ingest_is_numbered_in_the_whole_file(home: Ho
 def test_read_only_open_of_a_missing_ledger_is_a_clear_error(home: Home) -> None:
     from ledger.store import LedgerError
 
-    with pytest.raises(LedgerError, match="no ledger at .* yet"):
+    with pytest.raises(LedgerError, match=r"no ledger at .* yet"):
         Ledger.open(home, read_only=True)
 
 
