@@ -7,8 +7,8 @@ stores the new offsets and any bad lines: ingesting twice, or again after a
 crash mid-ingest, gives exactly the same tables.
 
 Fast path: a reader thread locates each journal's new lines without reading
-them into Python and has the kernel copy them into a scratch file while
-DuckDB loads the previous one. Checks generated from the event vocabulary
+them into Python and has the kernel copy them into a scratch file (DuckDB
+reads one large file far faster than many small ones). Checks generated from the event vocabulary
 (unknown tags, missing required fields, values outside a ``Literal``) and a
 per-session seq check confirm msgspec would have accepted every line; rows
 from an older vocabulary get their defaults filled in. On any doubt the
@@ -36,9 +36,11 @@ from ledger import events as ev
 from ledger.journal import BadLine, Span, count_lines, decode_chunk, locate_new, read_span
 from ledger.schema import defaulted_columns, invalid_rows_predicate, normalise_select, read_json_columns
 
-# New lines go to DuckDB in scratch files of about this size, one INSERT each,
-# while the reader thread prepares the next (64 MB measured best here).
-BATCH_BYTES: Final = 64 * 1024 * 1024
+# New lines go to DuckDB in scratch files of up to this size, one INSERT
+# each, while the reader thread prepares the next. Fewer, larger INSERTs are
+# faster (measured: 1M events in one INSERT 1.9 s, in five 3.4 s), so a
+# typical backlog is a single INSERT; the pipeline only matters beyond this.
+BATCH_BYTES: Final = 1024 * 1024 * 1024
 MODES: Final = ("fast", "normalise", "exact")
 
 
