@@ -933,6 +933,19 @@ def verdict(*checks: tuple[bool, str]) -> str:
     return "PASS" if not failed else "FAIL (" + ", ".join(failed) + ")"
 
 
+def _rate_row(label: str, ours: WriteStats, sqlite: WriteStats) -> Row:
+    return Row(
+        label,
+        fmt_rate(ours.rate, "/s"),
+        fmt_rate(sqlite.rate, "/s") + " *",
+        fmt_ratio(ours.rate / sqlite.rate),
+    )
+
+
+def _ms_row(label: str, ours_ms: float, sqlite_ms: float) -> Row:
+    return Row(label, fmt_ms(ours_ms), fmt_ms(sqlite_ms) + " *", fmt_ratio(sqlite_ms / ours_ms))
+
+
 def write_rows(r: Results, cfg: Config) -> list[Row]:
     assert r.append_fsync and r.append_nofsync
     durable, nosync, default = (
@@ -941,12 +954,7 @@ def write_rows(r: Results, cfg: Config) -> list[Row]:
     af, an = r.append_fsync, r.append_nofsync
     n = cfg.total_events
     return [
-        Row(
-            "write 1 event, durable: rate  [SQLite: WAL, sync=FULL, commit/event]",
-            fmt_rate(af.rate, "/s"),
-            fmt_rate(durable.rate, "/s") + " *",
-            fmt_ratio(af.rate / durable.rate),
-        ),
+        _rate_row("write 1 event, durable: rate  [SQLite: WAL, sync=FULL, commit/event]", af, durable),
         Row(
             "write 1 event, durable: p50",
             fmt_ms(af.p50_ms),
@@ -955,30 +963,10 @@ def write_rows(r: Results, cfg: Config) -> list[Row]:
             f"p50 <= {APPEND_TARGET_P50_MS:g} ms",
             verdict((af.p50_ms <= APPEND_TARGET_P50_MS, "p50")),
         ),
-        Row(
-            "write 1 event, durable: p95",
-            fmt_ms(af.p95_ms),
-            fmt_ms(durable.p95_ms) + " *",
-            fmt_ratio(durable.p95_ms / af.p95_ms),
-        ),
-        Row(
-            "write 1 event, durable vs sqlite3 defaults (rollback journal): rate",
-            fmt_rate(af.rate, "/s"),
-            fmt_rate(default.rate, "/s") + " *",
-            fmt_ratio(af.rate / default.rate),
-        ),
-        Row(
-            "write 1 event, no fsync: rate  [SQLite: WAL, sync=NORMAL]",
-            fmt_rate(an.rate, "/s"),
-            fmt_rate(nosync.rate, "/s") + " *",
-            fmt_ratio(an.rate / nosync.rate),
-        ),
-        Row(
-            "write 1 event, no fsync: p50",
-            fmt_ms(an.p50_ms),
-            fmt_ms(nosync.p50_ms) + " *",
-            fmt_ratio(nosync.p50_ms / an.p50_ms),
-        ),
+        _ms_row("write 1 event, durable: p95", af.p95_ms, durable.p95_ms),
+        _rate_row("write 1 event, durable vs sqlite3 defaults (rollback journal): rate", af, default),
+        _rate_row("write 1 event, no fsync: rate  [SQLite: WAL, sync=NORMAL]", an, nosync),
+        _ms_row("write 1 event, no fsync: p50", an.p50_ms, nosync.p50_ms),
         Row(
             f"write {n:,} events one by one, durable (extrapolated)",
             fmt_duration(n / af.rate),
