@@ -1,0 +1,106 @@
+"""Signal resolution: what one validate call answers, from everything it saw.
+
+The one table (first matching row wins; ``tests/test_signals.py`` has a test
+per row):
+
+| row | condition                                            | signal    |
+|-----|------------------------------------------------------|-----------|
+| 1   | a manual stop was requested                          | BLOCKED   |
+| 2   | a guard tripped whose signal is BLOCKED              | BLOCKED   |
+| 3   | any other guard tripped                              | ESCALATE  |
+| 4   | the agent promised BLOCKED                           | BLOCKED   |
+| 5   | hooks are registered and decided ``escalate``        | ESCALATE  |
+| 6   | hooks decided ``complete`` (gate: see below)         | COMPLETE  |
+| 7   | hooks are registered and decided ``continue``        | CONTINUE  |
+| 8   | no hooks; the agent promised COMPLETE (gate)         | COMPLETE  |
+| 9   | no hooks; the agent promised ESCALATE                | ESCALATE  |
+| 10  | otherwise                                            | CONTINUE  |
+
+Gate: with ``require_passing_validation`` a COMPLETE from rows 6 or 8 while
+validation failed becomes CONTINUE ("completion claimed but validation
+failed"); off by default, as seed 000 §3.2 completes on the promise alone.
+
+Why this order, where the seeds disagree:
+
+- Seed 000 §3.3 ranks BLOCKED > COMPLETE > ESCALATE > CONTINUE, yet its own
+  example lets a safety guard's ESCALATE override a COMPLETE promise. We follow
+  the example: a tripped guard is evidence the loop must stop, so guards
+  (rows 2-3) come before any promise, and among promises the ranking holds.
+- Seed 001's hooks have only complete / continue / escalate, and its default
+  hook turns a BLOCKED promise into ``escalate``. We keep BLOCKED (row 4), so
+  a blocked agent is never told to continue (seed 000: "Never continue
+  iterating after BLOCKED signal") and its status stays "blocked".
+- Seed 001 returns ``continue`` "No hooks registered for this task", while
+  seed 000 completes on a promise with no hooks at all. Both hold: hooks, when
+  registered, are the policy (rows 5-7); without hooks, the promise decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ledger.events import HookAction, Signal
+
+
+@dataclass(frozen=True, slots=True)
+class Trip:
+    """A guard that tripped during this validate call."""
+
+    guard: str
+    signal: Signal
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    signal: Signal
+    reason: str
+    row: int
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """What signal resolution looks at (all optional but the verdict)."""
+
+    validation_passed: bool
+    manual_stop: str | None = None
+    trips: Sequence[Trip] = ()
+    promise: Signal | None = None
+    promise_word: str = ""
+    hooks_registered: bool = False
+    hook_action: HookAction | None = None
+    hook_reason: str = ""
+    require_passing_validation: bool = False
+
+
+def _gate(inputs: Inputs, reason: str, row: int) -> Resolution:
+    if inputs.require_passing_validation and not inputs.validation_passed:
+        return Resolution("CONTINUE", f"completion claimed but validation failed ({reason})", row)
+    return Resolution("COMPLETE", reason, row)
+
+
+def resolve(inputs: Inputs) -> Resolution:
+    """Apply the table above."""
+    if inputs.manual_stop is not None:
+        return Resolution("BLOCKED", f"manual stop: {inputs.manual_stop}".rstrip(": "), 1)
+    blocked = [t for t in inputs.trips if t.signal == "BLOCKED"]
+    if blocked:
+        return Resolution("BLOCKED", f"{blocked[0].guard}: {blocked[0].detail}", 2)
+    if inputs.trips:
+        return Resolution("ESCALATE", f"{inputs.trips[0].guard}: {inputs.trips[0].detail}", 3)
+    word = inputs.promise_word or str(inputs.promise)
+    if inputs.promise == "BLOCKED":
+        return Resolution("BLOCKED", f"agent promised {word}", 4)
+    if inputs.hooks_registered:
+        if inputs.hook_action == "escalate":
+            return Resolution("ESCALATE", inputs.hook_reason or "hook escalated", 5)
+        if inputs.hook_action == "complete":
+            return _gate(inputs, inputs.hook_reason or "hook completed", 6)
+        return Resolution("CONTINUE", inputs.hook_reason or "hook continued", 7)
+    if inputs.promise == "COMPLETE":
+        return _gate(inputs, f"agent promised {word}", 8)
+    if inputs.promise == "ESCALATE":
+        return Resolution("ESCALATE", f"agent promised {word}", 9)
+    reason = "validation passed; no completion promise" if inputs.validation_passed else "validation failed"
+    return Resolution("CONTINUE", reason, 10)
