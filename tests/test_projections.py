@@ -27,6 +27,7 @@ ORDER = {
     "failure_streak": "session_id",
     "quality_regression": "session_id, iteration",
     "thrashing": "session_id, file",
+    "stop_retries": "session_id",
     "validation_stall": "session_id, iteration",
 }
 

@@ -1,18 +1,25 @@
--- params: session := NULL, min_streak := 0
--- Consecutive failed validations at the end of each session (circuit breaker).
--- streak = failed validation runs since the last passing one.
+-- params: session := NULL, min_streak := 0, errors := FALSE
+-- Consecutive failed validation runs at the end of each session (the circuit
+-- breaker's count): the failed runs since the last passing one. With
+-- `errors := TRUE`, runs in which a rule errored (timeout, missing program)
+-- since the last run without one (the error threshold's count).
 SELECT
   session_id,
-  count(*) FILTER (WHERE NOT passed AND seq > last_pass) AS streak,
-  min(iteration) FILTER (WHERE NOT passed AND seq > last_pass) AS since_iteration,
+  count(*) FILTER (WHERE NOT ok AND seq > last_ok) AS streak,
+  min(iteration) FILTER (WHERE NOT ok AND seq > last_ok) AS since_iteration,
   max(iteration) AS last_iteration,
   arg_max(list_filter(results, lambda r: NOT r.passed)[1].message, seq)
-    FILTER (WHERE NOT passed AND seq > last_pass) AS last_failure
+    FILTER (WHERE NOT ok AND seq > last_ok) AS last_failure
 FROM (
-  SELECT session_id, iteration, seq, passed, results,
-         coalesce(max(seq) FILTER (WHERE passed) OVER (PARTITION BY session_id), 0) AS last_pass
-  FROM events
-  WHERE type = 'validation_ran' AND (session IS NULL OR session_id = session)
+  SELECT session_id, iteration, seq, ok, results,
+         coalesce(max(seq) FILTER (WHERE ok) OVER (PARTITION BY session_id), 0) AS last_ok
+  FROM (
+    SELECT session_id, iteration, seq, results,
+           CASE WHEN errors THEN NOT coalesce(list_bool_or([r.errored FOR r IN results]), FALSE)
+                ELSE passed END AS ok
+    FROM events
+    WHERE type = 'validation_ran' AND (session IS NULL OR session_id = session)
+  )
 )
 GROUP BY session_id
-HAVING count(*) FILTER (WHERE NOT passed AND seq > last_pass) >= min_streak
+HAVING count(*) FILTER (WHERE NOT ok AND seq > last_ok) >= min_streak
