@@ -1,0 +1,159 @@
+"""Loop configuration: ``ralph.toml`` (or ``[tool.ralph]`` in ``pyproject.toml``)
+and the ``iteration:`` block of agent markdown frontmatter (seed 000 §2.3).
+
+Everything is validated with msgspec; an unknown key or a wrong type is a
+``ConfigError`` whose message is one line naming the file, the key and what
+was expected, e.g. ``ralph.toml: guards.thrashing.min_iterations: expected
+int, got str``.
+
+Per-agent defaults (seed 000 §6.1): me 15, qa 10, sec 10, doc 6, do 8
+iterations; any other agent 15. Seed 003 §2.3 gives qa 8: we follow seed 000,
+the engine's own specification, which also sets the 15 default.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import msgspec
+
+from ledger.guards import GuardConfig
+
+T = TypeVar("T")
+AGENT_MAX_ITERATIONS: Final = {"me": 15, "qa": 10, "sec": 10, "doc": 6, "do": 8}
+DEFAULT_MAX_ITERATIONS: Final = 15
+FRONTMATTER_RE: Final = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
+
+
+class ConfigError(Exception):
+    """Bad configuration; the message is one line naming file and key."""
+
+
+class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How one loop runs. ``rules`` are validation rule tables (see
+    ``ledger.rules``); ``hooks`` are preset names registered in order."""
+
+    task: str = ""
+    agent: str = ""
+    max_iterations: int | None = None
+    completion_promises: list[str] = msgspec.field(default_factory=lambda: ["COMPLETE", "BLOCKED"])
+    rules: list[dict[str, Any]] = []
+    hooks: list[str] = []
+    guards: GuardConfig = GuardConfig()
+    require_passing_validation: bool = False
+
+    def effective_max_iterations(self) -> int:
+        if self.max_iterations is not None:
+            return self.max_iterations
+        return AGENT_MAX_ITERATIONS.get(self.agent, DEFAULT_MAX_ITERATIONS)
+
+
+class AgentIteration(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
+    """The ``iteration:`` block of an agent's frontmatter (seed 000 §2.3)."""
+
+    enabled: bool = False
+    max_iterations: int | None = None
+    completion_promises: list[str] = []
+    validation_rules: list[str] = []
+
+
+def _path_of(message: str) -> tuple[str, str]:
+    """Split msgspec's 'Expected `int`, got `str` - at `$.a[0].b`'."""
+    m = re.match(r"(.*?)(?: - at `\$\.?(.*)`)?$", message)
+    what, where = (m.group(1), m.group(2) or "") if m else (message, "")
+    return where, what[:1].lower() + what[1:]
+
+
+def convert(data: Any, typ: type[T], source: str, prefix: str = "") -> T:
+    """msgspec.convert with a one-line error naming ``source`` and the key."""
+    try:
+        return msgspec.convert(data, typ)
+    except msgspec.ValidationError as exc:
+        where, what = _path_of(str(exc))
+        key = ".".join(p for p in (prefix, where) if p)
+        raise ConfigError(f"{source}: {key or '(top level)'}: {what.replace('`', '')}") from None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def load_toml(path: Path) -> LoopConfig:
+    """``ralph.toml`` (top level), or ``pyproject.toml``'s ``[tool.ralph]``."""
+    try:
+        data = tomllib.loads(_read(path))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    if path.name == "pyproject.toml":
+        data = data.get("tool", {}).get("ralph", {})
+        return convert(data, LoopConfig, str(path), "tool.ralph")
+    return convert(data, LoopConfig, str(path))
+
+
+def find_config(project: Path) -> LoopConfig:
+    """The project's configuration: ``ralph.toml``, else ``[tool.ralph]``, else defaults."""
+    ralph = project / "ralph.toml"
+    if ralph.is_file():
+        return load_toml(ralph)
+    pyproject = project / "pyproject.toml"
+    if pyproject.is_file():
+        return load_toml(pyproject)
+    return LoopConfig()
+
+
+def frontmatter(text: str, source: str) -> dict[str, Any]:
+    """The YAML frontmatter of a markdown file ({} when there is none)."""
+    m = FRONTMATTER_RE.match(text)
+    if not m:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(m.group(1))
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
+        raise ConfigError(f"{source}: frontmatter is not valid YAML: {first}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: frontmatter: expected a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def promise_word(text: str) -> str:
+    """'<promise>COMPLETE</promise>' -> 'COMPLETE'; other text unchanged."""
+    m = re.fullmatch(r"\s*<promise>(.*?)</promise>\s*", text, re.I | re.S)
+    return (m.group(1) if m else text).strip()
+
+
+def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
+    """Apply an agent file's ``iteration:`` block to ``base``. Its
+    ``validationRules`` name rules defined in ``base.rules``; an unknown name
+    is an error."""
+    base = base or LoopConfig()
+    meta = frontmatter(_read(path), str(path))
+    agent = str(meta.get("name") or path.stem)
+    block = convert(meta.get("iteration", {}), AgentIteration, str(path), "iteration")
+    rules = base.rules
+    if block.validation_rules:
+        known = {str(r.get("name")): r for r in base.rules}
+        missing = [n for n in block.validation_rules if n not in known]
+        if missing:
+            raise ConfigError(
+                f"{path}: iteration.validationRules: no rule named {missing[0]!r} "
+                f"(expected one of: {', '.join(sorted(known)) or 'none defined in ralph.toml'})"
+            )
+        rules = [known[n] for n in block.validation_rules]
+    return msgspec.structs.replace(
+        base,
+        agent=agent,
+        max_iterations=block.max_iterations if block.max_iterations is not None else base.max_iterations,
+        completion_promises=[promise_word(p) for p in block.completion_promises] or base.completion_promises,
+        rules=rules,
+    )
