@@ -1,0 +1,415 @@
+"""Completion promises: find ``<promise>X</promise>`` in agent output.
+
+An agent ends a turn by writing a promise (seed 000 §3.4, seed 004)::
+
+    <promise>BLOCKED</promise>
+    Reason: Database schema migration requires DBA review and approval.
+    Blocking issue: Cannot proceed with implementation until migration is approved.
+
+What counts as a promise:
+
+- The exact tags ``<promise>`` and ``</promise>`` (tag names in any ASCII
+  case; no attributes, no whitespace inside the tag brackets). The text
+  between them must not contain ``<``; surrounding whitespace is ignored,
+  inner runs of whitespace are collapsed, and the word is compared
+  case-folded. A bare ``COMPLETE`` or ``<incomplete>COMPLETE</incomplete>``
+  is not a promise (seed 000 Appendix C).
+- Not inside an HTML comment ``<!-- ... -->`` (it ends at the first ``-->``
+  after the ``<!--``; an unterminated comment runs to the end of the text), a
+  fenced code block (a line of 3+ backticks or tildes, after any indentation
+  or ``>`` quote markers, closed by a line of the same character at least as
+  long; an unclosed fence runs to the end) or an inline code span (a run of N
+  backticks closed by the next run of exactly N backticks in the same
+  paragraph; an unclosed run is literal). Whichever of these starts first
+  wins, so ``<!--`` inside code hides nothing and a fence inside a comment
+  opens nothing.
+
+Three vocabularies, looked up in this order:
+
+============  =============  ========  ==========================================
+vocabulary    word           signal    harness action
+============  =============  ========  ==========================================
+standard      COMPLETE       COMPLETE  iteration_complete
+standard      BLOCKED        BLOCKED   task_update(blocked)
+standard      ESCALATE       ESCALATE  task_update(blocked)
+loop          LOOP_DONE      COMPLETE  exit with success
+loop          LOOP_CONTINUE  CONTINUE  start next iteration
+loop          LOOP_BLOCKED   BLOCKED   pause, request human input
+loop          LOOP_ERROR     ESCALATE  exit with error status, preserve state
+custom        (caller's)     COMPLETE  allow stop, end loop
+============  =============  ========  ==========================================
+
+A custom phrase (the Claude Code ralph-loop plugin's ``--completion-promise``)
+may be given bare (``DONE ALL``) or tagged (``<promise>DONE ALL</promise>``,
+as seed 000's ``completionPromises`` lists them); one that names a vocabulary
+word keeps that word's signal, and an empty one is ignored. Any other text in
+promise tags lands in :attr:`Detection.unknown` and gives no signal.
+
+After each promise, up to the next promise tag, the first ``Reason:``,
+``Summary:`` and ``Blocking issue:`` lines (keys in any case; the value runs
+on over following non-blank lines until a blank line, another key, a tag or a
+fence) and the first ``<context> ... </context>`` block of ``key: value``
+lines are captured (keys lower-cased, one pair of surrounding double quotes
+stripped from values, other lines skipped). Lines inside comments or code
+are not looked at. A blocking issue is appended to the reason on a new line
+(``Blocking issue: ...``), or is the reason when there is none. Without a
+``Reason:``/``Summary:`` line, the context's ``reason``/``summary`` is used.
+
+Every pass over the text is a compiled regular expression or a ``find`` that
+moves forward, so detection is linear in the text's length; it never raises.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from ledger.events import PromiseDetected, Signal
+
+Vocabulary = Literal["standard", "loop", "custom"]
+
+__all__ = [
+    "CUSTOM_ACTION",
+    "HARNESS_ACTIONS",
+    "PRIORITY",
+    "VOCABULARY",
+    "Detection",
+    "Promise",
+    "Vocabulary",
+    "detect_promises",
+    "normalise",
+    "strongest",
+    "to_event",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class _Word:
+    word: str
+    vocabulary: Vocabulary
+    signal: Signal
+    harness_action: str
+
+
+_WORDS: Final[tuple[_Word, ...]] = (
+    _Word("COMPLETE", "standard", "COMPLETE", "iteration_complete"),
+    _Word("BLOCKED", "standard", "BLOCKED", "task_update(blocked)"),
+    _Word("ESCALATE", "standard", "ESCALATE", "task_update(blocked)"),
+    _Word("LOOP_DONE", "loop", "COMPLETE", "exit with success"),
+    _Word("LOOP_CONTINUE", "loop", "CONTINUE", "start next iteration"),
+    _Word("LOOP_BLOCKED", "loop", "BLOCKED", "pause, request human input"),
+    _Word("LOOP_ERROR", "loop", "ESCALATE", "exit with error status, preserve state"),
+)
+_BY_KEY: Final[dict[str, _Word]] = {w.word.casefold(): w for w in _WORDS}
+CUSTOM_ACTION: Final = "allow stop, end loop"
+
+#: Every known word and its signal (custom phrases aside).
+VOCABULARY: Final[dict[str, Signal]] = {w.word: w.signal for w in _WORDS}
+#: What the harness does on each known word.
+HARNESS_ACTIONS: Final[dict[str, str]] = {w.word: w.harness_action for w in _WORDS}
+#: Seed 000 §3.3: BLOCKED > COMPLETE > ESCALATE > CONTINUE.
+PRIORITY: Final[dict[Signal, int]] = {"BLOCKED": 3, "COMPLETE": 2, "ESCALATE": 1, "CONTINUE": 0}
+
+
+@dataclass(frozen=True, slots=True)
+class Promise:
+    """One promise found in agent output.
+
+    ``word`` is the canonical word (``COMPLETE``, ``LOOP_DONE``) or, for a
+    custom phrase, the phrase as configured (whitespace collapsed); ``raw`` is
+    the tag text exactly as written and ``offset`` where it starts in the text.
+    """
+
+    word: str
+    vocabulary: Vocabulary
+    signal: Signal
+    harness_action: str
+    reason: str
+    summary: str
+    context: dict[str, str] = field(hash=False)
+    raw: str
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """Everything :func:`detect_promises` found, in text order.
+
+    ``unknown`` holds the (whitespace-collapsed) text of promise tags that
+    named no known word or configured phrase.
+    """
+
+    promises: list[Promise]
+    unknown: list[str]
+
+
+def normalise(phrase: str) -> str:
+    """Collapse runs of whitespace to one space and strip the ends."""
+    return " ".join(phrase.split())
+
+
+# --- scanning ---------------------------------------------------------------
+
+# Prefix allowed before a fence: indentation (any, for nested list items) and
+# block quote markers.
+_PREFIX: Final = r"[ \t>]*+"
+_FENCE_LINE: Final = rf"^{_PREFIX}(?:`{{3,}}+[^`\n]*+|~{{3,}}+[^\n]*+)$"
+_SCAN: Final = re.compile(
+    rf"(?P<fence>^{_PREFIX}(?:(?P<bt>`{{3,}}+)[^`\n]*+|(?P<tl>~{{3,}}+)[^\n]*+)$)"
+    r"|(?P<comment><!--)"
+    r"|(?P<ticks>`++)"
+    r"|(?P<tag>(?i:<promise>)(?P<body>[^<]*+)(?i:</promise>))",
+    re.MULTILINE | re.ASCII,
+)
+_COMMENT_END: Final = re.compile(r"-->")
+# A paragraph ends at a blank line or a line opening a fence.
+_PARAGRAPH_END: Final = re.compile(rf"\n[ \t\r]*+(?:\n|$)|{_FENCE_LINE}", re.MULTILINE)
+_RUN: Final = re.compile(r"`++")
+_FENCE_CLOSE: Final = re.compile(rf"^{_PREFIX}(`{{3,}}+|~{{3,}}+)[ \t]*+\r?$", re.MULTILINE)
+_TAGGED: Final = re.compile(r"\s*+<promise>(?P<body>.*)</promise>\s*+", re.IGNORECASE | re.ASCII | re.DOTALL)
+
+
+def _fence_end(text: str, pos: int, char: str, length: int) -> int:
+    """End of the line closing a fence of ``length`` ``char``s opened before ``pos`` (or the text's end)."""
+    for m in _FENCE_CLOSE.finditer(text, pos):
+        run = m.group(1)
+        if run[0] == char and len(run) >= length:
+            return m.end()
+    return len(text)
+
+
+@dataclass(slots=True)
+class _Paragraph:
+    """Backtick runs of one paragraph, for matching code span openers to closers."""
+
+    end: int
+    runs: dict[int, list[int]]  # run length -> starts, ascending
+
+
+@dataclass(frozen=True, slots=True)
+class _Tag:
+    start: int
+    end: int
+    body: str
+
+
+def _paragraph(text: str, pos: int) -> _Paragraph:
+    m = _PARAGRAPH_END.search(text, pos)
+    end = m.start() if m else len(text)
+    runs: dict[int, list[int]] = {}
+    for r in _RUN.finditer(text, pos, end):
+        runs.setdefault(r.end() - r.start(), []).append(r.start())
+    return _Paragraph(end, runs)
+
+
+def _scan(text: str) -> tuple[list[_Tag], list[tuple[int, int]]]:
+    """Promise tags outside comments and code, and the hidden intervals."""
+    tags: list[_Tag] = []
+    hidden: list[tuple[int, int]] = []
+    para: _Paragraph | None = None
+    n = len(text)
+    pos = 0
+    while pos < n:
+        m = _SCAN.search(text, pos)
+        if m is None:
+            break
+        start = m.start()
+        if m.start("tag") >= 0:
+            tags.append(_Tag(start, m.end(), m.group("body")))
+            pos = m.end()
+        elif m.start("fence") >= 0:
+            char, length = ("`", len(m.group("bt"))) if m.start("bt") >= 0 else ("~", len(m.group("tl")))
+            pos = _fence_end(text, m.end(), char, length)
+            hidden.append((start, pos))
+        elif m.start("comment") >= 0:
+            close = _COMMENT_END.search(text, start + 4)
+            pos = close.end() if close else n
+            hidden.append((start, pos))
+        else:  # an inline code span opener, or literal backticks
+            length = m.end() - start
+            if para is None or start >= para.end:
+                para = _paragraph(text, start)
+            starts = para.runs.get(length, [])
+            i = bisect_right(starts, start)
+            if i < len(starts):
+                pos = starts[i] + length
+                hidden.append((start, pos))
+            else:
+                pos = m.end()
+    return tags, hidden
+
+
+def _is_hidden(hidden_starts: list[int], hidden: list[tuple[int, int]], pos: int) -> bool:
+    i = bisect_right(hidden_starts, pos) - 1
+    return i >= 0 and pos < hidden[i][1]
+
+
+# --- capture ----------------------------------------------------------------
+
+_KEY: Final = r"(?:\*\*|__)?+(?P<key>reason|summary|blocking[ \t]++issue)(?:\*\*|__)?+[ \t]*+:(?:\*\*|__)?+"
+_KEY_LINE: Final = re.compile(
+    rf"^[ \t>]*+(?:[-*+][ \t]++)?+{_KEY}[ \t]*+(?P<value>[^\n]*)", re.MULTILINE | re.IGNORECASE | re.ASCII
+)
+_KEY_INLINE: Final = re.compile(rf"[ \t]*+{_KEY}[ \t]*+(?P<value>[^\n]*)", re.IGNORECASE | re.ASCII)
+_STOP_LINE: Final = re.compile(
+    rf"[ \t>\r]*+(?:$|<|(?:[-*+][ \t]++)?+{_KEY}|`{{3}}|~{{3}})", re.IGNORECASE | re.ASCII
+)
+_CONTEXT_OPEN: Final = re.compile(r"<context>", re.IGNORECASE | re.ASCII)
+_CONTEXT_CLOSE: Final = re.compile(r"</context>", re.IGNORECASE | re.ASCII)
+_CONTEXT_LINE: Final = re.compile(r"[ \t]*+([A-Za-z0-9_][A-Za-z0-9_.\-]*+)[ \t]*+:(.*)")
+
+
+def _continued(text: str, line_end: int, end: int, first: str, hidden: Callable[[int], bool]) -> str:
+    """``first`` plus the continuation lines after ``line_end`` (up to ``end``)."""
+    parts = [first.strip()] if first.strip() else []
+    pos = line_end
+    while pos < end and text[pos] == "\n":
+        nxt = text.find("\n", pos + 1, end)
+        stop = end if nxt < 0 else nxt
+        line = text[pos + 1 : stop]
+        if _STOP_LINE.match(line) or hidden(pos + 1):
+            break
+        parts.append(line.strip())
+        pos = stop
+    return "\n".join(parts)
+
+
+def _key_of(m: re.Match[str]) -> str:
+    return " ".join(m.group("key").lower().split())
+
+
+def _parse_context(body: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in body.splitlines():
+        m = _CONTEXT_LINE.match(line)
+        if m is None:
+            continue
+        value = m.group(2).strip()
+        if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+            value = value[1:-1]
+        out[m.group(1).lower()] = value
+    return out
+
+
+def _capture(
+    text: str, start: int, end: int, hidden_starts: list[int], hidden: list[tuple[int, int]]
+) -> tuple[str, str, dict[str, str]]:
+    """Reason, summary and context written after a promise, within ``[start, end)``."""
+
+    def is_hidden(pos: int) -> bool:
+        return _is_hidden(hidden_starts, hidden, pos)
+
+    context: dict[str, str] = {}
+    ctx_span = (end, end)
+    for o in _CONTEXT_OPEN.finditer(text, start, end):
+        if is_hidden(o.start()):
+            continue
+        c = _CONTEXT_CLOSE.search(text, o.end(), end)
+        if c is not None:
+            context = _parse_context(text[o.end() : c.start()])
+            ctx_span = (o.start(), c.end())
+        break
+
+    found: dict[str, str] = {}
+
+    def take(m: re.Match[str]) -> None:
+        key = _key_of(m)
+        if key not in found:
+            found[key] = _continued(text, m.end(), end, m.group("value"), is_hidden)
+
+    inline = _KEY_INLINE.match(text, start, end)
+    if inline is not None:
+        take(inline)
+    for m in _KEY_LINE.finditer(text, start, end):
+        if len(found) == 3:
+            break
+        if ctx_span[0] <= m.start() < ctx_span[1] or is_hidden(m.start()):
+            continue
+        take(m)
+
+    reason = found.get("reason", "") or context.get("reason", "")
+    blocking = found.get("blocking issue", "")
+    if blocking:
+        reason = f"{reason}\nBlocking issue: {blocking}" if reason else blocking
+    summary = found.get("summary", "") or context.get("summary", "")
+    return reason, summary, context
+
+
+# --- API --------------------------------------------------------------------
+
+
+def _custom_table(custom: Sequence[str]) -> dict[str, _Word]:
+    table: dict[str, _Word] = {}
+    for phrase in (custom,) if isinstance(custom, str) else custom:
+        m = _TAGGED.fullmatch(phrase)
+        word = normalise(m.group("body") if m else phrase)
+        key = word.casefold()
+        if word and key not in _BY_KEY and key not in table:
+            table[key] = _Word(word, "custom", "COMPLETE", CUSTOM_ACTION)
+    return table
+
+
+def detect_promises(text: str, custom: Sequence[str] = ()) -> Detection:
+    """Every completion promise in ``text``, in text order.
+
+    ``custom`` are extra completion phrases (bare or in promise tags); each
+    maps to the COMPLETE signal. Never raises on a ``str``.
+    """
+    phrases = _custom_table(custom)
+    tags, hidden = _scan(text)
+    hidden_starts = [h[0] for h in hidden]
+    promises: list[Promise] = []
+    unknown: list[str] = []
+    for i, tag in enumerate(tags):
+        body = normalise(tag.body)
+        key = body.casefold()
+        known = _BY_KEY.get(key) or phrases.get(key)
+        if known is None:
+            unknown.append(body)
+            continue
+        end = tags[i + 1].start if i + 1 < len(tags) else len(text)
+        reason, summary, context = _capture(text, tag.end, end, hidden_starts, hidden)
+        promises.append(
+            Promise(
+                word=known.word,
+                vocabulary=known.vocabulary,
+                signal=known.signal,
+                harness_action=known.harness_action,
+                reason=reason,
+                summary=summary,
+                context=context,
+                raw=text[tag.start : tag.end],
+                offset=tag.start,
+            )
+        )
+    return Detection(promises, unknown)
+
+
+def strongest(promises: Iterable[Promise]) -> Promise | None:
+    """The promise that decides, by seed 000 §3.3: BLOCKED > COMPLETE > ESCALATE > CONTINUE.
+
+    Among equals the last in the text (greatest offset; then the later one
+    given) wins. ``None`` when there are no promises.
+    """
+    best: Promise | None = None
+    for p in promises:
+        if best is None or (PRIORITY[p.signal], p.offset) >= (PRIORITY[best.signal], best.offset):
+            best = p
+    return best
+
+
+def to_event(p: Promise, *, session_id: str, iteration: int) -> PromiseDetected:
+    """The journal event recording ``p``."""
+    return PromiseDetected(
+        session_id=session_id,
+        iteration=iteration,
+        promise=p.word,
+        signal=p.signal,
+        reason=p.reason,
+        summary=p.summary,
+        context=dict(p.context),
+        raw=p.raw,
+    )
