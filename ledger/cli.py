@@ -47,6 +47,16 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    return value
+
+
 def _add_format(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="output CSV")
@@ -79,6 +89,15 @@ def build_parser() -> Parser:
     s = sub.add_parser("export", help="export the events as a partitioned Parquet dataset")
     s.add_argument("--parquet", required=True, metavar="DIR", help="destination directory")
     sub.add_parser("schema", help="print the views and detectors and their columns")
+    s = sub.add_parser("stats", help="loop metrics per agent (completion rate, iterations, quality)")
+    _add_format(s)
+    s = sub.add_parser("stop", help="ask a running loop to stop at its next validate")
+    s.add_argument("session", help="session id")
+    s.add_argument("--reason", default="", help="why (recorded in the ledger)")
+    s = sub.add_parser("set", help="change a running loop's settings")
+    s.add_argument("session", help="session id")
+    s.add_argument("--max-iterations", type=positive_int, required=True, metavar="N")
+    s.add_argument("--reason", default="", help="why (recorded in the ledger)")
     return p
 
 
@@ -175,6 +194,34 @@ def cmd_schema(home: Home, args: argparse.Namespace) -> None:
             print(f"  {name:<24} {typ}")
 
 
+def cmd_stats(home: Home, args: argparse.Namespace) -> None:
+    with open_current(home, args.wait) as ledger:
+        if args.fmt == "table":
+            print("loops per agent")
+        print(render(ledger.con.execute("SELECT * FROM loop_metrics ORDER BY agent"), args.fmt), end="")
+        if args.fmt == "table":
+            print("\nsuccess rate by iterations used")
+            print(
+                render(ledger.con.execute("SELECT * FROM success_by_iterations ORDER BY ALL"), args.fmt),
+                end="",
+            )
+
+
+def cmd_override(home: Home, args: argparse.Namespace) -> None:
+    from ledger.engine import Engine, EngineError
+
+    engine = Engine(home)
+    try:
+        if args.command == "stop":
+            engine.stop(args.session, args.reason)
+            print(f"stop requested for {args.session}; the loop stops at its next validate")
+        else:
+            engine.set_max_iterations(args.session, args.max_iterations, args.reason)
+            print(f"{args.session}: max iterations set to {args.max_iterations}")
+    except EngineError as exc:
+        raise CliError(f"ralph-ledger: {exc}") from None
+
+
 COMMANDS: dict[str, Callable[[Home, argparse.Namespace], None]] = {
     "ingest": cmd_ingest,
     "rebuild": cmd_ingest,
@@ -183,6 +230,9 @@ COMMANDS: dict[str, Callable[[Home, argparse.Namespace], None]] = {
     "sql": cmd_sql,
     "export": cmd_export,
     "schema": cmd_schema,
+    "stats": cmd_stats,
+    "stop": cmd_override,
+    "set": cmd_override,
 }
 
 

@@ -114,7 +114,7 @@ def test_bad_usage_is_one_line_exit_2(argv: list[str], tmp_path: Path) -> None:
 
 
 def test_help_for_every_command() -> None:
-    for cmd in ["ingest", "rebuild", "sessions", "show", "sql", "export", "schema"]:
+    for cmd in ["ingest", "rebuild", "sessions", "show", "sql", "export", "schema", "stats", "stop", "set"]:
         proc = run(cmd, "--help")
         assert proc.returncode == 0 and "usage: ralph-ledger" in proc.stdout
 

@@ -28,6 +28,8 @@ ORDER = {
     "quality_regression": "session_id, iteration",
     "thrashing": "session_id, file",
     "stop_retries": "session_id",
+    "loop_metrics": "agent",
+    "success_by_iterations": "agent, iterations",
     "validation_stall": "session_id, iteration",
 }
 

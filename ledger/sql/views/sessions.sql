@@ -16,6 +16,7 @@ SELECT
   arg_max(signal, seq) FILTER (WHERE type IN ('signal_resolved', 'guard_tripped')) AS last_signal,
   coalesce(any_value(f.streak), 0) AS consecutive_failures,
   bool_or(type = 'override' AND kind = 'manual_stop') AS stop_requested,
+  arg_max(reason, seq) FILTER (WHERE type = 'override' AND kind = 'manual_stop') AS stop_reason,
   min(ts) AS started_at,
   max(ts) AS updated_at,
   count(*) AS events,

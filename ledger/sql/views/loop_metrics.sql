@@ -1,0 +1,23 @@
+-- Loop metrics per agent (seed 000 §7 Phase 2C, §9): how often loops finish on
+-- their own, how many iterations that takes, and how much quality improves.
+-- A loop ended when it completed, blocked or escalated; it completed
+-- autonomously when no human override was recorded in it.
+SELECT
+  coalesce(nullif(s.agent, ''), '-') AS agent,
+  count(*) AS sessions,
+  count(*) FILTER (WHERE s.status <> 'running') AS ended,
+  count(*) FILTER (WHERE s.status = 'complete') AS completed,
+  count(*) FILTER (WHERE s.status = 'complete' AND coalesce(o.overrides, 0) = 0) AS autonomous,
+  count(*) FILTER (WHERE s.status = 'complete' AND coalesce(o.overrides, 0) = 0)
+    / nullif(count(*) FILTER (WHERE s.status <> 'running'), 0) AS autonomous_completion_rate,
+  avg(s.iteration) FILTER (WHERE s.status = 'complete') AS mean_iterations_to_completion,
+  avg(q.last_score - q.first_score) AS mean_quality_improvement,
+  avg(q.first_score) AS mean_first_score,
+  avg(q.last_score) AS mean_final_score
+FROM sessions s
+LEFT JOIN (SELECT session_id, count(*) AS overrides FROM events WHERE type = 'override' GROUP BY ALL) o
+  USING (session_id)
+LEFT JOIN (SELECT session_id, arg_min(score, iteration) AS first_score, arg_max(score, iteration) AS last_score
+           FROM iteration_scores GROUP BY ALL) q
+  USING (session_id)
+GROUP BY ALL
