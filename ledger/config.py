@@ -20,6 +20,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
+from ledger.errors import explain
 from ledger.guards import GuardConfig
 
 T = TypeVar("T")
@@ -60,21 +61,18 @@ class AgentIteration(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     validation_rules: list[str] = []
 
 
-def _path_of(message: str) -> tuple[str, str]:
-    """Split msgspec's 'Expected `int`, got `str` - at `$.a[0].b`'."""
-    m = re.match(r"(.*?)(?: - at `\$\.?(.*)`)?$", message)
-    what, where = (m.group(1), m.group(2) or "") if m else (message, "")
-    return where, what[:1].lower() + what[1:]
-
-
 def convert(data: Any, typ: type[T], source: str, prefix: str = "") -> T:
     """msgspec.convert with a one-line error naming ``source`` and the key."""
     try:
         return msgspec.convert(data, typ)
     except msgspec.ValidationError as exc:
-        where, what = _path_of(str(exc))
-        key = ".".join(p for p in (prefix, where) if p)
-        raise ConfigError(f"{source}: {key or '(top level)'}: {what.replace('`', '')}") from None
+        where, what = explain(str(exc), data)
+        key = (
+            (prefix + where)
+            if where.startswith("[")
+            else ".".join(p for p in (prefix, where.lstrip(".")) if p)
+        )
+        raise ConfigError(f"{source}: {key or '(top level)'}: {what}") from None
 
 
 def _read(path: Path) -> str:

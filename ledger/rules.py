@@ -39,6 +39,7 @@ from typing import Annotated, Any, Final, Literal, NamedTuple, get_args
 
 import msgspec
 
+from ledger.errors import explain, lookup
 from ledger.events import RuleResult, RuleSpec
 
 Cadence = Literal["cheap", "moderate", "expensive"]
@@ -185,7 +186,7 @@ def parse_rules(data: object, source: str, *, root: str = "rules") -> list[RuleC
     try:
         rules = msgspec.convert(data, list[RuleConfig])
     except msgspec.ValidationError as exc:
-        path, problem = _explain(str(exc), data)
+        path, problem = explain(str(exc), data, choices=_CHOICES, allowed_keys=_allowed_keys)
         raise RuleConfigError(source, root + path, problem) from None
     seen: set[str] = set()
     for i, rule in enumerate(rules):
@@ -195,85 +196,16 @@ def parse_rules(data: object, source: str, *, root: str = "rules") -> list[RuleC
     return rules
 
 
-_AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
-_PATH_TOKEN = re.compile(r"\[(\d+)\]|\.(\w+)|\[\.\.\.\]")
-_EXPECTED = re.compile(r"^Expected `(?P<type>[^`]+)`(?P<rest>.*?)(?:, got `(?P<got>[^`]+)`)?$")
-_FIELD = re.compile(r"^Object (?P<kind>contains unknown|missing required) field `(?P<field>[^`]+)`$")
-_INVALID = re.compile(r"^Invalid (?:enum )?value (?P<value>.+)$")
-_TYPE_WORDS: Final[Mapping[str, str]] = {
-    "int": "an integer",
-    "float": "a number",
-    "str": "a string",
-    "bool": "a boolean",
-    "array": "a list",
-    "object": "a table",
-    "null": "nothing",
-}
 _CHOICES: Final[Mapping[str, tuple[str, ...]]] = {
     "type": tuple(TAGS),
     "cadence": CADENCES,
     "flags": tuple(REGEX_FLAGS),
 }
-_MISSING: Final = object()
-
-
-def _explain(message: str, data: object) -> tuple[str, str]:
-    """Turn a msgspec ValidationError message into (key path after the root, problem)."""
-    at = _AT.match(message)
-    what, path = (at["what"], at["path"] or "") if at else (message, "")
-    if m := _FIELD.match(what):
-        problem = "unknown key" if m["kind"] == "contains unknown" else "missing required key"
-        if m["kind"] == "contains unknown" and (allowed := _allowed_keys(data, path)):
-            problem += f"; expected one of {', '.join(allowed)}"
-        return f"{path}.{m['field']}", problem
-    if m := _EXPECTED.match(what):
-        got = _got(data, path, m["got"])
-        return path, f"expected {_type_words(m['type'])}{m['rest']}" + (f", got {got}" if got else "")
-    if m := _INVALID.match(what):
-        field = next((name for _, name in reversed(_tokens(path)) if name), "")
-        choices = _CHOICES.get(field)
-        expected = f"expected one of {', '.join(map(repr, choices))}, " if choices else "invalid value, "
-        return path, f"{expected}got {m['value']}"
-    return path, what[:1].lower() + what[1:]
-
-
-def _tokens(path: str) -> list[tuple[int | None, str]]:
-    """``[1].env[...]`` -> [(1, ''), (None, 'env'), (None, '')]."""
-    return [(int(i) if i else None, name or "") for i, name in _PATH_TOKEN.findall(path)]
-
-
-def _lookup(data: object, path: str) -> object:
-    """The value at a msgspec error path, or ``_MISSING`` when it cannot be found."""
-    node = data
-    for index, name in _tokens(path):
-        if index is not None and isinstance(node, list | tuple) and index < len(node):
-            node = node[index]
-        elif name and isinstance(node, Mapping) and name in node:
-            node = node[name]
-        else:
-            return _MISSING
-    return node
-
-
-def _got(data: object, path: str, got_type: str | None) -> str:
-    """How to show the offending value: its repr when found, else msgspec's type name in words."""
-    value = _lookup(data, path)
-    if value is _MISSING:
-        return _type_words(got_type) if got_type else ""
-    return _cut(repr(value), 40)
-
-
-def _type_words(types: str) -> str:
-    """``array | null`` -> ``a list`` (null is how an omitted key reads, never written in TOML)."""
-    parts = [p.strip() for p in types.split("|")]
-    if len(parts) > 1:
-        parts = [p for p in parts if p != "null"]
-    return " or ".join(_TYPE_WORDS.get(p, p) for p in parts)
 
 
 def _allowed_keys(data: object, path: str) -> list[str]:
     """The keys of the rule type at ``path`` (by its ``type``), for an unknown-key error."""
-    table = _lookup(data, path)
+    table = lookup(data, path)
     cls = TAGS.get(str(table.get("type"))) if isinstance(table, Mapping) else None
     if cls is None:
         return []

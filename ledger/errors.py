@@ -1,0 +1,93 @@
+"""One-line explanations of msgspec validation errors in configuration.
+
+msgspec says ``Expected `int`, got `str` - at `$.rules[1].timeout_s```; users
+get ``ralph.toml: rules[1].timeout_s: expected an integer, got 'soon'``. Used
+by ``ledger.config`` and ``ledger.rules`` alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Final
+
+_AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_PATH_TOKEN = re.compile(r"\[(\d+)\]|\.(\w+)|\[\.\.\.\]")
+_EXPECTED = re.compile(r"^Expected `(?P<type>[^`]+)`(?P<rest>.*?)(?:, got `(?P<got>[^`]+)`)?$")
+_FIELD = re.compile(r"^Object (?P<kind>contains unknown|missing required) field `(?P<field>[^`]+)`$")
+_INVALID = re.compile(r"^Invalid (?:enum )?value (?P<value>.+)$")
+_TYPE_WORDS: Final[Mapping[str, str]] = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "a boolean",
+    "array": "a list",
+    "object": "a table",
+    "null": "nothing",
+}
+MISSING: Final = object()
+
+AllowedKeys = Callable[[object, str], list[str]]
+
+
+def explain(
+    message: str,
+    data: object,
+    *,
+    choices: Mapping[str, tuple[str, ...]] | None = None,
+    allowed_keys: AllowedKeys | None = None,
+) -> tuple[str, str]:
+    """(key path, problem) for a msgspec ValidationError message about ``data``.
+    ``choices`` lists valid values per field name; ``allowed_keys`` names the
+    keys valid at a path, for unknown-key errors."""
+    at = _AT.match(message)
+    what, path = (at["what"], at["path"] or "") if at else (message, "")
+    if m := _FIELD.match(what):
+        problem = "unknown key" if m["kind"] == "contains unknown" else "missing required key"
+        if m["kind"] == "contains unknown" and allowed_keys and (allowed := allowed_keys(data, path)):
+            problem += f"; expected one of {', '.join(allowed)}"
+        return f"{path}.{m['field']}", problem
+    if m := _EXPECTED.match(what):
+        got = _got(data, path, m["got"])
+        return path, f"expected {type_words(m['type'])}{m['rest']}" + (f", got {got}" if got else "")
+    if m := _INVALID.match(what):
+        field = next((name for _, name in reversed(tokens(path)) if name), "")
+        valid = (choices or {}).get(field)
+        expected = f"expected one of {', '.join(map(repr, valid))}, " if valid else "invalid value, "
+        return path, f"{expected}got {m['value']}"
+    return path, what[:1].lower() + what[1:]
+
+
+def tokens(path: str) -> list[tuple[int | None, str]]:
+    """``[1].env[...]`` -> [(1, ''), (None, 'env'), (None, '')]."""
+    return [(int(i) if i else None, name or "") for i, name in _PATH_TOKEN.findall(path)]
+
+
+def lookup(data: object, path: str) -> object:
+    """The value at a msgspec error path, or ``MISSING`` when it cannot be found."""
+    node = data
+    for index, name in tokens(path):
+        if index is not None and isinstance(node, list | tuple) and index < len(node):
+            node = node[index]
+        elif name and isinstance(node, Mapping) and name in node:
+            node = node[name]
+        else:
+            return MISSING
+    return node
+
+
+def _got(data: object, path: str, got_type: str | None) -> str:
+    """How to show the offending value: its repr when found, else msgspec's type name in words."""
+    value = lookup(data, path)
+    if value is MISSING:
+        return type_words(got_type) if got_type else ""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def type_words(types: str) -> str:
+    """``array | null`` -> ``a list`` (null is how an omitted key reads, never written in TOML)."""
+    parts = [p.strip() for p in types.split("|")]
+    if len(parts) > 1:
+        parts = [p for p in parts if p != "null"]
+    return " or ".join(_TYPE_WORDS.get(p, p) for p in parts)
