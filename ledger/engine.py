@@ -310,8 +310,8 @@ class Engine:
                         checkpoint_id=f"{session_id}-hook-{n}",
                         trigger="hook",
                         phase=str(data.get("executionPhase", "")),
-                        step=int(data.get("executionStep", n) or n),
-                        agent_context=dict(data.get("agentContext", {})),
+                        step=_as_int(data.get("executionStep"), n),
+                        agent_context=_as_dict(data.get("agentContext")),
                     )
                 )
         events += [
@@ -430,3 +430,15 @@ class Engine:
         return self._ledger(session_id).rows(
             "SELECT * FROM iterations WHERE session_id = ? ORDER BY iteration", [session_id]
         )
+
+
+def _as_int(value: object, default: int) -> int:
+    """A hook's checkpoint step, tolerating anything a callable may return."""
+    try:
+        return int(value) if value is not None else default  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return default
+
+
+def _as_dict(value: object) -> dict[str, Any]:
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}

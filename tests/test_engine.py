@@ -232,7 +232,7 @@ def run_steps(tmp: Path, kill_after: int | None) -> list[tuple[str, int, int]]:
     return [(str(e.__struct_config__.tag), e.seq, e.iteration) for e in events]
 
 
-@pytest.mark.parametrize("kill_after", [1, 2, 3, 5])
+@pytest.mark.parametrize("kill_after", [1, 2, 3, 4, 5])
 def test_a_fresh_process_resumes_with_identical_state(tmp_path: Path, kill_after: int) -> None:
     whole = run_steps(tmp_path / "whole", None)
     resumed = run_steps(tmp_path / "resumed", kill_after)
@@ -293,3 +293,39 @@ def test_cli_stop_and_set(engine: Engine, capsys: pytest.CaptureFixture[str]) ->
     assert (status["max_iterations"], status["stop_requested"], status["stop_reason"]) == (4, True, "enough")
     assert main(["--home", home, "stop", "ghost"]) == 1
     assert "no session 'ghost'" in capsys.readouterr().err
+
+
+def test_custom_hook_checkpoint_data_and_next_prompt(home: Home, tmp_path: Path) -> None:
+    from ledger.hooks import AgentContext, HookResult
+
+    def halfway(ctx: AgentContext) -> HookResult:
+        return HookResult(
+            "continue",
+            "halfway",
+            next_prompt="Keep going on the parser",
+            checkpoint_data={
+                "executionPhase": "midpoint",
+                "executionStep": "x",
+                "agentContext": {"milestone": "halfway"},
+            },
+        )
+
+    engine = Engine(home, work_dir=tmp_path, clock=ticking(), fsync=False, custom_hooks={"mid": halfway})
+    engine.start("h", LoopConfig())
+    r = engine.validate("h", "work")
+    assert (r.signal, r.next_prompt, r.reason) == ("CONTINUE", "Keep going on the parser", "halfway")
+    cps = [e for e in events_of(engine, "h") if isinstance(e, E.CheckpointCreated) and e.trigger == "hook"]
+    assert [(c.phase, c.step, c.agent_context) for c in cps] == [("midpoint", 1, {"milestone": "halfway"})]
+    decided = [e for e in events_of(engine, "h") if isinstance(e, E.HookDecided)]
+    assert [(d.hook_id, d.action) for d in decided] == [("mid", "continue")]
+
+
+def test_a_custom_hook_lost_with_its_process_escalates(home: Home, tmp_path: Path) -> None:
+    from ledger.hooks import AgentContext, HookResult
+
+    def mine(ctx: AgentContext) -> HookResult:
+        return HookResult("continue", "fine")
+
+    Engine(home, work_dir=tmp_path, fsync=False, custom_hooks={"mine": mine}).start("lost", LoopConfig())
+    r = Engine(home, work_dir=tmp_path, fsync=False).validate("lost", "work")
+    assert r.signal == "ESCALATE" and "not registered in this process" in r.reason
