@@ -21,7 +21,7 @@ from ledger.config import LoopConfig
 from ledger.facts import read_facts
 from ledger.guards import check, exhausted
 from ledger.home import Home
-from ledger.hooks import NO_HOOKS, AgentContext, Evaluation, HookFn, Registry, decided_events
+from ledger.hooks import NO_HOOKS, PRESET_FNS, AgentContext, Evaluation, HookFn, Registry, decided_events
 from ledger.journal import Cursor, Journal, journal_path, read_new, utc_now
 from ledger.promises import detect_promises, strongest, to_event
 from ledger.rules import CustomRule, Rule, RuleContext, parse_rules, run_rules, spec
@@ -395,6 +395,48 @@ class Engine:
         return CompleteResult(
             session_id, s.iteration, final, history, now, f"Completed after {s.iteration} iteration(s)"
         )
+
+    # -- hooks (seed 001 hook_register / hook_list / hook_clear) ---------------
+    def hook_register(
+        self, session_id: str, hook_type: str, *, enabled: bool = True, metadata: dict[str, Any] | None = None
+    ) -> str:
+        """Register a preset hook, or a custom callable given to this Engine
+        by id; recorded as an event, so presets survive a restart."""
+        if hook_type not in PRESET_FNS and hook_type not in self.custom_hooks:
+            known = ", ".join([*PRESET_FNS, *self.custom_hooks])
+            raise EngineError(f"unknown hook {hook_type!r}: expected one of {known}")
+        s = self._running(session_id)
+        hook_id = f"{hook_type}-{len(Registry.from_events(s.events).hooks()) + 1}"
+        kind = hook_type if hook_type in PRESET_FNS else "custom"
+        if kind == "custom":
+            hook_id = hook_type
+        self._append(
+            session_id,
+            ev.HookRegistered(
+                session_id=session_id,
+                iteration=s.iteration,
+                hook_id=hook_id,
+                hook_type=kind,
+                enabled=enabled,
+                metadata=metadata or {},
+            ),
+        )
+        return hook_id
+
+    def hook_list(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's hooks in evaluation order."""
+        registry = Registry.from_events(self._load(session_id).events, self.custom_hooks)
+        return [{"id": h.hook_id, "type": h.hook_type, "enabled": h.enabled} for h in registry.hooks()]
+
+    def hook_clear(self, session_id: str) -> int:
+        """Clear every hook of the session; returns how many there were."""
+        s = self._load(session_id)
+        ids = [h.hook_id for h in Registry.from_events(s.events).hooks()]
+        if ids:
+            self._append(
+                session_id, ev.HooksCleared(session_id=session_id, iteration=s.iteration, hook_ids=ids)
+            )
+        return len(ids)
 
     # -- overrides (seed 000 §5.4) --------------------------------------------
     def stop(self, session_id: str, reason: str = "") -> None:

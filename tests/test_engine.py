@@ -329,3 +329,22 @@ def test_a_custom_hook_lost_with_its_process_escalates(home: Home, tmp_path: Pat
     Engine(home, work_dir=tmp_path, fsync=False, custom_hooks={"mine": mine}).start("lost", LoopConfig())
     r = Engine(home, work_dir=tmp_path, fsync=False).validate("lost", "work")
     assert r.signal == "ESCALATE" and "not registered in this process" in r.reason
+
+
+def test_hook_register_list_clear(engine: Engine) -> None:
+    engine.start("hk", LoopConfig(hooks=["validation"]))
+    assert engine.hook_register("hk", "promise") == "promise-2"
+    assert engine.hook_register("hk", "default", enabled=False) == "default-3"
+    with pytest.raises(EngineError, match="unknown hook 'magic'"):
+        engine.hook_register("hk", "magic")
+    assert engine.hook_list("hk") == [
+        {"id": "validation-1", "type": "validation", "enabled": True},
+        {"id": "promise-2", "type": "promise", "enabled": True},
+        {"id": "default-3", "type": "default", "enabled": False},
+    ]
+    # a fresh engine (another process) sees the same declarative hooks
+    again = Engine(engine.home, work_dir=engine.work_dir, fsync=False, clock=engine.clock)
+    assert [h["id"] for h in again.hook_list("hk")] == ["validation-1", "promise-2", "default-3"]
+    r = again.validate("hk", "<promise>COMPLETE</promise>")
+    assert r.signal == "COMPLETE"  # validation hook (no rules) continues, promise hook completes
+    assert engine.hook_clear("hk") == 3 and engine.hook_list("hk") == []
