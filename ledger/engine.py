@@ -316,7 +316,12 @@ class Engine:
                 )
         events += [
             ev.GuardTripped(
-                session_id=session_id, iteration=n, guard=t.guard, detail=t.detail, signal=t.signal
+                session_id=session_id,
+                iteration=n,
+                guard=t.guard,
+                detail=t.detail,
+                signal=t.signal,
+                evidence=t.evidence,
             )
             for t in trips
         ]

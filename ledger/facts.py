@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from ledger import events as ev
+from ledger.completion import retry_count_from
 from ledger.guards import Facts, GuardConfig, circuit_state
 from ledger.store import Ledger
 
@@ -46,7 +48,13 @@ def read_facts(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime)
         "SELECT score, best_before FROM validation_stall(session := ?, span := ?) WHERE iteration = ?",
         [session_id, cfg.validation_stall.span, iteration],
     )
-    retries = _one(ledger, "SELECT retries FROM stop_retries(session := ?)", sid)
+    stops = ledger.con.execute(
+        "SELECT iteration, decision FROM events WHERE session_id = ? AND type = 'stop_decided' ORDER BY seq",
+        sid,
+    ).fetchall()
+    retries = retry_count_from(
+        ev.StopDecided(session_id=session_id, iteration=i, decision=d) for i, d in stops
+    )
     state, open_s = _circuit(ledger, session_id, cfg, _naive_utc(now))
     return Facts(
         iteration=int(iteration),
@@ -58,7 +66,7 @@ def read_facts(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime)
         stall=(float(stall[0]), float(stall[1])) if stall else None,
         elapsed_s=max(0.0, (_naive_utc(now) - started_at).total_seconds()),
         tokens=int(tokens),
-        stop_retries=int(retries[0]) if retries else 0,
+        stop_retries=retries,
         circuit=state,
         circuit_open_s=open_s,
     )

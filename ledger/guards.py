@@ -28,7 +28,7 @@ compaction, which a tool outside the agent cannot do; here it stops the loop.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -223,13 +223,34 @@ GUARDS: dict[str, Callable[[Facts, GuardConfig], Trip | None]] = {
 }
 
 
+def evidence(f: Facts, guard: str, cfg: GuardConfig) -> dict[str, Any]:
+    """What a trip is recorded with: the facts it looked at and its settings."""
+    facts: dict[str, dict[str, Any]] = {
+        "max_iterations": {"max_iterations": f.max_iterations},
+        "circuit_breaker": {
+            "failure_streak": f.failure_streak,
+            "state": f.circuit,
+            "open_s": f.circuit_open_s,
+        },
+        "quality_regression": {"scores": list(f.regression or ())},
+        "thrashing": {"files": [list(t) for t in f.thrashing]},
+        "validation_stall": {"score_and_best": list(f.stall or ())},
+        "time_limit": {"elapsed_s": round(f.elapsed_s, 3)},
+        "token_budget": {"tokens": f.tokens},
+        "max_stop_retries": {"stop_retries": f.stop_retries},
+        "error_threshold": {"error_streak": f.error_streak},
+    }
+    settings = msgspec.to_builtins(getattr(cfg, guard))
+    return {"iteration": f.iteration, **facts.get(guard, {}), "settings": settings}
+
+
 def check(f: Facts, cfg: GuardConfig) -> list[Trip]:
-    """Every enabled guard that fires, in the table's order."""
+    """Every enabled guard that fires, in the table's order, with its evidence."""
     trips = []
     for name, guard in GUARDS.items():
         setting: _Guard = getattr(cfg, name)
         if setting.enabled and (trip := guard(f, cfg)) is not None:
-            trips.append(trip)
+            trips.append(replace(trip, evidence=evidence(f, name, cfg)))
     return trips
 
 

@@ -38,7 +38,8 @@ Why this order, where the seeds disagree:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ledger.events import HookAction, Signal
 
@@ -50,6 +51,7 @@ class Trip:
     guard: str
     signal: Signal
     detail: str
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

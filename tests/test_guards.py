@@ -295,3 +295,15 @@ def test_trip_signals() -> None:
         "max_stop_retries": "ESCALATE",
         "error_threshold": "ESCALATE",
     }
+
+
+def test_trips_carry_their_evidence() -> None:
+    evs = session(["f"] * 5, files=[["hot.py"]] * 5)
+    trips = {t.guard: t for t in check(facts_after(evs), DEFAULTS)}
+    assert trips["thrashing"].evidence == {
+        "iteration": 5,
+        "files": [["hot.py", 5]],
+        "settings": {"enabled": True, "min_iterations": 5},
+    }
+    assert trips["circuit_breaker"].evidence["failure_streak"] == 5
+    assert trips["circuit_breaker"].evidence["settings"]["threshold"] == 3

@@ -27,7 +27,6 @@ ORDER = {
     "failure_streak": "session_id",
     "quality_regression": "session_id, iteration",
     "thrashing": "session_id, file",
-    "stop_retries": "session_id",
     "loop_metrics": "agent",
     "success_by_iterations": "agent, iterations",
     "validation_stall": "session_id, iteration",
