@@ -300,14 +300,17 @@ class Engine:
         events: list[ev.Event] = [
             *decided_events([e for e in evals if e is not NO_HOOKS], session_id=session_id, iteration=n)
         ]
+        wanted = any(e.result.checkpoint_data is not None for e in evals)
+        made = self._hook_checkpoints(session_id) if wanted else 0
         for e in evals:
             data = e.result.checkpoint_data
             if data is not None:
+                made += 1
                 events.append(
                     ev.CheckpointCreated(
                         session_id=session_id,
                         iteration=n,
-                        checkpoint_id=f"{session_id}-hook-{n}",
+                        checkpoint_id=f"{session_id}-hook{made}",
                         trigger="hook",
                         phase=str(data.get("executionPhase", "")),
                         step=_as_int(data.get("executionStep"), n),
@@ -343,6 +346,10 @@ class Engine:
                 ev.SessionEscalated(session_id=session_id, iteration=n, reason=res.reason, guard=guard)
             )
         self._append(session_id, *events)
+
+    def _hook_checkpoints(self, session_id: str) -> int:
+        events = read_new(journal_path(self.home.journals, session_id), Cursor()).events
+        return sum(1 for e in events if isinstance(e, ev.CheckpointCreated) and e.trigger == "hook")
 
     def next(self, session_id: str, notes: str = "") -> NextResult:
         """iteration_next: advance, refusing past the maximum; the latest

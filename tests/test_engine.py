@@ -316,6 +316,9 @@ def test_custom_hook_checkpoint_data_and_next_prompt(home: Home, tmp_path: Path)
     assert (r.signal, r.next_prompt, r.reason) == ("CONTINUE", "Keep going on the parser", "halfway")
     cps = [e for e in events_of(engine, "h") if isinstance(e, E.CheckpointCreated) and e.trigger == "hook"]
     assert [(c.phase, c.step, c.agent_context) for c in cps] == [("midpoint", 1, {"milestone": "halfway"})]
+    engine.validate("h", "more work in the same iteration")
+    ids = [e.checkpoint_id for e in events_of(engine, "h") if isinstance(e, E.CheckpointCreated)]
+    assert ids == ["h-cp1", "h-hook1", "h-hook2"]
     decided = [e for e in events_of(engine, "h") if isinstance(e, E.HookDecided)]
     assert [(d.hook_id, d.action) for d in decided] == [("mid", "continue")]
 
