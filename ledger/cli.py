@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from ledger.home import Home
 from ledger.ingest import IngestReport
+from ledger.journal import JournalError
 from ledger.output import render
 from ledger.readonly import ReadOnlyViolation, run_readonly
 from ledger.sql import definitions
@@ -34,10 +35,15 @@ class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line (exit 2)."""
 
     def error(self, message: str) -> NoReturn:
+        """Raise ``CliError`` (exit status 2) instead of printing usage and exiting."""
         raise CliError(f"{self.prog}: {message} (see --help)", 2)
 
 
 def non_negative_float(text: str) -> float:
+    """argparse type for ``--wait``: ``text`` as a float number of seconds >= 0.
+
+    Raises ``argparse.ArgumentTypeError`` for anything else (NaN included).
+    """
     try:
         value = float(text)
     except ValueError:
@@ -48,6 +54,7 @@ def non_negative_float(text: str) -> float:
 
 
 def positive_int(text: str) -> int:
+    """argparse type: ``text`` as a whole number >= 1, else ``argparse.ArgumentTypeError``."""
     try:
         value = int(text)
     except ValueError:
@@ -65,6 +72,7 @@ def _add_format(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> Parser:
+    """The ``ralph-ledger`` parser: global ``--home`` and ``--wait``, then one command."""
     p = Parser(prog="ralph-ledger", description="Record and query agent iteration loops.")
     p.add_argument("--home", help="ledger home (default: $RALPH_HOME or ./.ralph)")
     p.add_argument(
@@ -121,6 +129,13 @@ def open_current(home: Home, wait: float) -> Ledger:
 
 
 def cmd_ingest(home: Home, args: argparse.Namespace) -> None:
+    """``ingest`` / ``rebuild``: ingest what is new in the journals (``rebuild`` empties the ledger first).
+
+    Prints one summary line (events, journals, seconds, events/s, bad lines); truncated or replaced
+    journals and the first ``MAX_BAD_SHOWN`` bad lines go to stderr. Raises ``LedgerLocked`` if
+    another process still holds the ledger after ``--wait`` seconds, ``LedgerError`` if it cannot be
+    opened.
+    """
     with Ledger.open(home, wait=args.wait) as ledger:
         report = ledger.rebuild() if args.command == "rebuild" else ledger.ingest()
     _report_ingest(report)
@@ -132,6 +147,11 @@ def cmd_ingest(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
+    """``sessions``: print each session's current state, latest update first.
+
+    Only sessions with ``--status`` if given; as a table, CSV or JSON. Raises ``LedgerError`` if
+    the ledger cannot be opened (a locked one falls back to reading the journals).
+    """
     with open_current(home, args.wait) as ledger:
         where = "WHERE status = ?" if args.status else ""
         params = [args.status] if args.status else None
@@ -145,6 +165,11 @@ def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_show(home: Home, args: argparse.Namespace) -> None:
+    """``show``: print one session iteration by iteration.
+
+    As a table, a summary line comes first; CSV and JSON hold only the iteration rows. Raises
+    ``CliError`` (exit 1) if there is no such session, ``LedgerError`` if the ledger cannot be opened.
+    """
     with open_current(home, args.wait) as ledger:
         found = ledger.rows("SELECT * FROM sessions WHERE session_id = ?", [args.session])
         if not found:
@@ -167,6 +192,11 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_sql(home: Home, args: argparse.Namespace) -> None:
+    """``sql``: print the result of one read-only query as a table, CSV or JSON.
+
+    Raises ``CliError`` (exit 1) if the query is refused or fails, ``LedgerError`` if the ledger
+    cannot be opened.
+    """
     with open_current(home, args.wait) as ledger:
         try:
             rel = run_readonly(ledger.con, args.query)
@@ -176,6 +206,10 @@ def cmd_sql(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_export(home: Home, args: argparse.Namespace) -> None:
+    """``export --parquet DIR``: write the events under ``DIR/events`` and print how many.
+
+    Raises ``LedgerError`` if ``DIR`` exists and is not a directory or the ledger cannot be opened.
+    """
     from ledger.export import export_parquet
 
     with open_current(home, args.wait) as ledger:
@@ -184,6 +218,10 @@ def cmd_export(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_schema(home: Home, args: argparse.Namespace) -> None:
+    """``schema``: print every view and detector (with its parameters) and its columns and types.
+
+    Reads them from an in-memory ledger, so the home is not touched; raises nothing of its own.
+    """
     ledger = Ledger.memory()
     for d in definitions():
         target = d.name if d.kind == "view" else f"{d.name}()"
@@ -195,6 +233,11 @@ def cmd_schema(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_stats(home: Home, args: argparse.Namespace) -> None:
+    """``stats``: print the ``loop_metrics`` view, one row per agent.
+
+    As a table, titled and followed by ``success_by_iterations``; CSV and JSON hold
+    ``loop_metrics`` only. Raises ``LedgerError`` if the ledger cannot be opened.
+    """
     with open_current(home, args.wait) as ledger:
         if args.fmt == "table":
             print("loops per agent")
@@ -208,6 +251,10 @@ def cmd_stats(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_override(home: Home, args: argparse.Namespace) -> None:
+    """``stop`` / ``set``: record an override in a running session's journal and print a confirmation.
+
+    Raises ``CliError`` (exit 1) if the engine refuses it (e.g. no such session, or it is not running).
+    """
     from ledger.engine import Engine, EngineError
 
     engine = Engine(home)
@@ -237,6 +284,11 @@ COMMANDS: dict[str, Callable[[Home, argparse.Namespace], None]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status.
+
+    0 on success (also when stdout is closed early), 2 for bad usage, 1 for a ledger, file or command
+    error, 130 when interrupted; each error is printed as one line on stderr.
+    """
     try:
         args = build_parser().parse_args(argv)
         COMMANDS[args.command](Home.resolve(args.home), args)
@@ -246,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LedgerLocked as exc:
         print(f"ralph-ledger: {exc}; try again, or pass --wait SECONDS", file=sys.stderr)
         return 1
-    except LedgerError as exc:
+    except (LedgerError, JournalError) as exc:
         print(f"ralph-ledger: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:

@@ -47,6 +47,7 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     require_passing_validation: bool = False
 
     def effective_max_iterations(self) -> int:
+        """``max_iterations`` if set, else the agent's default (``AGENT_MAX_ITERATIONS``; 15 otherwise)."""
         if self.max_iterations is not None:
             return self.max_iterations
         return AGENT_MAX_ITERATIONS.get(self.agent, DEFAULT_MAX_ITERATIONS)

@@ -53,6 +53,8 @@ class ValidateResult:
 
 @dataclass(frozen=True, slots=True)
 class NextResult:
+    """What ``start`` and ``next`` return: the iteration begun, the maximum, its checkpoint and a message."""
+
     session_id: str
     iteration: int
     max_iterations: int
@@ -62,6 +64,10 @@ class NextResult:
 
 @dataclass(frozen=True, slots=True)
 class CompleteResult:
+    """What ``complete`` returns: iterations used, the last iteration's score (``None`` if unscored),
+    one ``iterations`` row per iteration, the completion time and a message.
+    """
+
     session_id: str
     total_iterations: int
     final_score: float | None
@@ -114,6 +120,7 @@ class Engine:
 
     # -- reading -------------------------------------------------------------
     def journal(self, session_id: str) -> Journal:
+        """The session's journal; raises ``JournalError`` for an invalid session id."""
         return Journal(journal_path(self.home.journals, session_id), fsync=self.fsync, clock=self.clock)
 
     def _append(self, session_id: str, *events: ev.Event) -> None:
@@ -460,6 +467,10 @@ class Engine:
         )
 
     def set_max_iterations(self, session_id: str, max_iterations: int, reason: str = "") -> None:
+        """Change a running loop's maximum iterations, recorded as an ``override`` event.
+
+        Raises ``EngineError`` if ``max_iterations`` < 1 or the session is not running.
+        """
         if max_iterations < 1:
             raise EngineError(f"max iterations must be at least 1, got {max_iterations}")
         s = self._running(session_id)

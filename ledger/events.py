@@ -88,6 +88,10 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
 
 
 class HookRegistered(Event, frozen=True, kw_only=True, gc=False, tag="hook_registered"):
+    """A hook was registered: appended by ``Engine.start`` for each configured and custom hook,
+    and by ``Engine.hook_register``.
+    """
+
     hook_id: str
     hook_type: str
     enabled: bool = True
@@ -95,10 +99,18 @@ class HookRegistered(Event, frozen=True, kw_only=True, gc=False, tag="hook_regis
 
 
 class HooksCleared(Event, frozen=True, kw_only=True, gc=False, tag="hooks_cleared"):
+    """Hooks were removed (``hook_ids``; an empty list means all): appended by ``Engine.hook_clear``,
+    and by ``Engine.complete`` when the session still has hooks.
+    """
+
     hook_ids: list[str] = []
 
 
 class IterationStarted(Event, frozen=True, kw_only=True, gc=False, tag="iteration_started"):
+    """An iteration began: appended by ``Engine.start`` (iteration 1, with ``max_iterations``) and by
+    ``Engine.next`` (with the caller's ``notes``).
+    """
+
     max_iterations: int | None = None
     checkpoint_id: str = ""
     notes: str = ""
@@ -116,6 +128,10 @@ class AgentTurn(Event, frozen=True, kw_only=True, gc=False, tag="agent_turn"):
 
 
 class PromiseDetected(Event, frozen=True, kw_only=True, gc=False, tag="promise_detected"):
+    """A ``<promise>`` tag in the agent's output and the signal it maps to: appended by
+    ``Engine.validate``, one per promise found, after the ``agent_turn``.
+    """
+
     promise: str
     signal: Signal = "CONTINUE"
     reason: str = ""
@@ -142,6 +158,10 @@ class SignalResolved(Event, frozen=True, kw_only=True, gc=False, tag="signal_res
 
 
 class HookDecided(Event, frozen=True, kw_only=True, gc=False, tag="hook_decided"):
+    """One hook's answer (action, reason, next prompt; ``error`` if it raised): appended by
+    ``Engine.validate`` for each hook evaluated (none when no hook is registered).
+    """
+
     hook_id: str
     hook_type: str = ""
     action: HookAction = "continue"
@@ -151,6 +171,10 @@ class HookDecided(Event, frozen=True, kw_only=True, gc=False, tag="hook_decided"
 
 
 class GuardTripped(Event, frozen=True, kw_only=True, gc=False, tag="guard_tripped"):
+    """A safety guard fired, with its detail, the signal it forces and its evidence: appended by
+    ``Engine.validate``, one per guard tripped.
+    """
+
     guard: str
     detail: str = ""
     signal: Signal = "ESCALATE"
@@ -158,6 +182,11 @@ class GuardTripped(Event, frozen=True, kw_only=True, gc=False, tag="guard_trippe
 
 
 class CheckpointCreated(Event, frozen=True, kw_only=True, gc=False, tag="checkpoint_created"):
+    """A checkpoint: appended by ``Engine.start`` (trigger ``iteration_start``), ``Engine.next``
+    (``auto_iteration``), ``Engine.validate`` when a hook returns checkpoint data (``hook``), and by
+    ``checkpoints.create``.
+    """
+
     checkpoint_id: str
     trigger: str = "auto_iteration"
     phase: str = ""
@@ -169,6 +198,10 @@ class CheckpointCreated(Event, frozen=True, kw_only=True, gc=False, tag="checkpo
 
 
 class CheckpointExpired(Event, frozen=True, kw_only=True, gc=False, tag="checkpoint_expired"):
+    """A checkpoint can no longer be resumed: appended by ``checkpoints.expire`` (reason ``manual`` by
+    default) and ``checkpoints.prune`` (reason ``pruned``).
+    """
+
     checkpoint_id: str
     reason: str = ""
 
@@ -190,6 +223,10 @@ class StopDecided(Event, frozen=True, kw_only=True, gc=False, tag="stop_decided"
 
 
 class SessionCompleted(Event, frozen=True, kw_only=True, gc=False, tag="session_completed"):
+    """The loop finished: appended by ``Engine.complete`` with the promise given, the iterations used
+    and the last iteration's score.
+    """
+
     promise: str = ""
     total_iterations: int = 0
     score: float | None = None
@@ -197,11 +234,17 @@ class SessionCompleted(Event, frozen=True, kw_only=True, gc=False, tag="session_
 
 
 class SessionBlocked(Event, frozen=True, kw_only=True, gc=False, tag="session_blocked"):
+    """The loop stopped as BLOCKED: appended by ``Engine.validate`` when the signal resolves to BLOCKED."""
+
     reason: str = ""
     signal: Signal = "BLOCKED"
 
 
 class SessionEscalated(Event, frozen=True, kw_only=True, gc=False, tag="session_escalated"):
+    """The loop stopped for a human: appended by ``Engine.validate`` when the signal resolves to
+    ESCALATE; ``guard`` names the guard that caused it, if one did.
+    """
+
     reason: str = ""
     guard: str = ""
     signal: Signal = "ESCALATE"

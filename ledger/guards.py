@@ -45,33 +45,51 @@ class _Guard(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 
 class CircuitBreaker(_Guard, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Circuit breaker settings: trip after ``threshold`` failed validations in a row, then stay open
+    for ``reset_timeout_s`` seconds.
+    """
+
     threshold: int = 3
     reset_timeout_s: float = 300.0
 
 
 class QualityRegression(_Guard, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Quality regression settings: the last ``span`` scores strictly falling, by more than
+    ``min_drop`` points in all.
+    """
+
     span: int = 3
     min_drop: float = 10.0
 
 
 class Thrashing(_Guard, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Thrashing settings: one file modified in at least ``min_iterations`` iterations."""
+
     min_iterations: int = 5
 
 
 class ValidationStall(_Guard, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Validation stall settings: ``span`` scored iterations without beating the best score."""
+
     span: int = 3
 
 
 class TimeLimit(_Guard, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Time limit settings: at most ``seconds`` since the loop started."""
+
     seconds: float = 1800.0
 
 
 class TokenBudget(_Guard, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Token budget settings: at most ``tokens`` tokens used; off by default."""
+
     enabled: bool = False
     tokens: int = 0
 
 
 class Count(_Guard, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Settings of a guard with a count ``limit`` (``max_stop_retries``, ``error_threshold``)."""
+
     limit: int = 3
 
 
@@ -109,6 +127,7 @@ class Facts:
 
 
 def max_iterations(f: Facts, cfg: GuardConfig) -> Trip | None:
+    """ESCALATE when the iteration is past the maximum (reaching it is ``exhausted``'s case)."""
     if f.iteration > f.max_iterations:
         return Trip(
             "max_iterations",
@@ -128,6 +147,9 @@ def exhausted(f: Facts, cfg: GuardConfig, signal: Signal) -> Trip | None:
 
 
 def circuit_breaker(f: Facts, cfg: GuardConfig) -> Trip | None:
+    """ESCALATE while the breaker is open, on a failure while half-open, or when closed and
+    ``threshold`` validations failed in a row.
+    """
     cb = cfg.circuit_breaker
     if f.circuit == "open":
         return Trip(
@@ -147,6 +169,7 @@ def circuit_breaker(f: Facts, cfg: GuardConfig) -> Trip | None:
 
 
 def quality_regression(f: Facts, cfg: GuardConfig) -> Trip | None:
+    """ESCALATE when the facts show a score regression (found with ``span`` and ``min_drop``)."""
     if f.regression is None:
         return None
     first, now = f.regression
@@ -159,6 +182,7 @@ def quality_regression(f: Facts, cfg: GuardConfig) -> Trip | None:
 
 
 def thrashing(f: Facts, cfg: GuardConfig) -> Trip | None:
+    """BLOCKED when files were modified in too many iterations; the detail names up to three."""
     if not f.thrashing:
         return None
     files = ", ".join(f"{name} ({n} iterations)" for name, n in f.thrashing[:3])
@@ -166,6 +190,7 @@ def thrashing(f: Facts, cfg: GuardConfig) -> Trip | None:
 
 
 def validation_stall(f: Facts, cfg: GuardConfig) -> Trip | None:
+    """ESCALATE when the facts show a stall (no better score for ``span`` iterations)."""
     if f.stall is None:
         return None
     score, best = f.stall
@@ -177,6 +202,7 @@ def validation_stall(f: Facts, cfg: GuardConfig) -> Trip | None:
 
 
 def time_limit(f: Facts, cfg: GuardConfig) -> Trip | None:
+    """BLOCKED when more than ``time_limit.seconds`` seconds have elapsed since the start."""
     limit = cfg.time_limit.seconds
     if f.elapsed_s > limit:
         return Trip("time_limit", "BLOCKED", f"running for {f.elapsed_s:.0f} s, over the {limit:.0f} s limit")
@@ -184,6 +210,7 @@ def time_limit(f: Facts, cfg: GuardConfig) -> Trip | None:
 
 
 def token_budget(f: Facts, cfg: GuardConfig) -> Trip | None:
+    """ESCALATE when the tokens used reach ``token_budget.tokens``."""
     budget = cfg.token_budget.tokens
     if f.tokens >= budget:
         return Trip("token_budget", "ESCALATE", f"{f.tokens:,} tokens used, budget {budget:,}")
@@ -191,6 +218,7 @@ def token_budget(f: Facts, cfg: GuardConfig) -> Trip | None:
 
 
 def max_stop_retries(f: Facts, cfg: GuardConfig) -> Trip | None:
+    """ESCALATE when the stop was blocked ``limit`` or more times in a row."""
     limit = cfg.max_stop_retries.limit
     if f.stop_retries >= limit:
         return Trip(
@@ -200,6 +228,7 @@ def max_stop_retries(f: Facts, cfg: GuardConfig) -> Trip | None:
 
 
 def error_threshold(f: Facts, cfg: GuardConfig) -> Trip | None:
+    """ESCALATE when ``limit`` or more validation runs in a row had an errored rule."""
     limit = cfg.error_threshold.limit
     if f.error_streak >= limit:
         return Trip(

@@ -11,26 +11,33 @@ DEFAULT_HOME = ".ralph"
 
 @dataclass(frozen=True, slots=True)
 class Home:
+    """A ledger home: ``root`` holds ``journals/``, ``ledger.duckdb`` and ``tmp/``."""
+
     root: Path
 
     @classmethod
     def resolve(cls, home: str | os.PathLike[str] | None = None) -> Home:
+        """``home``, else ``$RALPH_HOME``, else ``./.ralph``, as an absolute path with ``~`` expanded."""
         chosen = home if home is not None else os.environ.get("RALPH_HOME") or DEFAULT_HOME
         return cls(Path(chosen).expanduser().absolute())
 
     @property
     def journals(self) -> Path:
+        """The journals directory, ``<root>/journals``."""
         return self.root / "journals"
 
     @property
     def database(self) -> Path:
+        """The DuckDB ledger file, ``<root>/ledger.duckdb``."""
         return self.root / "ledger.duckdb"
 
     @property
     def tmp(self) -> Path:
+        """Scratch directory for ingest, ``<root>/tmp``."""
         return self.root / "tmp"
 
     def journal_files(self) -> list[Path]:
+        """The ``*.jsonl`` files in the journals directory, sorted by name ([] if none)."""
         if not self.journals.is_dir():
             return []
         with os.scandir(self.journals) as it:
@@ -38,5 +45,6 @@ class Home:
         return [self.journals / n for n in names]
 
     def ensure(self) -> None:
+        """Create the root, journals and tmp directories (mode 0700) where missing."""
         for d in (self.root, self.journals, self.tmp):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -43,6 +43,10 @@ class AgentContext:
 
 @dataclass(frozen=True, slots=True)
 class HookResult:
+    """A hook's answer: ``action`` and ``reason``, an optional next prompt, checkpoint data (recorded
+    as a ``hook`` checkpoint) and metadata.
+    """
+
     action: ev.HookAction
     reason: str
     next_prompt: str = ""
@@ -55,6 +59,8 @@ HookFn = Callable[[AgentContext], HookResult]
 
 @dataclass(frozen=True, slots=True)
 class Hook:
+    """A registered hook: its id, type (a preset name or ``custom``), callable and switch."""
+
     hook_id: str
     hook_type: str
     fn: HookFn
@@ -162,21 +168,26 @@ class Registry:
         return reg
 
     def add(self, hook: Hook) -> None:
+        """Register ``hook`` in this process, replacing any hook with the same id."""
         self._hooks[hook.hook_id] = hook
 
     def hooks(self) -> list[Hook]:
+        """The hooks in evaluation (registration) order."""
         return list(self._hooks.values())
 
     def clear(self) -> list[str]:
+        """Remove every hook; returns the ids removed."""
         ids = list(self._hooks)
         self._hooks.clear()
         return ids
 
     def evaluate(self, ctx: AgentContext) -> list[Evaluation]:
+        """Evaluate the hooks in order (see the module-level ``evaluate``)."""
         return evaluate(self._hooks.values(), ctx)
 
     @property
     def active(self) -> bool:
+        """Whether any hook is enabled."""
         return any(h.enabled for h in self._hooks.values())
 
 

@@ -46,6 +46,10 @@ MODES: Final = ("fast", "normalise", "exact")
 
 @dataclass(slots=True)
 class Position:
+    """How far a journal was ingested (its ``ingest_positions`` row): byte offset, seq of its last
+    event and head fingerprint.
+    """
+
     offset: int = 0
     last_seq: int = 0
     head: str = ""
@@ -53,6 +57,11 @@ class Position:
 
 @dataclass(slots=True)
 class IngestReport:
+    """What one ingest did: events inserted, journals given, bad lines, journals found truncated or
+    replaced (``reset``, re-read from the start), wall-clock seconds, and ``exact_batches`` (1 when
+    the line-by-line exact path was needed).
+    """
+
     events: int = 0
     journals: int = 0
     bad_lines: list[BadLine] = field(default_factory=list)

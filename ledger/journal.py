@@ -38,6 +38,7 @@ Clock = Callable[[], datetime]
 
 
 def utc_now() -> datetime:
+    """The current time as an aware UTC datetime (the default clock)."""
     return datetime.now(UTC)
 
 
@@ -56,6 +57,7 @@ def check_session_id(session_id: str) -> str:
 
 
 def journal_path(journals_dir: Path, session_id: str) -> Path:
+    """The journal file of ``session_id`` in ``journals_dir``; raises ``JournalError`` for an invalid id."""
     return journals_dir / f"{check_session_id(session_id)}.jsonl"
 
 
@@ -105,6 +107,7 @@ class Span:
 
     @property
     def empty(self) -> bool:
+        """Whether there are no new complete lines."""
         return self.end <= self.start
 
 
@@ -175,6 +178,7 @@ def read_chunk(path: Path, offset: int = 0, line_no: int = 0, head: str = "") ->
 
 
 def excerpt(line: bytes, limit: int = 120) -> str:
+    """``line`` as text (bad UTF-8 replaced), cut to ``limit`` characters plus '…'."""
     text = line.decode("utf-8", "replace")
     return text if len(text) <= limit else text[:limit] + "…"
 
@@ -218,6 +222,10 @@ class Cursor:
 
 @dataclass(slots=True)
 class ReadResult:
+    """What ``read_new`` found: the events, the bad lines, and whether the journal was truncated or
+    replaced (reading then started over at 0).
+    """
+
     events: list[ev.AnyEvent] = field(default_factory=list)
     bad: list[BadLine] = field(default_factory=list)
     truncated: bool = False
@@ -278,6 +286,7 @@ class Journal:
 
     @classmethod
     def for_session(cls, journals_dir: Path, session_id: str, **kw: bool | Clock) -> Journal:
+        """The journal of ``session_id`` in ``journals_dir``; ``fsync`` and ``clock`` go to ``Journal``."""
         return cls(journal_path(journals_dir, session_id), **kw)  # type: ignore[arg-type]
 
     @contextmanager
@@ -310,4 +319,5 @@ class Journal:
         return written
 
     def read_all(self) -> ReadResult:
+        """Read the whole journal from the start."""
         return read_new(self.path, Cursor())

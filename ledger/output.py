@@ -15,10 +15,16 @@ MAX_CELL: Final = 60
 
 
 class Result(Protocol):
-    @property
-    def description(self) -> Any: ...
+    """A DB-API style result, such as a DuckDB cursor: ``description`` and ``fetchall()``."""
 
-    def fetchall(self) -> list[tuple[Any, ...]]: ...
+    @property
+    def description(self) -> Any:
+        """One tuple per column, its name first."""
+        ...
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        """Every remaining row."""
+        ...
 
 
 def _plain(value: Any) -> Any:
@@ -53,6 +59,7 @@ def cell(value: Any) -> str:
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """An aligned text table: a header, a dashed rule, one line per row, then the row count."""
     cells = [[cell(v) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     lines = [
@@ -65,6 +72,9 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) -> str:
+    """``rows`` in ``fmt``: ``csv`` (header first; NULL empty, lists and dicts as JSON), ``json`` (an
+    array of objects), or an aligned table for any other value.
+    """
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")

@@ -22,12 +22,15 @@ class ReadOnlyViolation(Exception):
 
 @dataclass(frozen=True, slots=True)
 class QueryResult:
+    """A read-only query's column names, column types (as text) and rows."""
+
     columns: list[str]
     types: list[str]
     rows: list[tuple[Any, ...]]
 
 
 def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its class name if the message is empty."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 

@@ -91,6 +91,7 @@ SCHEMA_VERSION: Final = hashlib.sha256(repr(sorted(EVENT_COLUMNS.items())).encod
 
 
 def create_events_sql(table: str = "events") -> str:
+    """``CREATE TABLE IF NOT EXISTS`` for the events table (named ``table``), one column per field."""
     cols = ",\n  ".join(f'"{name}" {typ}' for name, typ in EVENT_COLUMNS.items())
     return f"CREATE TABLE IF NOT EXISTS {table} (\n  {cols}\n)"
 

@@ -56,6 +56,8 @@ class Trip:
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
+    """The signal one validate call answers, why, and the table ``row`` that decided it."""
+
     signal: Signal
     reason: str
     row: int

@@ -42,6 +42,8 @@ class LedgerError(Exception):
 
 
 class LedgerLocked(LedgerError):
+    """Another process holds the ledger file; ``holder`` says which, as far as known."""
+
     def __init__(self, path: Path, holder: str) -> None:
         super().__init__(f"ledger {path} is in use by {holder}")
         self.path = path
@@ -107,6 +109,7 @@ class Ledger:
     # -- opening -----------------------------------------------------------
     @classmethod
     def memory(cls, home: Home | None = None) -> Ledger:
+        """A new, empty in-memory ledger; ``ingest`` reads ``home``'s journals if given."""
         return cls(connect(None), home)
 
     @classmethod
@@ -131,6 +134,7 @@ class Ledger:
         return cls(con, home, writable=not read_only, path=home.database)
 
     def close(self) -> None:
+        """Close the DuckDB connection."""
         self.con.close()
 
     def __enter__(self) -> Ledger:
@@ -173,6 +177,7 @@ class Ledger:
     def query(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
     ) -> duckdb.DuckDBPyRelation:
+        """``sql`` (with optional parameters) as a DuckDB relation."""
         return self.con.sql(sql, params=params)
 
     def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[dict[str, Any]]:

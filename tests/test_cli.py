@@ -192,3 +192,12 @@ def test_journal_writes_are_private(home: Home) -> None:
     j = Journal.for_session(home.journals, "private")
     j.append(E.SessionStarted(session_id="private"))
     assert j.path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(
+    "argv", [["stop", "bad/id"], ["set", "../x", "--max-iterations", "3"], ["show", "a b"]]
+)
+def test_bad_session_ids_are_one_line_errors(tmp_path: Path, argv: list[str]) -> None:
+    proc = run("--home", str(tmp_path), *argv)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -23,12 +23,15 @@ PARAMS_RE: Final = re.compile(r"^--\s*params:\s*(.*)$", re.M)
 
 @dataclass(frozen=True, slots=True)
 class Definition:
+    """One shipped SQL file: a view, or a detector (a table macro taking ``params``)."""
+
     kind: str  # "view" or "detector"
     name: str
     sql: str
     params: str = ""
 
     def ddl(self) -> str:
+        """The statement installing it: ``CREATE OR REPLACE TEMP VIEW`` or ``TEMP MACRO ... AS TABLE``."""
         if self.kind == "view":
             return f"CREATE OR REPLACE TEMP VIEW {self.name} AS\n{self.sql}"
         return f"CREATE OR REPLACE TEMP MACRO {self.name}({self.params}) AS TABLE\n{self.sql}"
