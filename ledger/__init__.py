@@ -25,8 +25,8 @@ _EXPORTS = {
     "validation_score": "ledger.score",
     "IngestReport": "ledger.ingest",
     "Ledger": "ledger.store",
-    "LedgerError": "ledger.store",
-    "LedgerLocked": "ledger.store",
+    "LedgerError": "ledger.errors",
+    "LedgerLocked": "ledger.errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -10,15 +10,15 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
+from ledger.errors import LedgerError, LedgerLocked
 from ledger.home import Home
-from ledger.ingest import IngestReport
 from ledger.journal import JournalError
-from ledger.output import render
-from ledger.readonly import ReadOnlyViolation, run_readonly
-from ledger.sql import definitions
-from ledger.store import Ledger, LedgerError, LedgerLocked
+
+if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
+    from ledger.ingest import IngestReport
+    from ledger.store import Ledger
 
 MAX_BAD_SHOWN = 20
 
@@ -122,6 +122,8 @@ def _report_ingest(report: IngestReport) -> None:
 def open_current(home: Home, wait: float) -> Ledger:
     """The home's ledger with the journals ingested; if another process holds
     the file, an in-memory ledger read from the journals instead."""
+    from ledger.store import Ledger
+
     ledger = Ledger.open(home, wait=wait, fallback=True)
     if ledger.path is not None:
         _report_ingest(ledger.ingest())
@@ -136,6 +138,8 @@ def cmd_ingest(home: Home, args: argparse.Namespace) -> None:
     another process still holds the ledger after ``--wait`` seconds, ``LedgerError`` if it cannot be
     opened.
     """
+    from ledger.store import Ledger
+
     with Ledger.open(home, wait=args.wait) as ledger:
         report = ledger.rebuild() if args.command == "rebuild" else ledger.ingest()
     _report_ingest(report)
@@ -152,6 +156,8 @@ def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
     Only sessions with ``--status`` if given; as a table, CSV or JSON. Raises ``LedgerError`` if
     the ledger cannot be opened (a locked one falls back to reading the journals).
     """
+    from ledger.output import render
+
     with open_current(home, args.wait) as ledger:
         where = "WHERE status = ?" if args.status else ""
         params = [args.status] if args.status else None
@@ -170,6 +176,8 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
     As a table, a summary line comes first; CSV and JSON hold only the iteration rows. Raises
     ``CliError`` (exit 1) if there is no such session, ``LedgerError`` if the ledger cannot be opened.
     """
+    from ledger.output import render
+
     with open_current(home, args.wait) as ledger:
         found = ledger.rows("SELECT * FROM sessions WHERE session_id = ?", [args.session])
         if not found:
@@ -197,6 +205,9 @@ def cmd_sql(home: Home, args: argparse.Namespace) -> None:
     Raises ``CliError`` (exit 1) if the query is refused or fails, ``LedgerError`` if the ledger
     cannot be opened.
     """
+    from ledger.output import render
+    from ledger.readonly import ReadOnlyViolation, run_readonly
+
     with open_current(home, args.wait) as ledger:
         try:
             rel = run_readonly(ledger.con, args.query)
@@ -222,6 +233,9 @@ def cmd_schema(home: Home, args: argparse.Namespace) -> None:
 
     Reads them from an in-memory ledger, so the home is not touched; raises nothing of its own.
     """
+    from ledger.sql import definitions
+    from ledger.store import Ledger
+
     ledger = Ledger.memory()
     for d in definitions():
         target = d.name if d.kind == "view" else f"{d.name}()"
@@ -238,6 +252,8 @@ def cmd_stats(home: Home, args: argparse.Namespace) -> None:
     As a table, titled and followed by ``success_by_iterations``; CSV and JSON hold
     ``loop_metrics`` only. Raises ``LedgerError`` if the ledger cannot be opened.
     """
+    from ledger.output import render
+
     with open_current(home, args.wait) as ledger:
         if args.fmt == "table":
             print("loops per agent")

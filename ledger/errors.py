@@ -1,4 +1,5 @@
-"""One-line explanations of msgspec validation errors in configuration.
+"""Errors the ledger reports as one line, and one-line explanations of msgspec
+validation errors in configuration.
 
 msgspec says ``Expected `int`, got `str` - at `$.rules[1].timeout_s```; users
 get ``ralph.toml: rules[1].timeout_s: expected an integer, got 'soon'``. Used
@@ -9,7 +10,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Final
+
+
+class LedgerError(Exception):
+    """A ledger could not be opened or used; the message is one clear line."""
+
+
+class LedgerLocked(LedgerError):
+    """Another process holds the ledger file; ``holder`` says which, as far as known."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        super().__init__(f"ledger {path} is in use by {holder}")
+        self.path = path
+        self.holder = holder
+
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _PATH_TOKEN = re.compile(r"\[(\d+)\]|\.(\w+)|\[\.\.\.\]")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.store import Ledger, LedgerError
+from ledger.errors import LedgerError
+from ledger.store import Ledger
 
 
 def export_parquet(ledger: Ledger, dest: Path) -> int:

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import duckdb
 
+from ledger.errors import LedgerError, LedgerLocked
 from ledger.home import Home
 from ledger.ingest import IngestReport, ingest
 from ledger.schema import SCHEMA_VERSION as EVENTS_VERSION
@@ -35,19 +36,6 @@ TABLES: Final = (
 )
 # A ledger file of another layout is emptied and re-ingested on open.
 SCHEMA_VERSION: Final = hashlib.sha256((EVENTS_VERSION + "".join(TABLES)).encode()).hexdigest()[:16]
-
-
-class LedgerError(Exception):
-    """A ledger could not be opened or used; the message is one clear line."""
-
-
-class LedgerLocked(LedgerError):
-    """Another process holds the ledger file; ``holder`` says which, as far as known."""
-
-    def __init__(self, path: Path, holder: str) -> None:
-        super().__init__(f"ledger {path} is in use by {holder}")
-        self.path = path
-        self.holder = holder
 
 
 def describe_holder(message: str) -> str:

@@ -92,3 +92,10 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_second() -> None:
     assert len(first) == 1 and len(second) == 1
     ci = (ROOT / ".ci" / "run").read_text()
     assert second[0] in ci
+
+
+def test_the_cli_loads_duckdb_only_for_commands_that_need_it() -> None:
+    """A stop hook goes through the CLI: importing it must stay cheap."""
+    code = "import sys, ledger.cli; print('duckdb' in sys.modules, 'pyarrow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False False"

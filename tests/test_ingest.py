@@ -192,14 +192,14 @@ def test_bad_line_after_an_earlier_ingest_is_numbered_in_the_whole_file(home: Ho
 
 
 def test_read_only_open_of_a_missing_ledger_is_a_clear_error(home: Home) -> None:
-    from ledger.store import LedgerError
+    from ledger.errors import LedgerError
 
     with pytest.raises(LedgerError, match=r"no ledger at .* yet"):
         Ledger.open(home, read_only=True)
 
 
 def test_read_only_ledger_refuses_to_ingest(home: Home) -> None:
-    from ledger.store import LedgerError
+    from ledger.errors import LedgerError
 
     Journal.for_session(home.journals, "alpha", fsync=False).append(E.AgentTurn(session_id="alpha"))
     with Ledger.open(home) as ledger:
