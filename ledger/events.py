@@ -125,6 +125,7 @@ class AgentTurn(Event, frozen=True, kw_only=True, gc=False, tag="agent_turn"):
     stop_reason: str = ""
     tokens: TokenUsage = TokenUsage()
     duration_ms: float = 0.0
+    transcript_offset: int = 0  # where the agent's transcript was read up to (stop hooks)
 
 
 class PromiseDetected(Event, frozen=True, kw_only=True, gc=False, tag="promise_detected"):
