@@ -7,6 +7,7 @@ Every error is one line on stderr and a non-zero exit: 2 for bad usage,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -97,6 +98,17 @@ def build_parser() -> Parser:
     s = sub.add_parser("export", help="export the events as a partitioned Parquet dataset")
     s.add_argument("--parquet", required=True, metavar="DIR", help="destination directory")
     sub.add_parser("schema", help="print the views and detectors and their columns")
+    s = sub.add_parser("hook", help="run as a coding agent's Stop hook (reads the event on stdin)")
+    s.add_argument("agent", choices=["claude-code"])
+    s = sub.add_parser("init", help="install the Stop hook into a project's agent settings")
+    s.add_argument("agent", choices=["claude-code"])
+    s.add_argument("--project", default=".", help="project directory (default: the current one)")
+    s = sub.add_parser("loop", help="start a loop the Stop hook will drive (ralph-loop compatible)")
+    s.add_argument("action", choices=["start"])
+    s.add_argument(
+        "words", nargs=argparse.REMAINDER, help='"PROMPT" --max-iterations N --completion-promise TEXT'
+    )
+    s.add_argument("--project", default=".", help=argparse.SUPPRESS)
     s = sub.add_parser("stats", help="loop metrics per agent (completion rate, iterations, quality)")
     _add_format(s)
     s = sub.add_parser("stop", help="ask a running loop to stop at its next validate")
@@ -285,6 +297,53 @@ def cmd_override(home: Home, args: argparse.Namespace) -> None:
         raise CliError(f"ralph-ledger: {exc}") from None
 
 
+def cmd_hook(home: Home, args: argparse.Namespace) -> None:
+    """Run the Claude Code Stop hook: prints the decision JSON (or nothing) and
+    never fails: internal errors allow the stop with one line on stderr."""
+    from ledger.stop_hook import main as hook_main
+
+    hook_main()
+
+
+HOOK_COMMAND = "ralph-ledger hook claude-code"
+
+
+def cmd_init(home: Home, args: argparse.Namespace) -> None:
+    """Add the Stop hook to ``.claude/settings.json``, keeping every other
+    setting and hook; prints what it did. Raises ``CliError`` on a broken file."""
+    from ledger.claude_code import SettingsError, install_hook
+
+    settings = Path(args.project) / ".claude" / "settings.json"
+    try:
+        added = install_hook(settings, HOOK_COMMAND)
+    except SettingsError as exc:
+        raise CliError(f"ralph-ledger: {exc}") from None
+    print(f"{'installed' if added else 'already installed'}: Stop hook '{HOOK_COMMAND}' in {settings}")
+
+
+def cmd_loop(home: Home, args: argparse.Namespace) -> None:
+    """Write ``.claude/ralph-loop.local.md`` for a new loop and print how it
+    will stop. Raises ``CliError`` on bad arguments or an existing loop."""
+    from ledger.claude_code import UsageError, new_state, parse_loop_args, read_state, write_state
+
+    try:
+        loop = parse_loop_args(args.words)
+    except UsageError as exc:
+        raise CliError(f"ralph-ledger loop start: {exc}", 2) from None
+    path = Path(args.project) / ".claude" / "ralph-loop.local.md"
+    if read_state(path) is not None:
+        raise CliError(f"ralph-ledger: a loop is already active ({path}); delete that file to start another")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_state(path, new_state(loop, session_id=os.environ.get("CLAUDE_CODE_SESSION_ID", "")))
+    limit = f"at most {loop.max_iterations} iterations" if loop.max_iterations else "no iteration limit"
+    until = (
+        f"until the agent outputs <promise>{loop.completion_promise}</promise>"
+        if loop.completion_promise
+        else "with no completion promise"
+    )
+    print(f"loop started ({limit}, {until}); state in {path}")
+
+
 COMMANDS: dict[str, Callable[[Home, argparse.Namespace], None]] = {
     "ingest": cmd_ingest,
     "rebuild": cmd_ingest,
@@ -294,12 +353,26 @@ COMMANDS: dict[str, Callable[[Home, argparse.Namespace], None]] = {
     "export": cmd_export,
     "schema": cmd_schema,
     "stats": cmd_stats,
+    "hook": cmd_hook,
+    "init": cmd_init,
+    "loop": cmd_loop,
     "stop": cmd_override,
     "set": cmd_override,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; 0 on success, 1 on errors, 2 on bad usage (never 2
+    for ``hook``: Claude Code reads exit code 2 as "block the stop")."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    code = _main(args_list)
+    if code == 2 and "hook" in args_list:
+        print("ralph-ledger hook: the command line above is wrong; allowing the stop", file=sys.stderr)
+        return 0
+    return code
+
+
+def _main(argv: Sequence[str]) -> int:
     """Run the command line; returns the exit status.
 
     0 on success (also when stdout is closed early), 2 for bad usage, 1 for a ledger, file or command
