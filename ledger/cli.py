@@ -365,6 +365,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; 0 on success, 1 on errors, 2 on bad usage (never 2
     for ``hook``: Claude Code reads exit code 2 as "block the stop")."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list == ["hook", "claude-code"]:  # the hot path: no argument parser to build
+        from ledger.stop_hook import main as hook_main
+
+        return hook_main()
     code = _main(args_list)
     if code == 2 and "hook" in args_list:
         print("ralph-ledger hook: the command line above is wrong; allowing the stop", file=sys.stderr)

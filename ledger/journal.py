@@ -14,7 +14,6 @@ and undecodable lines come back as ``BadLine`` records.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -64,6 +63,8 @@ def journal_path(journals_dir: Path, session_id: str) -> Path:
 def head_hash(data: bytes) -> str:
     """Fingerprint of a journal's first line (``"length:hash"``), which never
     changes once written, so a replaced or rewritten file is noticed."""
+    import hashlib  # here, not at the top: stop hooks that never read heads skip its import
+
     first = data[: data.find(b"\n") + 1] or data[:HEAD_BYTES]
     return f"{len(first)}:{hashlib.blake2b(first, digest_size=8).hexdigest()}"
 
