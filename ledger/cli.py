@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that u
     from ledger.store import Ledger
 
 MAX_BAD_SHOWN = 20
+DEFAULT_RUN_TIMEOUT_S = 600.0
 
 
 class CliError(Exception):
@@ -118,6 +119,20 @@ def build_parser() -> Parser:
     s.add_argument("session", help="session id")
     s.add_argument("--max-iterations", type=positive_int, required=True, metavar="N")
     s.add_argument("--reason", default="", help="why (recorded in the ledger)")
+    s = sub.add_parser("run", help="run an agent command in a loop until the engine stops it")
+    s.add_argument("--prompt", metavar="FILE", help="file holding the prompt (default: read stdin)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--session", metavar="ID", help="id of the new session (default: run-<UTC timestamp>)")
+    g.add_argument("--resume", metavar="ID", help="continue this running (e.g. interrupted) session")
+    s.add_argument("--max-iterations", type=positive_int, metavar="N", help="override the configuration")
+    s.add_argument(
+        "--timeout",
+        type=non_negative_float,
+        default=DEFAULT_RUN_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"kill an iteration's agent after this long (default {DEFAULT_RUN_TIMEOUT_S:g})",
+    )
+    s.add_argument("agent_cmd", nargs="*", metavar="-- AGENT_CMD", help="the agent command and its arguments")
     return p
 
 
@@ -344,6 +359,76 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     print(f"loop started ({limit}, {until}); state in {path}")
 
 
+def _read_prompt(path: str | None) -> str:
+    """The prompt from ``--prompt FILE``, else from a piped stdin; ``CliError`` (exit 2) if there is none."""
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            raise CliError(f"ralph-ledger run: --prompt {path}: cannot read: {reason}", 2) from None
+    elif sys.stdin is None or sys.stdin.isatty():
+        raise CliError("ralph-ledger run: no prompt: pass --prompt FILE or pipe the prompt on stdin", 2)
+    else:
+        text = sys.stdin.read()
+    if not text.strip():
+        raise CliError("ralph-ledger run: the prompt is empty", 2)
+    return text
+
+
+def cmd_run(home: Home, args: argparse.Namespace) -> None:
+    """``run``: run the agent command in a loop (``ledger.runner``), streaming its output to stdout.
+
+    Prints the outcome on completion; any other outcome raises ``CliError`` with the runner's exit
+    code (3 blocked, 4 escalated, 130 interrupted). Raises ``CliError`` (exit 2) for a missing agent
+    command, a zero timeout or a missing prompt, (exit 1) for a bad configuration or a session the
+    engine refuses to start or resume.
+    """
+    import shutil
+    from datetime import UTC, datetime
+
+    import msgspec
+
+    from ledger.config import ConfigError, find_config
+    from ledger.engine import Engine, EngineError
+    from ledger.runner import run_loop
+
+    if not args.agent_cmd:
+        raise CliError("ralph-ledger run: missing the agent command after -- (see --help)", 2)
+    if args.timeout <= 0:
+        raise CliError(f"ralph-ledger run: --timeout must be > 0 seconds, got {args.timeout:g}", 2)
+    if shutil.which(args.agent_cmd[0]) is None:
+        raise CliError(f"ralph-ledger run: agent command not found: {args.agent_cmd[0]}", 2)
+    prompt = _read_prompt(args.prompt)
+    try:
+        config = find_config(Path.cwd())
+    except ConfigError as exc:
+        raise CliError(f"ralph-ledger: {exc}") from None
+    if args.max_iterations is not None:
+        config = msgspec.structs.replace(config, max_iterations=args.max_iterations)
+    session = args.resume or args.session or f"run-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    engine = Engine(home, work_dir=Path.cwd())
+    try:
+        if args.resume and args.max_iterations is not None:
+            engine.set_max_iterations(session, args.max_iterations, "run --resume --max-iterations")
+        result = run_loop(
+            engine,
+            session,
+            config,
+            list(args.agent_cmd),
+            prompt,
+            iteration_timeout_s=args.timeout,
+            out=sys.stdout,
+            resume=bool(args.resume),
+        )
+    except EngineError as exc:
+        raise CliError(f"ralph-ledger run: {exc}") from None
+    summary = f"{result.session_id}: {result.signal or 'interrupted'} after {result.iterations} iteration(s)"
+    if result.exit_code != 0:
+        raise CliError(f"ralph-ledger run: {summary}: {result.reason}", result.exit_code)
+    print(f"ralph-ledger run: {summary}: {result.reason}")
+
+
 COMMANDS: dict[str, Callable[[Home, argparse.Namespace], None]] = {
     "ingest": cmd_ingest,
     "rebuild": cmd_ingest,
@@ -358,6 +443,7 @@ COMMANDS: dict[str, Callable[[Home, argparse.Namespace], None]] = {
     "loop": cmd_loop,
     "stop": cmd_override,
     "set": cmd_override,
+    "run": cmd_run,
 }
 
 
@@ -370,10 +456,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return hook_main()
     code = _main(args_list)
-    if code == 2 and "hook" in args_list:
+    if code == 2 and _command_of(args_list) == "hook":
         print("ralph-ledger hook: the command line above is wrong; allowing the stop", file=sys.stderr)
         return 0
     return code
+
+
+def _command_of(argv: Sequence[str]) -> str:
+    """The subcommand word of a command line (after the global options)."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in ("--home", "--wait"):
+            i += 2
+        elif word.startswith("-"):
+            i += 1
+        else:
+            return word
+    return ""
 
 
 def _main(argv: Sequence[str]) -> int:

@@ -201,3 +201,8 @@ def test_bad_session_ids_are_one_line_errors(tmp_path: Path, argv: list[str]) ->
     proc = run("--home", str(tmp_path), *argv)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_usage_errors_of_other_commands_keep_exit_2_even_with_the_word_hook(tmp_path: Path) -> None:
+    assert run("--home", str(tmp_path), "run", "--timeout", "x", "--", "mytool", "hook").returncode == 2
+    assert run("--home", str(tmp_path), "hook", "nope").returncode == 0

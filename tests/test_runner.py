@@ -1,0 +1,371 @@
+"""The classic loop (``ledger.runner`` and ``ralph-ledger run``) with small scripted agents:
+Python scripts run with ``sys.executable`` that keep a run counter in a state directory
+outside the work directory and record the prompt each run got on stdin."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger import events as E
+from ledger.cli import main
+from ledger.config import LoopConfig
+from ledger.engine import Engine, EngineError
+from ledger.guards import GuardConfig, _Guard
+from ledger.home import Home
+from ledger.journal import Cursor, read_new
+from ledger.runner import RunResult, run_agent, run_loop
+
+T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
+PROMPT = "Build the thing.\n"
+
+PREAMBLE = """\
+import pathlib, subprocess, sys, time
+state = pathlib.Path(sys.argv[1])
+prompt = sys.stdin.read()
+counter = state / "count"
+n = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(n))
+(state / f"prompt{n}.txt").write_text(prompt)
+"""
+
+
+def ticking(step: timedelta = timedelta(seconds=5)) -> Callable[[], datetime]:
+    ticks = iter(range(1_000_000))
+    return lambda: T0 + step * next(ticks)
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    d = tmp_path / "work"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    d = tmp_path / "state"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def engine(home: Home, work: Path) -> Engine:
+    return Engine(home, work_dir=work, clock=ticking(), fsync=False)
+
+
+def agent(state: Path, body: str) -> list[str]:
+    """An agent command: the preamble (counter ``n``, ``prompt``), then ``body``."""
+    script = state.parent / "agent.py"
+    script.write_text(PREAMBLE + body)
+    return [sys.executable, str(script), str(state)]
+
+
+def events_of(engine: Engine, sid: str) -> list[E.AnyEvent]:
+    return read_new(engine.journal(sid).path, Cursor()).events
+
+
+def turns(engine: Engine, sid: str) -> list[E.AgentTurn]:
+    return [e for e in events_of(engine, sid) if isinstance(e, E.AgentTurn)]
+
+
+def loop(engine: Engine, cmd: list[str], config: LoopConfig, **kw: Any) -> tuple[RunResult, str]:
+    out = io.StringIO()
+    kw.setdefault("iteration_timeout_s", 10.0)
+    result = run_loop(engine, kw.pop("sid", "s1"), config, cmd, PROMPT, out=out, **kw)
+    return result, out.getvalue()
+
+
+def failing_rule() -> dict[str, Any]:
+    return {"name": "tests", "type": "command", "argv": [sys.executable, "-c", "raise SystemExit(1)"]}
+
+
+def test_completes_on_the_third_iteration(engine: Engine, state: Path, work: Path) -> None:
+    cmd = agent(
+        state,
+        'pathlib.Path("out.txt").write_text(str(n))\n'
+        'print("working", n)\n'
+        'print("to stderr", n, file=sys.stderr)\n'
+        'if n == 3: print("<promise>COMPLETE</promise>")\n',
+    )
+    result, out = loop(engine, cmd, LoopConfig())
+    assert (result.exit_code, result.signal, result.iterations) == (0, "COMPLETE", 3)
+    assert engine.status("s1")["status"] == "complete"
+    assert "working 1\n" in out and "to stderr 3\n" in out and "iteration 3 of 15" in out
+    assert (work / "out.txt").read_text() == "3"
+    # without hooks there is no next_prompt: every run gets the original prompt
+    assert [(state / f"prompt{i}.txt").read_text() for i in (1, 2, 3)] == [PROMPT] * 3
+    seen = turns(engine, "s1")
+    assert [t.files_modified for t in seen] == [[], [], []]  # not a git work tree
+    assert "working 2" in seen[1].output_excerpt and seen[1].stop_reason == "exit 0"
+
+
+def test_blocked_promise_exits_3(engine: Engine, state: Path) -> None:
+    cmd = agent(state, 'print("cannot go on <promise>BLOCKED</promise>")\n')
+    result, _ = loop(engine, cmd, LoopConfig())
+    assert (result.exit_code, result.signal, result.iterations) == (3, "BLOCKED", 1)
+    assert engine.status("s1")["status"] == "blocked"
+
+
+def test_max_iterations_escalates(engine: Engine, state: Path) -> None:
+    result, _ = loop(engine, agent(state, 'print("still busy")\n'), LoopConfig(max_iterations=2))
+    assert (result.exit_code, result.signal, result.iterations) == (4, "ESCALATE", 2)
+    assert "Max iterations (2)" in result.reason
+    assert engine.status("s1")["status"] == "escalated"
+
+
+def test_next_refusing_at_the_maximum_escalates(engine: Engine, state: Path) -> None:
+    """With the max_iterations guard off, ``next`` refusing ends the loop with exit 4."""
+    config = LoopConfig(max_iterations=2, guards=GuardConfig(max_iterations=_Guard(enabled=False)))
+    result, _ = loop(engine, agent(state, 'print("still busy")\n'), config)
+    assert (result.exit_code, result.signal, result.iterations) == (4, "ESCALATE", 2)
+    assert result.reason.startswith("Maximum iterations (2) reached")
+
+
+def test_circuit_breaker_on_a_failing_rule(engine: Engine, state: Path) -> None:
+    result, _ = loop(engine, agent(state, 'print("tried")\n'), LoopConfig(rules=[failing_rule()]))
+    assert (result.exit_code, result.signal, result.iterations) == (4, "ESCALATE", 3)
+    assert result.reason.startswith("circuit_breaker")
+    assert engine.status("s1")["status"] == "escalated"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
+
+
+def _wait_dead(pid: int, seconds: float = 3.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not _alive(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+HANG = """\
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+(state / "child.pid").write_text(str(child.pid))
+print("agent-started", flush=True)
+time.sleep(60)
+"""
+
+
+def test_hung_agent_is_killed_by_the_timeout(engine: Engine, state: Path) -> None:
+    t0 = time.monotonic()
+    result, out = loop(engine, agent(state, HANG), LoopConfig(max_iterations=1), iteration_timeout_s=0.5)
+    assert time.monotonic() - t0 < 5
+    assert (result.exit_code, result.signal) == (4, "ESCALATE")
+    assert "agent-started" in out and "agent timed out after 0.5 s" in out
+    (turn,) = turns(engine, "s1")
+    assert (turn.output_excerpt, turn.stop_reason) == ("agent timed out after 0.5 s", "timeout")
+    assert _wait_dead(int((state / "child.pid").read_text())), "the agent's child survived"
+
+
+def test_run_agent_streams_and_decodes_with_replacement(work: Path, state: Path) -> None:
+    cmd = agent(state, 'sys.stdout.buffer.write(b"bad \\xff byte\\nlast line no newline")\n')
+    out = io.StringIO()
+    run = run_agent(cmd, "hi", cwd=work, timeout_s=10, out=out)
+    assert run.output == "bad \ufffd byte\nlast line no newline" == out.getvalue()
+    assert (run.returncode, run.timed_out) == (0, False)
+
+
+def git(work: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(work), *args], check=True, capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_files_modified_from_git(tmp_path: Path, work: Path, state: Path) -> None:
+    git(work, "init", "-q")
+    git(work, "config", "user.name", "Test")
+    git(work, "config", "user.email", "test@example.com")
+    (work / "tracked.txt").write_text("v1\n")
+    (work / "dirty.txt").write_text("v1\n")
+    git(work, "add", ".")
+    git(work, "commit", "-q", "-m", "init")
+    (work / "dirty.txt").write_text("dirty before the loop\n")  # changed, but not by the agent
+    (work / "old.txt").write_text("untracked before the loop\n")
+    # the ledger home inside the work tree: its journals are not the agent's work
+    engine = Engine(Home.resolve(work / ".ralph"), work_dir=work, clock=ticking(), fsync=False)
+    cmd = agent(
+        state,
+        "if n == 1:\n"
+        '    pathlib.Path("tracked.txt").write_text("v2\\n")\n'
+        '    pathlib.Path("sub").mkdir()\n'
+        '    pathlib.Path("sub/new.txt").write_text("new\\n")\n'
+        "if n == 2:\n"
+        '    pathlib.Path("tracked.txt").write_text("v1\\n")\n'
+        "if n == 3:\n"
+        '    print("<promise>COMPLETE</promise>")\n',
+    )
+    result, _ = loop(engine, cmd, LoopConfig())
+    assert result.exit_code == 0
+    assert [t.files_modified for t in turns(engine, "s1")] == [
+        ["sub/new.txt", "tracked.txt"],
+        ["tracked.txt"],
+        [],
+    ]
+
+
+def test_next_prompt_is_fed_on_stdin(engine: Engine, state: Path) -> None:
+    flag = {
+        "name": "tests",
+        "type": "command",
+        "argv": [sys.executable, "-c", "import os, sys; sys.exit(0 if os.path.exists('ok') else 1)"],
+    }
+    cmd = agent(
+        state, 'if n == 2:\n    pathlib.Path("ok").touch()\n    print("<promise>COMPLETE</promise>")\n'
+    )
+    result, _ = loop(engine, cmd, LoopConfig(rules=[flag], hooks=["default"]))
+    assert (result.exit_code, result.iterations) == (0, 2)
+    assert (state / "prompt1.txt").read_text() == PROMPT
+    second = (state / "prompt2.txt").read_text()
+    assert second.startswith("Fix the failing validation rules") and "tests" in second
+
+
+class InterruptingOut(io.StringIO):
+    """An output stream that raises KeyboardInterrupt (as Ctrl-C would) when ``trigger`` is written."""
+
+    def __init__(self, trigger: str) -> None:
+        super().__init__()
+        self.trigger = trigger
+        self.fired = False
+
+    def write(self, s: str) -> int:
+        n = super().write(s)
+        if self.trigger in s and not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
+        return n
+
+
+def test_ctrl_c_kills_the_agent_and_the_session_resumes(engine: Engine, state: Path) -> None:
+    cmd = agent(
+        state,
+        'if n == 1: print("first run")\n'
+        "if n == 2:\n"
+        + "".join(f"    {line}\n" for line in HANG.splitlines())
+        + 'if n == 3: print("<promise>COMPLETE</promise>")\n',
+    )
+    out = InterruptingOut("agent-started")
+    t0 = time.monotonic()
+    result = run_loop(engine, "s1", LoopConfig(), cmd, PROMPT, iteration_timeout_s=30, out=out)
+    assert time.monotonic() - t0 < 5
+    assert (result.exit_code, result.signal, result.iterations) == (130, "", 2)
+    assert result.reason == "interrupted (Ctrl-C)"
+    assert _wait_dead(int((state / "child.pid").read_text())), "the agent's child survived"
+    assert engine.status("s1")["status"] == "running"
+    overrides = [e for e in events_of(engine, "s1") if isinstance(e, E.Override)]
+    assert [(e.kind, e.reason, e.iteration) for e in overrides] == [
+        ("interrupted", "interrupted (Ctrl-C)", 2)
+    ]
+
+    resumed, _ = loop(engine, cmd, LoopConfig(), resume=True)
+    assert (resumed.exit_code, resumed.signal, resumed.iterations) == (0, "COMPLETE", 2)
+    assert [t.iteration for t in turns(engine, "s1")] == [1, 2]
+    assert engine.status("s1")["status"] == "complete"
+    with pytest.raises(EngineError, match="is complete"):
+        loop(engine, cmd, LoopConfig(), resume=True)
+
+
+def test_resume_needs_an_existing_session(engine: Engine, state: Path) -> None:
+    with pytest.raises(EngineError, match="no session"):
+        loop(engine, agent(state, ""), LoopConfig(), sid="nope", resume=True)
+
+
+# ----------------------------------------------------------------------------- the CLI
+def run_cli(home: Home, *args: str) -> int:
+    return main(["--home", str(home.root), "run", *args])
+
+
+@pytest.fixture
+def prompt_file(tmp_path: Path) -> Path:
+    p = tmp_path / "prompt.md"
+    p.write_text(PROMPT)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "missing the agent command"),
+        (["--"], "missing the agent command"),
+        (["--max-iterations", "many", "--", "true"], "--max-iterations: expected a whole number"),
+        (["--max-iterations", "0", "--", "true"], "expected a number >= 1"),
+        (["--timeout", "soon", "--", "true"], "--timeout: expected a number of seconds"),
+        (["--timeout", "0", "--", "true"], "--timeout must be > 0"),
+        (["--session", "a", "--resume", "b", "--", "true"], "not allowed with argument"),
+        (["--", "no-such-agent-xyz"], "agent command not found: no-such-agent-xyz"),
+        (["--prompt", "missing.md", "--", "true"], "--prompt missing.md: cannot read"),
+    ],
+)
+def test_cli_argument_errors(
+    home: Home, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert run_cli(home, *args) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and message in err
+    assert not home.journals.exists() or not any(home.journals.iterdir())
+
+
+def test_cli_empty_prompt_on_stdin(
+    home: Home, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("  \n"))
+    assert run_cli(home, "--", sys.executable) == 2
+    assert "the prompt is empty" in capsys.readouterr().err
+
+
+def test_cli_runs_to_completion(
+    home: Home,
+    work: Path,
+    state: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(PROMPT))
+    cmd = agent(state, 'print("run", n)\nif n == 2: print("<promise>COMPLETE</promise>")\n')
+    assert run_cli(home, "--session", "cli1", "--timeout", "10", "--", *cmd) == 0
+    out = capsys.readouterr().out
+    assert "run 1\n" in out and out.strip().endswith(
+        "cli1: COMPLETE after 2 iteration(s): agent promised COMPLETE"
+    )
+    assert (state / "prompt1.txt").read_text() == PROMPT
+
+
+def test_cli_blocked_and_max_iterations_exit_codes(
+    home: Home,
+    work: Path,
+    state: Path,
+    prompt_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(work)
+    busy = agent(state, 'print("busy")\n')
+    args = ["--prompt", str(prompt_file), "--session", "esc", "--max-iterations", "1", "--", *busy]
+    assert run_cli(home, *args) == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "esc: ESCALATE after 1 iteration(s)" in err[0]
+    blocked = agent(state, 'print("<promise>BLOCKED</promise>")\n')
+    assert run_cli(home, "--prompt", str(prompt_file), "--session", "blk", "--", *blocked) == 3
+    assert "blk: BLOCKED after 1 iteration(s)" in capsys.readouterr().err
+    assert run_cli(home, "--prompt", str(prompt_file), "--resume", "blk", "--", *blocked) == 1
+    assert "is blocked; only a running session resumes" in capsys.readouterr().err
+    assert run_cli(home, "--prompt", str(prompt_file), "--session", "blk", "--", *blocked) == 1
+    assert "already exists" in capsys.readouterr().err
