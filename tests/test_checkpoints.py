@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +13,7 @@ from ledger import checkpoints as cp
 from ledger.config import LoopConfig
 from ledger.engine import Engine, EngineError
 from ledger.home import Home
-
-T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
-
-
-def ticking(start: datetime = T0, step: timedelta = timedelta(seconds=5)) -> Callable[[], datetime]:
-    ticks = iter(range(1_000_000))
-    return lambda: start + step * next(ticks)
-
-
-def flag_rule(name: str) -> dict[str, Any]:
-    """A command rule that passes when the file ``<name>.ok`` exists in the work dir."""
-    code = f"import os, sys; sys.exit(0 if os.path.exists('{name}.ok') else 1)"
-    return {"name": name, "type": "command", "argv": [sys.executable, "-c", code], "timeout_s": 30}
+from tests.helpers import T0, flag_rule, ticking
 
 
 @pytest.fixture

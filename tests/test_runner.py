@@ -10,8 +10,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +23,8 @@ from ledger.guards import GuardConfig, _Guard
 from ledger.home import Home
 from ledger.journal import Cursor, read_new
 from ledger.runner import RunResult, run_agent, run_loop
+from tests.helpers import ticking
 
-T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
 PROMPT = "Build the thing.\n"
 
 PREAMBLE = """\
@@ -38,11 +36,6 @@ n = int(counter.read_text()) + 1 if counter.exists() else 1
 counter.write_text(str(n))
 (state / f"prompt{n}.txt").write_text(prompt)
 """
-
-
-def ticking(step: timedelta = timedelta(seconds=5)) -> Callable[[], datetime]:
-    ticks = iter(range(1_000_000))
-    return lambda: T0 + step * next(ticks)
 
 
 @pytest.fixture
