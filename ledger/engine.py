@@ -85,6 +85,7 @@ class _Session:
     config: LoopConfig
     rules: list[Rule]
     row: dict[str, Any]
+    ledger: Ledger  # in memory, over this session's journal; ``refresh`` reads only what was appended
 
     @property
     def iteration(self) -> int:
@@ -144,8 +145,9 @@ class Engine:
             *parse_rules(config.rules, f"session {session_id} configuration"),
             *self.custom_rules,
         ]
-        row = self._ledger(session_id).rows("SELECT * FROM sessions WHERE session_id = ?", [session_id])[0]
-        return _Session(events, config, rules, row)
+        ledger = self._ledger(session_id)
+        row = ledger.rows("SELECT * FROM sessions WHERE session_id = ?", [session_id])[0]
+        return _Session(events, config, rules, row, ledger)
 
     def _ledger(self, session_id: str) -> Ledger:
         ledger = Ledger.memory(self.home)
@@ -234,7 +236,8 @@ class Engine:
             *(to_event(p, session_id=session_id, iteration=n) for p in detection.promises),
             ev.ValidationRan(session_id=session_id, iteration=n, results=results, passed=passed, score=score),
         )
-        facts = read_facts(self._ledger(session_id), session_id, s.config.guards, self.clock())
+        s.ledger.ingest([journal_path(self.home.journals, session_id)])  # only the lines just appended
+        facts = read_facts(s.ledger, session_id, s.config.guards, self.clock())
         trips = check(facts, s.config.guards)
         evals = self._hooks(s, session_id, n, files_modified, results, detection.promises, agent_output)
         decision = evals[-1]
@@ -391,7 +394,7 @@ class Engine:
     def complete(self, session_id: str, promise: str = "") -> CompleteResult:
         """iteration_complete: finish the loop and clear its hooks."""
         s = self._running(session_id)
-        history = self.history(session_id)
+        history = _history(s.ledger, session_id)
         final = history[-1]["score"] if history else None
         now = self.clock()
         hook_ids = [h.hook_id for h in Registry.from_events(s.events).hooks()]
@@ -492,9 +495,12 @@ class Engine:
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """One row of the ``iterations`` view per iteration."""
-        return self._ledger(session_id).rows(
-            "SELECT * FROM iterations WHERE session_id = ? ORDER BY iteration", [session_id]
-        )
+        return _history(self._ledger(session_id), session_id)
+
+
+def _history(ledger: Ledger, session_id: str) -> list[dict[str, Any]]:
+    """The ``iterations`` rows of one session, in order."""
+    return ledger.rows("SELECT * FROM iterations WHERE session_id = ? ORDER BY iteration", [session_id])
 
 
 def _as_int(value: object, default: int) -> int:

@@ -8,8 +8,10 @@ from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.amber import AmberSnapshotExtension
 from syrupy.location import PyTestLocation
 
+from ledger.engine import Engine
 from ledger.home import Home
 from tests.fixtures.scenarios import HOME
+from tests.helpers import ticking
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,3 +41,17 @@ def fixture_home(tmp_path: Path) -> Home:
     """A copy of the hand-written sample home (journals only)."""
     shutil.copytree(HOME / "journals", tmp_path / "fixture" / "journals")
     return Home.resolve(tmp_path / "fixture")
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """An empty work directory for an engine or runner."""
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def engine(home: Home, work: Path) -> Engine:
+    """An engine on a fresh home with a deterministic clock and no fsync."""
+    return Engine(home, work_dir=work, clock=ticking(), fsync=False)

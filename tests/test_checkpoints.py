@@ -16,18 +16,6 @@ from ledger.home import Home
 from tests.helpers import T0, flag_rule, ticking
 
 
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def engine(home: Home, work: Path) -> Engine:
-    return Engine(home, work_dir=work, clock=ticking(), fsync=False)
-
-
 def later(engine: Engine, delta: timedelta) -> Engine:
     """A new Engine on the same home whose clock runs ``delta`` after T0."""
     return Engine(engine.home, work_dir=engine.work_dir, clock=ticking(T0 + delta), fsync=False)

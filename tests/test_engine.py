@@ -19,13 +19,6 @@ from ledger.journal import Cursor, read_new
 from tests.helpers import flag_rule, ticking
 
 
-@pytest.fixture
-def engine(home: Home, tmp_path: Path) -> Engine:
-    work = tmp_path / "work"
-    work.mkdir()
-    return Engine(home, work_dir=work, clock=ticking(), fsync=False)
-
-
 def events_of(engine: Engine, sid: str) -> list[E.AnyEvent]:
     return read_new(engine.journal(sid).path, Cursor()).events
 

@@ -39,22 +39,10 @@ counter.write_text(str(n))
 
 
 @pytest.fixture
-def work(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
-
-
-@pytest.fixture
 def state(tmp_path: Path) -> Path:
     d = tmp_path / "state"
     d.mkdir()
     return d
-
-
-@pytest.fixture
-def engine(home: Home, work: Path) -> Engine:
-    return Engine(home, work_dir=work, clock=ticking(), fsync=False)
 
 
 def agent(state: Path, body: str) -> list[str]:
