@@ -1,8 +1,9 @@
 """Claude Code integration: the ``ralph-loop`` plugin's state file and Stop-hook decisions,
 ``loop start`` argument parsing, and installing a Stop hook into ``.claude/settings.json``.
 
-Stop hooks import this module, so it uses the standard library only (no DuckDB, PyArrow or
-PyYAML; the frontmatter is parsed here).
+Stop hooks import this module, so it uses the standard library and msgspec only (no DuckDB,
+PyArrow or PyYAML; the frontmatter is parsed here) and imports ``json`` only where settings are
+read or written (``tests/test_house_rules.py``).
 
 What the official plugin does
 =============================
@@ -96,16 +97,17 @@ How this module differs, on purpose
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import stat
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
+
+import msgspec
+from msgspec.structs import replace
 
 STATE_FILE: Final = ".claude/ralph-loop.local.md"
 SETTINGS_FILE: Final = ".claude/settings.json"
@@ -134,8 +136,7 @@ class SettingsError(ClaudeCodeError):
 # --------------------------------------------------------------------------- state file
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoopState:
+class LoopState(msgspec.Struct, frozen=True, kw_only=True):
     """The plugin's loop state. ``completion_promise`` None means none; ``session_id`` "" means
     not yet claimed; ``extra`` keeps unknown frontmatter lines (key, raw value) in order."""
 
@@ -316,8 +317,7 @@ Outcome = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PluginDecision:
+class PluginDecision(msgspec.Struct, frozen=True, kw_only=True):
     """What the plugin's Stop hook does for one stop.
 
     ``outcome`` says why; ``reason`` is the prompt when blocking and a short plain explanation when
@@ -354,7 +354,8 @@ class PluginDecision:
         if self.action != "block":
             return None
         body = {"decision": "block", "reason": self.reason, "systemMessage": self.system_message}
-        return json.dumps(body, indent=2, ensure_ascii=False)
+        # byte for byte json.dumps(body, indent=2, ensure_ascii=False), without importing json
+        return msgspec.json.format(msgspec.json.encode(body), indent=2).decode()
 
 
 _ASCII_WS: Final = " \t\n\r\f\v"
@@ -466,8 +467,7 @@ def apply_decision(path: StrPath, decision: PluginDecision, *, current: LoopStat
 # --------------------------------------------------------------------------- loop start
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoopArgs:
+class LoopArgs(msgspec.Struct, frozen=True, kw_only=True):
     """Parsed ``loop start`` arguments; ``max_iterations`` 0 means unlimited."""
 
     prompt: str
@@ -557,6 +557,8 @@ def _load_settings(path: Path) -> dict[str, Any]:
         raise SettingsError(f"{path}: cannot read: {e.strerror or e}") from None
     if not text.strip():
         return {}
+    import json  # here: Stop hooks never read the settings
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -599,6 +601,8 @@ def install_hook(settings_path: StrPath, command: str) -> bool:
     missing (an empty file counts as ``{}``); ``SettingsError`` when the file is not JSON or not
     shaped like settings. Written atomically with 2-space indentation.
     """
+    import json  # here, like in _load_settings: Stop hooks import this module, never json
+
     if not command.strip():
         raise ValueError("command must not be empty")
     path = Path(settings_path)

@@ -15,8 +15,8 @@ Each event is a frozen msgspec Struct with an explicit, permanent tag (the
    that carries it (the ledger stores all events in one wide table).
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: msgspec would then compile every annotation string
+# to build the decoder below, which costs each Stop hook process about 1 ms.
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 DEFAULT_HOME = ".ralph"
 
 
-@dataclass(frozen=True, slots=True)
-class Home:
+class Home(msgspec.Struct, frozen=True):
     """A ledger home: ``root`` holds ``journals/``, ``ledger.duckdb`` and ``tmp/``."""
 
     root: Path

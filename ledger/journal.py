@@ -18,10 +18,9 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -63,14 +62,21 @@ def journal_path(journals_dir: Path, session_id: str) -> Path:
 def head_hash(data: bytes) -> str:
     """Fingerprint of a journal's first line (``"length:hash"``), which never
     changes once written, so a replaced or rewritten file is noticed."""
-    import hashlib  # here, not at the top: stop hooks that never read heads skip its import
-
     first = data[: data.find(b"\n") + 1] or data[:HEAD_BYTES]
-    return f"{len(first)}:{hashlib.blake2b(first, digest_size=8).hexdigest()}"
+    return f"{len(first)}:{_blake2b()(first, digest_size=8).hexdigest()}"
 
 
-@dataclass(frozen=True, slots=True)
-class BadLine:
+def _blake2b() -> Callable[..., Any]:
+    """``hashlib.blake2b``, which is ``_blake2.blake2b``: importing that alone skips ``hashlib``'s
+    OpenSSL setup (about 5 ms, on every stop hook)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # a Python built without its own BLAKE2: hashlib finds one
+        from hashlib import blake2b
+    return blake2b
+
+
+class BadLine(msgspec.Struct, frozen=True):
     """A journal line that could not be decoded; nothing is dropped silently."""
 
     path: str
@@ -82,8 +88,7 @@ class BadLine:
         return f"{self.path}:{self.line_no}: {self.reason}"
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(msgspec.Struct, frozen=True):
     """The complete lines of a journal between two byte offsets."""
 
     path: str
@@ -95,8 +100,7 @@ class Chunk:
     line_count: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(msgspec.Struct, frozen=True):
     """Where a journal's new complete lines are, found without reading them."""
 
     path: str
@@ -212,8 +216,7 @@ def decode_chunk(chunk: Chunk) -> tuple[list[tuple[int, ev.AnyEvent]], list[BadL
     return good, bad
 
 
-@dataclass(slots=True)
-class Cursor:
+class Cursor(msgspec.Struct):
     """Where an incremental reader of one journal stands."""
 
     offset: int = 0
@@ -221,14 +224,13 @@ class Cursor:
     head: str = ""
 
 
-@dataclass(slots=True)
-class ReadResult:
+class ReadResult(msgspec.Struct):
     """What ``read_new`` found: the events, the bad lines, and whether the journal was truncated or
     replaced (reading then started over at 0).
     """
 
-    events: list[ev.AnyEvent] = field(default_factory=list)
-    bad: list[BadLine] = field(default_factory=list)
+    events: list[ev.AnyEvent] = msgspec.field(default_factory=list)
+    bad: list[BadLine] = msgspec.field(default_factory=list)
     truncated: bool = False
 
 

@@ -8,11 +8,11 @@ import os
 import stat
 import subprocess
 import sys
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from ledger.claude_code import (
     LoopArgs,
@@ -64,7 +64,7 @@ Fix the auth bug
 
 def state(**kw: object) -> LoopState:
     base = LoopState(iteration=1, max_iterations=0, completion_promise="DONE", prompt="Build a todo API")
-    return replace(base, **kw)  # type: ignore[arg-type]
+    return replace(base, **kw)
 
 
 def decide(s: LoopState | None, text: str | None = "working on it", session: str = "") -> PluginDecision:

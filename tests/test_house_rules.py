@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -99,3 +100,41 @@ def test_the_cli_loads_duckdb_only_for_commands_that_need_it() -> None:
     code = "import sys, ledger.cli; print('duckdb' in sys.modules, 'pyarrow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False False"
+
+
+# What the Claude Code Stop hook (a fresh process on every agent stop, bench/bench_hook.py) must not
+# import: DuckDB, pyarrow and PyYAML are heavy; json, argparse, hashlib and dataclasses cost it 1.5 to
+# 5 ms each (hence msgspec Structs).
+HOOK_MUST_NOT_IMPORT: Final = ("duckdb", "pyarrow", "yaml", "json", "argparse", "hashlib", "dataclasses")
+_LOADED = f"sorted(m for m in {HOOK_MUST_NOT_IMPORT!r} if m in sys.modules)"
+
+
+def test_the_stop_hook_modules_import_nothing_slow() -> None:
+    code = f"import sys, ledger.cli, ledger.stop_hook; print({_LOADED})"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_stop_that_blocks_imports_nothing_slow(tmp_path: Path) -> None:
+    """A whole stop of a ralph-loop drop-in, through the CLI's fast path, as Claude Code runs it."""
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "ralph-loop.local.md").write_text(
+        "---\nactive: true\niteration: 1\nsession_id: \nmax_iterations: 0\n"
+        'completion_promise: "ALL DONE"\nstarted_at: "2026-11-22T00:00:00Z"\n---\n\nFix the tests\n'
+    )
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_text(
+        '{"type": "user", "sessionId": "s1", "message": {"role": "user", "content": "Fix the tests"}}\n'
+        '{"type": "assistant", "sessionId": "s1", "message": {"id": "m1", "role": "assistant", '
+        '"content": [{"type": "text", "text": "Still failing."}]}}\n'
+    )
+    event = json.dumps({"session_id": "s1", "transcript_path": str(transcript), "cwd": str(tmp_path)})
+    code = (
+        "import sys; from ledger.cli import main; code = main(['hook', 'claude-code']); "
+        f"print(code, {_LOADED}, file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], input=event, capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert '"decision": "block"' in proc.stdout
+    assert proc.stderr.strip() == "0 []"
