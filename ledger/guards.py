@@ -138,10 +138,14 @@ def max_iterations(f: Facts, cfg: GuardConfig) -> Trip | None:
 
 
 def exhausted(f: Facts, cfg: GuardConfig, signal: Signal) -> Trip | None:
-    """At the last allowed iteration, anything but an ending is a trip."""
+    """At the last allowed iteration, anything but an ending is a trip (recorded with the same
+    evidence as ``check`` gives the other trips)."""
     if cfg.max_iterations.enabled and f.iteration >= f.max_iterations and signal == "CONTINUE":
         return Trip(
-            "max_iterations", "ESCALATE", f"Max iterations ({f.max_iterations}) reached without completion"
+            "max_iterations",
+            "ESCALATE",
+            f"Max iterations ({f.max_iterations}) reached without completion",
+            evidence(f, "max_iterations", cfg),
         )
     return None
 

@@ -132,12 +132,17 @@ TAGS: Final[dict[str, type[_Rule]]] = {str(t.__struct_config__.tag): t for t in 
 
 @dataclass(frozen=True, slots=True)
 class RuleContext:
-    """What a rule may look at: the work dir, the agent's output, and where the loop is."""
+    """What a rule may look at: the work dir, the agent's output, and where the loop is.
+
+    ``timer`` is the monotonic clock (seconds) that times each rule for its recorded
+    ``duration_ms``; inject a fake one for reproducible journals.
+    """
 
     work_dir: Path
     agent_output: str = ""
     iteration: int = 1
     final: bool = False
+    timer: Callable[[], float] = time.perf_counter
 
 
 CustomResult = bool | tuple[bool, str]
@@ -232,8 +237,9 @@ def run_rules(rules: Iterable[Rule], ctx: RuleContext) -> list[RuleResult]:
 
 
 def run_rule(rule: Rule, ctx: RuleContext) -> RuleResult:
-    """Run one rule now (due or not), timing it; an unexpected exception is an errored result."""
-    start = time.perf_counter()
+    """Run one rule now (due or not), timing it with ``ctx.timer``; an unexpected exception is an
+    errored result."""
+    start = ctx.timer()
     try:
         outcome = _evaluate(rule, ctx)
     except Exception as exc:
@@ -243,7 +249,7 @@ def run_rule(rule: Rule, ctx: RuleContext) -> RuleResult:
         type=rule_type(rule),
         passed=outcome.passed and not outcome.errored,
         errored=outcome.errored,
-        duration_ms=(time.perf_counter() - start) * 1000,
+        duration_ms=(ctx.timer() - start) * 1000,
         message=outcome.message,
     )
 

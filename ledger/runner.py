@@ -14,6 +14,10 @@ work tree) and its output go to ``Engine.validate``; the signal decides:
 | 130  | interrupted by Ctrl-C; the session stays running and resumable      |
 | 2    | bad usage (the ``run`` command line; see ``ledger.cli``)             |
 
+An agent printing Claude Code's message format (``claude -p --output-format
+stream-json`` or ``json``) has its tokens, tool calls and edited files read from
+that output (``ledger.transcript.scan_output``).
+
 An interruption is recorded as an ``override`` of kind ``interrupted`` (a
 human intervened), not as ``Engine.stop``'s ``manual_stop``: a manual stop is
 honoured at the next validate as BLOCKED, which would make the session
@@ -31,7 +35,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final, TextIO
@@ -39,6 +43,7 @@ from typing import IO, Final, TextIO
 from ledger import events as ev
 from ledger.config import LoopConfig
 from ledger.engine import Engine, EngineError
+from ledger.transcript import scan_output
 
 EXIT_COMPLETE: Final = 0
 EXIT_USAGE: Final = 2
@@ -104,13 +109,23 @@ def _read(stdout: IO[bytes], lines: queue.Queue[bytes | None]) -> None:
         lines.put(None)
 
 
-def run_agent(argv: Sequence[str], prompt: str, *, cwd: Path, timeout_s: float, out: TextIO) -> AgentRun:
+def run_agent(
+    argv: Sequence[str],
+    prompt: str,
+    *,
+    cwd: Path,
+    timeout_s: float,
+    out: TextIO,
+    timer: Callable[[], float] = time.monotonic,
+) -> AgentRun:
     """Run ``argv`` once with ``prompt`` on stdin, streaming its output to ``out``.
 
     On time-out the process group is killed and the output is ``agent timed out after N s``.
     On ``KeyboardInterrupt`` the process group is killed and the interrupt re-raised. Raises
-    ``OSError`` if the command cannot be started.
+    ``OSError`` if the command cannot be started. ``timer`` (seconds) measures the recorded
+    ``duration_ms`` only; the time-out always runs on the real monotonic clock.
     """
+    started = timer()
     t0 = time.monotonic()
     proc = subprocess.Popen(
         list(argv),
@@ -170,7 +185,7 @@ def run_agent(argv: Sequence[str], prompt: str, *, cwd: Path, timeout_s: float, 
             break
         if item is not None:
             emit(item)
-    duration_ms = (time.monotonic() - t0) * 1000
+    duration_ms = (timer() - started) * 1000
     if timed_out:
         message = f"agent timed out after {timeout_s:g} s"
         out.write(f"\n[ralph-ledger] {message}; process group killed\n")
@@ -252,13 +267,15 @@ def run_loop(
     iteration_timeout_s: float,
     out: TextIO,
     resume: bool = False,
+    timer: Callable[[], float] = time.monotonic,
 ) -> RunResult:
     """Run the agent until the engine completes, blocks or escalates the session (exit codes above).
 
     The first iteration gets ``prompt`` on stdin; each later one the engine's ``next_prompt``,
     or ``prompt`` when that is empty. With ``resume`` the session must exist and be running:
-    ``start`` is skipped and its current iteration runs again. Raises ``EngineError`` if the
-    session cannot be started or resumed, ``OSError`` if the agent command cannot be run.
+    ``start`` is skipped and its current iteration runs again. ``timer`` measures each agent
+    run's recorded duration (see ``run_agent``). Raises ``EngineError`` if the session cannot
+    be started or resumed, ``OSError`` if the agent command cannot be run.
     """
     if not agent_cmd:
         raise ValueError("run_loop needs an agent command")
@@ -277,7 +294,12 @@ def run_loop(
         before = snapshot(engine.work_dir, engine.home.root)
         try:
             run = run_agent(
-                agent_cmd, stdin_text, cwd=engine.work_dir, timeout_s=iteration_timeout_s, out=out
+                agent_cmd,
+                stdin_text,
+                cwd=engine.work_dir,
+                timeout_s=iteration_timeout_s,
+                out=out,
+                timer=timer,
             )
         except KeyboardInterrupt:
             engine.journal(session_id).append(
@@ -288,10 +310,13 @@ def run_loop(
             return RunResult(session_id, EXIT_INTERRUPTED, "", n, INTERRUPTED)
         files = files_changed(before, snapshot(engine.work_dir, engine.home.root))
         stop_reason = "timeout" if run.timed_out else f"exit {run.returncode}"
+        spoken = scan_output(run.output.splitlines())  # tokens and tools of a stream-json agent
         result = engine.validate(
             session_id,
             run.output,
-            files_modified=files,
+            files_modified=files or spoken.files_modified,
+            tool_count=spoken.tool_count,
+            tokens=spoken.tokens,
             stop_reason=stop_reason,
             duration_ms=run.duration_ms,
         )
@@ -307,5 +332,6 @@ def run_loop(
         try:
             n = engine.next(session_id).iteration
         except EngineError as exc:
+            engine.escalate(session_id, str(exc))
             return RunResult(session_id, EXIT_ESCALATED, "ESCALATE", n, str(exc))
         stdin_text = result.next_prompt or prompt

@@ -12,7 +12,11 @@ BIN = Path(sys.executable).parent
 
 def test_ruff_clean() -> None:
     proc = subprocess.run(
-        [str(BIN / "ruff"), "check", *[d for d in ("ledger", "tests", "bench") if (ROOT / d).is_dir()]],
+        [
+            str(BIN / "ruff"),
+            "check",
+            *[d for d in ("ledger", "tests", "bench", "sample_sessions") if (ROOT / d).is_dir()],
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,27 @@ def test_completes_on_the_third_iteration(engine: Engine, state: Path, work: Pat
     seen = turns(engine, "s1")
     assert [t.files_modified for t in seen] == [[], [], []]  # not a git work tree
     assert "working 2" in seen[1].output_excerpt and seen[1].stop_reason == "exit 0"
+
+
+def stepping(step: float) -> Callable[[], float]:
+    """A fake monotonic timer: every call is ``step`` seconds after the previous one."""
+    ticks = iter(range(1_000_000))
+    return lambda: 1000.0 + step * next(ticks)
+
+
+def test_injected_timers_give_the_recorded_durations(home: Home, work: Path, state: Path) -> None:
+    """The durations in the journal come from the injected timers (rules: ``Engine(timer=)``;
+    the agent: ``run_loop(timer=)``), so a recording is reproducible."""
+    engine = Engine(home, work_dir=work, clock=ticking(), fsync=False, timer=stepping(0.25))
+    ok = {"name": "ok", "type": "command", "argv": [sys.executable, "-c", "pass"]}
+    config = LoopConfig(rules=[ok, failing_rule()])
+    cmd = agent(state, 'if n == 2: print("<promise>COMPLETE</promise>")\n')
+    result, _ = loop(engine, cmd, config, timer=stepping(42.0))
+    assert (result.exit_code, result.iterations) == (0, 2)
+    evs = events_of(engine, "s1")
+    assert [t.duration_ms for t in evs if isinstance(t, E.AgentTurn)] == [42_000.0, 42_000.0]
+    runs = [e for e in evs if isinstance(e, E.ValidationRan)]
+    assert [[r.duration_ms for r in v.results] for v in runs] == [[250.0, 250.0], [250.0, 250.0]]
 
 
 def test_blocked_promise_exits_3(engine: Engine, state: Path) -> None:

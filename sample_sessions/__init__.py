@@ -1,0 +1,1 @@
+"""Recorded sample sessions (``*.jsonl``) and the script that records them (``record.py``)."""
