@@ -6,18 +6,19 @@ Every error is one line on stderr and a non-zero exit: 2 for bad usage,
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from ledger.errors import LedgerError, LedgerLocked
 from ledger.home import Home
 from ledger.journal import JournalError
 
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
+    import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+
     from ledger.ingest import IngestReport
     from ledger.store import Ledger
 
@@ -33,12 +34,19 @@ class CliError(Exception):
         self.code = code
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line (exit 2)."""
+@cache
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """The ``Parser`` class, defined on first use so that importing this module skips argparse."""
+    import argparse
 
-    def error(self, message: str) -> NoReturn:
-        """Raise ``CliError`` (exit status 2) instead of printing usage and exiting."""
-        raise CliError(f"{self.prog}: {message} (see --help)", 2)
+    class Parser(argparse.ArgumentParser):
+        """argparse that reports a usage error as one line (exit 2)."""
+
+        def error(self, message: str) -> NoReturn:
+            """Raise ``CliError`` (exit status 2) instead of printing usage and exiting."""
+            raise CliError(f"{self.prog}: {message} (see --help)", 2)
+
+    return Parser
 
 
 def non_negative_float(text: str) -> float:
@@ -46,6 +54,8 @@ def non_negative_float(text: str) -> float:
 
     Raises ``argparse.ArgumentTypeError`` for anything else (NaN included).
     """
+    import argparse
+
     try:
         value = float(text)
     except ValueError:
@@ -57,6 +67,8 @@ def non_negative_float(text: str) -> float:
 
 def positive_int(text: str) -> int:
     """argparse type: ``text`` as a whole number >= 1, else ``argparse.ArgumentTypeError``."""
+    import argparse
+
     try:
         value = int(text)
     except ValueError:
@@ -73,8 +85,11 @@ def _add_format(p: argparse.ArgumentParser) -> None:
     p.set_defaults(fmt="table")
 
 
-def build_parser() -> Parser:
+def build_parser() -> argparse.ArgumentParser:
     """The ``ralph-ledger`` parser: global ``--home`` and ``--wait``, then one command."""
+    import argparse
+
+    Parser = _parser_class()
     p = Parser(prog="ralph-ledger", description="Record and query agent iteration loops.")
     p.add_argument("--home", help="ledger home (default: $RALPH_HOME or ./.ralph)")
     p.add_argument(
@@ -107,7 +122,10 @@ def build_parser() -> Parser:
     s = sub.add_parser("loop", help="start a loop the Stop hook will drive (ralph-loop compatible)")
     s.add_argument("action", choices=["start"])
     s.add_argument(
-        "words", nargs=argparse.REMAINDER, help='"PROMPT" --max-iterations N --completion-promise TEXT'
+        "words",
+        nargs=argparse.REMAINDER,
+        help='"PROMPT" --max-iterations N --completion-promise TEXT [--mode ledger|plugin] (default: '
+        "ledger when the project has ralph.toml or [tool.ralph], else plugin)",
     )
     s.add_argument("--project", default=".", help=argparse.SUPPRESS)
     s = sub.add_parser("stats", help="loop metrics per agent (completion rate, iterations, quality)")
@@ -337,26 +355,87 @@ def cmd_init(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_loop(home: Home, args: argparse.Namespace) -> None:
-    """Write ``.claude/ralph-loop.local.md`` for a new loop and print how it
-    will stop. Raises ``CliError`` on bad arguments or an existing loop."""
-    from ledger.claude_code import UsageError, new_state, parse_loop_args, read_state, write_state
+    """Start a loop for the Stop hook and print how it will stop. Raises ``CliError`` on bad
+    arguments or an existing loop.
+
+    ``--mode ledger`` (the default in a project with a ralph configuration) writes
+    ``.claude/ralph-ledger.local.json``: the engine drives the loop with the project's rules and
+    guards (``ledger.hook_loop``). ``--mode plugin`` writes the ``ralph-loop`` plugin's
+    ``.claude/ralph-loop.local.md``, which the hook honours as a drop-in.
+    """
+    from ledger.claude_code import UsageError, new_state, parse_loop_args, write_state
+    from ledger.hook_loop import LoopFile, has_config, read_loop_file, write_loop_file
+    from ledger.stop_hook import LOOP_FILE, STATE_FILE
 
     try:
-        loop = parse_loop_args(args.words)
+        words, mode = _loop_mode(args.words)
+        loop = parse_loop_args(words)
     except UsageError as exc:
         raise CliError(f"ralph-ledger loop start: {exc}", 2) from None
-    path = Path(args.project) / ".claude" / "ralph-loop.local.md"
-    if read_state(path) is not None:
-        raise CliError(f"ralph-ledger: a loop is already active ({path}); delete that file to start another")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_state(path, new_state(loop, session_id=os.environ.get("CLAUDE_CODE_SESSION_ID", "")))
+    project = Path(args.project)
+    for path in (project / LOOP_FILE, project / STATE_FILE):
+        if path.exists():
+            raise CliError(
+                f"ralph-ledger: a loop is already active ({path}); delete that file to start another"
+            )
+    native = mode == "ledger" or (mode is None and has_config(project))
     limit = f"at most {loop.max_iterations} iterations" if loop.max_iterations else "no iteration limit"
     until = (
         f"until the agent outputs <promise>{loop.completion_promise}</promise>"
         if loop.completion_promise
         else "with no completion promise"
     )
+    session = os.environ.get("CLAUDE_CODE_SESSION_ID", "")
+    if native:
+        path = project / LOOP_FILE
+        write_loop_file(
+            path,
+            LoopFile(
+                prompt=loop.prompt,
+                claude_session_id=session,
+                max_iterations=loop.max_iterations or None,
+                completion_promise=loop.completion_promise,
+            ),
+        )
+        read_loop_file(path)
+        limit = (
+            f"at most {loop.max_iterations} iterations" if loop.max_iterations else "the configured limits"
+        )
+        until = f"until the agent outputs <promise>{loop.completion_promise or 'COMPLETE'}</promise>"
+        print(f"loop started with the project's rules and guards ({limit}, {until}); state in {path}")
+        return
+    path = project / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_state(path, new_state(loop, session_id=session))
     print(f"loop started ({limit}, {until}); state in {path}")
+
+
+def _loop_mode(words: list[str]) -> tuple[list[str], str | None]:
+    """``loop start``'s words without ``--mode X`` / ``--mode=X``, and X (``None`` when absent)."""
+    from ledger.claude_code import UsageError
+
+    rest: list[str] = []
+    mode: str | None = None
+    i = 0
+    while i < len(words):
+        word, i = words[i], i + 1
+        if word == "--":
+            rest += words[i - 1 :]
+            break
+        if word != "--mode" and not word.startswith("--mode="):
+            rest.append(word)
+            continue
+        if mode is not None:
+            raise UsageError("--mode given twice")
+        if "=" in word:
+            mode = word.partition("=")[2]
+        elif i < len(words):
+            mode, i = words[i], i + 1
+        else:
+            raise UsageError("--mode: expected ledger or plugin")
+        if mode not in ("ledger", "plugin"):
+            raise UsageError(f"--mode: expected ledger or plugin, got {mode!r}")
+    return rest, mode
 
 
 def _read_prompt(path: str | None) -> str:
@@ -482,6 +561,8 @@ def _main(argv: Sequence[str]) -> int:
     0 on success (also when stdout is closed early), 2 for bad usage, 1 for a ledger, file or command
     error, 130 when interrupted; each error is printed as one line on stderr.
     """
+    from ledger.errors import LedgerError, LedgerLocked  # here: the Stop hook's fast path never needs them
+
     try:
         args = build_parser().parse_args(argv)
         COMMANDS[args.command](Home.resolve(args.home), args)

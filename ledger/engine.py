@@ -8,6 +8,7 @@ on the same home carries on where the last one stopped.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -100,7 +101,12 @@ class _Session:
 
 
 class Engine:
-    """Lifecycle calls for the sessions of one ledger home."""
+    """Lifecycle calls for the sessions of one ledger home.
+
+    ``clock`` stamps the events it appends (and is "now" for the guards); ``timer`` is the
+    monotonic clock, in seconds, that times the validation rules. Inject both for a
+    reproducible journal.
+    """
 
     def __init__(
         self,
@@ -111,6 +117,7 @@ class Engine:
         fsync: bool = True,
         custom_hooks: dict[str, HookFn] | None = None,
         custom_rules: Sequence[CustomRule] = (),
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.home = home
         self.work_dir = work_dir or Path.cwd()
@@ -118,6 +125,7 @@ class Engine:
         self.fsync = fsync
         self.custom_hooks = dict(custom_hooks or {})
         self.custom_rules = list(custom_rules)
+        self.timer = timer  # times the validation rules (``RuleResult.duration_ms``)
 
     # -- reading -------------------------------------------------------------
     def journal(self, session_id: str) -> Journal:
@@ -210,6 +218,7 @@ class Engine:
         tokens: ev.TokenUsage | None = None,
         duration_ms: float = 0.0,
         final: bool = False,
+        transcript_offset: int = 0,
     ) -> ValidateResult:
         """iteration_validate: run the rules, detect promises, evaluate guards
         and hooks, resolve the signal and record every step."""
@@ -224,10 +233,11 @@ class Engine:
             stop_reason=stop_reason,
             tokens=tokens or ev.TokenUsage(),
             duration_ms=duration_ms,
+            transcript_offset=transcript_offset,
         )
         detection = detect_promises(agent_output, custom=s.config.completion_promises)
         promise = strongest(detection.promises)
-        results = run_rules(s.rules, RuleContext(self.work_dir, agent_output, n, final))
+        results = run_rules(s.rules, RuleContext(self.work_dir, agent_output, n, final, timer=self.timer))
         passed = all(r.passed and not r.errored for r in results)
         score = validation_score(results)
         self._append(
@@ -247,6 +257,7 @@ class Engine:
             trips=trips,
             promise=promise.signal if promise else None,
             promise_word=promise.word if promise else "",
+            promise_reason=promise.reason if promise else "",
             hooks_registered=decision is not NO_HOOKS,
             hook_action=decision.result.action,
             hook_reason=decision.result.reason,
@@ -401,7 +412,7 @@ class Engine:
         self._append(
             session_id,
             *(
-                [ev.HooksCleared(session_id=session_id, iteration=s.iteration, hook_ids=hook_ids)]
+                [ev.HooksCleared(session_id=session_id, iteration=s.iteration, hook_ids=hook_ids, ts=now)]
                 if hook_ids
                 else []
             ),
@@ -461,6 +472,14 @@ class Engine:
         return len(ids)
 
     # -- overrides (seed 000 §5.4) --------------------------------------------
+    def escalate(self, session_id: str, reason: str, guard: str = "") -> None:
+        """End a running session as escalated (a caller that cannot go on, e.g. ``next`` refused)."""
+        s = self._running(session_id)
+        escalated = ev.SessionEscalated(
+            session_id=session_id, iteration=s.iteration, reason=reason, guard=guard
+        )
+        self._append(session_id, escalated)
+
     def stop(self, session_id: str, reason: str = "") -> None:
         """Ask a running loop to stop; honoured at its next validate."""
         s = self._running(session_id)

@@ -72,6 +72,7 @@ class Inputs:
     trips: Sequence[Trip] = ()
     promise: Signal | None = None
     promise_word: str = ""
+    promise_reason: str = ""
     hooks_registered: bool = False
     hook_action: HookAction | None = None
     hook_reason: str = ""
@@ -95,7 +96,8 @@ def resolve(inputs: Inputs) -> Resolution:
         return Resolution("ESCALATE", f"{inputs.trips[0].guard}: {inputs.trips[0].detail}", 3)
     word = inputs.promise_word or str(inputs.promise)
     if inputs.promise == "BLOCKED":
-        return Resolution("BLOCKED", f"agent promised {word}", 4)
+        why = f": {inputs.promise_reason}" if inputs.promise_reason else ""
+        return Resolution("BLOCKED", f"agent promised {word}{why}", 4)
     if inputs.hooks_registered:
         if inputs.hook_action == "escalate":
             return Resolution("ESCALATE", inputs.hook_reason or "hook escalated", 5)

@@ -24,7 +24,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
@@ -46,6 +45,8 @@ from ledger.promises import detect_promises, to_event
 from ledger.transcript import Scan, find_last_text, scan
 
 STATE_FILE: Final = Path(".claude") / "ralph-loop.local.md"
+LOOP_FILE: Final = Path(".claude") / "ralph-ledger.local.json"
+"""A ledger-native loop (``ledger.hook_loop``); it takes precedence over ``STATE_FILE``."""
 MAX_STDIN: Final = 16 * 1024 * 1024
 
 
@@ -60,8 +61,7 @@ class HookInput(msgspec.Struct, frozen=True, kw_only=True):
     hook_event_name: str = "Stop"
 
 
-@dataclass(frozen=True, slots=True)
-class HookOutcome:
+class HookOutcome(msgspec.Struct, frozen=True):
     """What the hook process prints and its exit code (always 0)."""
 
     stdout: str = ""
@@ -229,6 +229,10 @@ def run(raw: bytes, *, home: Home | None = None, clock: Callable[[], datetime] =
         project = project_dir(data)
         home = home or Home.resolve(os.environ.get("RALPH_HOME") or project / ".ralph")
         journal = Journal(journal_path(home.journals, sid), clock=clock)
+        if (project / LOOP_FILE).exists():  # a ledger-native loop: the engine decides (imports DuckDB)
+            from ledger.hook_loop import native_stop
+
+            return native_stop(data, project, home, project / LOOP_FILE, clock)
         state_path = project / STATE_FILE
         try:
             state = read_state(state_path)

@@ -48,7 +48,7 @@ pyarrow, since a Stop hook runs it on every stop.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import BinaryIO, Final
 
 import msgspec
@@ -492,3 +492,36 @@ def find_last_text(
 def last_text(path: PathArg, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """The agent's last text in the current turn (``""`` if none); see :func:`find_last_text`."""
     return find_last_text(path, max_bytes=max_bytes).text
+
+
+class _Result(msgspec.Struct, gc=False):
+    type: str = ""
+    usage: _Usage | None = None
+
+
+_RESULT = msgspec.json.Decoder(_Result)
+
+
+def scan_output(lines: Iterable[str]) -> Scan:
+    """What an agent's own output says in Claude Code's message format: ``claude -p
+    --output-format stream-json`` lines (tokens per ``message.id`` counted once, tools, files),
+    or the single ``result`` object of ``--output-format json`` (its ``usage``). Lines that are
+    not JSON objects are ignored, so plain text output gives an empty ``Scan``.
+    """
+    agg = _Aggregate()
+    result: TokenUsage | None = None
+    for text in lines:
+        raw = text.strip().encode()
+        if not raw.startswith(b"{"):
+            continue
+        agg.feed(raw)
+        try:
+            line = _RESULT.decode(raw)
+        except msgspec.DecodeError:
+            continue
+        if line.type == "result" and line.usage is not None:
+            result = _token_usage(line.usage)
+    scanned = agg.result(0, 0)
+    if result is not None and not agg.usage:
+        scanned = msgspec.structs.replace(scanned, tokens=result)
+    return scanned

@@ -518,3 +518,27 @@ def test_scan_never_raises_on_arbitrary_bytes(tmp_path: Path, data: bytes, start
     assert scan(path, start=start).end >= start
     assert isinstance(find_last_text(path).text, str)
     assert find_last_text(path, max_line_bytes=5).text == scan(path, max_line_bytes=5).last_text
+
+
+def test_scan_output_reads_stream_json_and_result_objects() -> None:
+    from ledger.transcript import scan_output
+
+    def assistant(mid: str, usage: dict[str, int], block: dict[str, Any]) -> str:
+        return json.dumps({"type": "assistant", "message": {"id": mid, "usage": usage, "content": [block]}})
+
+    edit = {"type": "tool_use", "name": "Write", "input": {"file_path": "/w/a.py"}}
+    stream = [
+        "plain text is ignored",
+        assistant("m1", {"input_tokens": 5, "output_tokens": 1}, {"type": "text", "text": "hi"}),
+        assistant("m1", {"input_tokens": 5, "output_tokens": 7}, edit),
+        assistant("m2", {"input_tokens": 3, "output_tokens": 2}, {"type": "text", "text": "done"}),
+        json.dumps({"type": "result", "usage": {"input_tokens": 999}}),
+        "{not json",
+    ]
+    scanned = scan_output(stream)
+    assert (scanned.tokens.input, scanned.tokens.output) == (8, 9)  # each message once, its last usage
+    assert (scanned.tool_count, scanned.files_modified) == (1, ["/w/a.py"])
+    result = {"type": "result", "result": "ok", "usage": {"output_tokens": 42}}
+    only_result = scan_output([json.dumps(result)])
+    assert only_result.tokens.output == 42
+    assert scan_output(["just text", ""]).tokens == TokenUsage()

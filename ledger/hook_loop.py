@@ -1,0 +1,238 @@
+"""Ledger-native Claude Code loops: the project's rules and every guard, driven by the Stop hook.
+
+``ralph-ledger loop start "PROMPT"`` in a project with a ralph configuration
+(``ralph.toml`` or ``[tool.ralph]``) writes ``.claude/ralph-ledger.local.json``
+instead of the ``ralph-loop`` plugin's state file. From then on every stop of
+the Claude Code session that owns the loop is one iteration of the loop
+engine (``ledger.engine``): the turn is read from the transcript, the
+configured validation rules run in the project, promises are detected, the
+guards and hooks are evaluated and the signal table decides:
+
+| signal    | the hook                                                            |
+|-----------|---------------------------------------------------------------------|
+| CONTINUE  | blocks the stop; the reason is the prompt plus the validation       |
+|           | feedback, the system message the iteration, score and failures      |
+| COMPLETE  | allows the stop, completes the session, removes the loop file        |
+| BLOCKED   | allows the stop (the session is blocked), removes the loop file      |
+| ESCALATE  | allows the stop (the session is escalated), removes the loop file    |
+
+The loop file only says which Claude Code session owns the loop and what
+the user asked; everything else (iteration, scores, trips) is the ledger's
+session ``cc-<claude session id>``. The first stop claims an unclaimed file for
+its session, like the plugin; a stop of any other session never blocks or
+touches the loop. Every block starts a new iteration, so seed 002's
+``max_stop_retries`` (blocks within one iteration) never trips here: the
+iteration guards bound the loop instead (``max_iterations`` is on by default).
+
+This mode imports DuckDB (the guards read their facts with SQL); the plugin
+drop-in mode does not.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from ledger import events as ev
+from ledger.config import ConfigError, LoopConfig, find_config
+from ledger.engine import Engine, EngineError, ValidateResult
+from ledger.home import Home
+from ledger.journal import Journal, journal_path
+from ledger.stop_hook import (
+    HookInput,
+    HookInputError,
+    HookOutcome,
+    _previous_offset,
+    _turn,
+    ledger_session,
+    transcript_of,
+)
+
+AGENT: Final = "claude-code"
+
+
+class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
+    """``.claude/ralph-ledger.local.json``: who owns the loop and what was asked.
+
+    ``max_iterations`` and ``completion_promise`` override the configuration
+    when set; ``claude_session_id`` is empty until the first stop claims it.
+    """
+
+    prompt: str
+    claude_session_id: str = ""
+    max_iterations: int | None = None
+    completion_promise: str | None = None
+
+
+class LoopFileError(ValueError):
+    """The loop file is unreadable or malformed; one line naming it."""
+
+
+def has_config(project: Path) -> bool:
+    """Whether ``project`` has a ralph configuration (``ralph.toml`` or ``[tool.ralph]``)."""
+    if (project / "ralph.toml").is_file():
+        return True
+    pyproject = project / "pyproject.toml"
+    if not pyproject.is_file():
+        return False
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    tool = data.get("tool")
+    return isinstance(tool, dict) and "ralph" in tool
+
+
+def read_loop_file(path: Path) -> LoopFile | None:
+    """The loop file, or ``None`` when there is none; ``LoopFileError`` when it is malformed."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LoopFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        loop = msgspec.json.decode(raw, type=LoopFile)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise LoopFileError(f"{path}: not a ralph-ledger loop file: {exc}") from None
+    if not loop.prompt.strip():
+        raise LoopFileError(f"{path}: the prompt is empty")
+    if loop.max_iterations is not None and loop.max_iterations < 1:
+        raise LoopFileError(
+            f"{path}: max_iterations: expected a whole number >= 1, got {loop.max_iterations}"
+        )
+    return loop
+
+
+def write_loop_file(path: Path, loop: LoopFile) -> None:
+    """Write the loop file atomically, readable by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, msgspec.json.format(msgspec.json.encode(loop), indent=2) + b"\n")
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
+    """The project's configuration with the loop's task and overrides; ``HookInputError`` when bad."""
+    try:
+        config = find_config(project)
+    except ConfigError as exc:
+        raise HookInputError(str(exc)) from None
+    promises = config.completion_promises
+    if loop.completion_promise:
+        promises = [loop.completion_promise, *(p for p in promises if p != loop.completion_promise)]
+    return msgspec.structs.replace(
+        config,
+        task=loop.prompt[:500],
+        agent=config.agent or AGENT,
+        max_iterations=loop.max_iterations or config.max_iterations,
+        completion_promises=promises,
+    )
+
+
+def next_prompt(loop: LoopFile, result: ValidateResult) -> str:
+    """What the agent is told next: the prompt, then what the validation said."""
+    extra = result.next_prompt or "\n".join(f"- {line}" for line in result.feedback)
+    if not extra:
+        return loop.prompt
+    return f"{loop.prompt}\n\nFeedback from iteration {result.iteration}:\n{extra}"
+
+
+def status_line(result: ValidateResult, iteration: int, max_iterations: int) -> str:
+    """The one-line system message shown to the user while the loop continues."""
+    failing = [r.name for r in result.results if not r.passed]
+    parts = [f"🔄 Ralph iteration {iteration} of {max_iterations}", f"score {result.score:.0f}"]
+    parts.append(f"failing: {', '.join(failing)}" if failing else "validation passing")
+    return " | ".join(parts)
+
+
+def native_stop(
+    data: HookInput, project: Path, home: Home, path: Path, clock: Callable[[], datetime]
+) -> HookOutcome:
+    """One stop of a ledger-native loop: what to print."""
+    try:
+        loop = read_loop_file(path)
+    except LoopFileError as exc:
+        raise HookInputError(str(exc)) from None
+    if loop is None:
+        return HookOutcome()
+    if loop.claude_session_id and loop.claude_session_id != data.session_id:
+        return HookOutcome()  # another Claude Code session's loop: never block or touch it
+    if not loop.claude_session_id:
+        loop = msgspec.structs.replace(loop, claude_session_id=data.session_id)
+        write_loop_file(path, loop)
+    sid = ledger_session(data.session_id)
+    engine = Engine(home, work_dir=project, clock=clock)
+    journal = Journal(journal_path(home.journals, sid), clock=clock)
+    started, offset = _previous_offset(journal)
+    if not started:
+        engine.start(sid, loop_config(project, loop))
+    elif engine.status(sid)["status"] != "running":
+        path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
+        return HookOutcome()
+    text, turn = _turn(data, transcript_of(data), offset)
+    result = engine.validate(
+        sid,
+        text or "",
+        files_modified=turn.files_modified if turn else (),
+        tool_count=turn.tool_count if turn else 0,
+        stop_reason=turn.stop_reason if turn else "",
+        tokens=turn.tokens if turn else None,
+        transcript_offset=turn.end if turn else 0,
+    )
+    return _decide(engine, journal, loop, path, result)
+
+
+def _decide(
+    engine: Engine, journal: Journal, loop: LoopFile, path: Path, result: ValidateResult
+) -> HookOutcome:
+    """Record the stop decision and act on the signal."""
+    sid, n = result.session_id, result.iteration
+    refused = ""
+    if result.signal == "CONTINUE":
+        try:
+            nxt = engine.next(sid)
+        except EngineError as exc:
+            refused = str(exc)
+        else:
+            message = status_line(result, nxt.iteration, nxt.max_iterations)
+            journal.append(
+                ev.StopDecided(
+                    session_id=sid,
+                    iteration=n,
+                    decision="block",
+                    reason="loop continues",
+                    system_message=message,
+                )
+            )
+            block = {"decision": "block", "reason": next_prompt(loop, result), "systemMessage": message}
+            return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
+    path.unlink(missing_ok=True)
+    message = _ending(n, result, refused)
+    journal.append(ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message))
+    if result.signal == "COMPLETE":
+        engine.complete(sid, result.detected_promise)
+    elif refused:
+        engine.escalate(sid, refused)
+    return HookOutcome(stdout=message + "\n")
+
+
+def _ending(n: int, result: ValidateResult, refused: str) -> str:
+    """The line printed when the loop ends at iteration ``n``."""
+    if result.signal == "COMPLETE":
+        return f"✅ Ralph loop complete after {n} iteration(s): {result.reason}"
+    if result.signal == "BLOCKED":
+        return f"⛔ Ralph loop blocked at iteration {n}: {result.reason}"
+    if result.signal == "ESCALATE":
+        return f"🛑 Ralph loop escalated at iteration {n}: {result.reason}"
+    return f"🛑 Ralph loop escalated at iteration {n}: {refused}"
