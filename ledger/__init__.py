@@ -27,6 +27,8 @@ _EXPORTS = {
     "Ledger": "ledger.store",
     "LedgerError": "ledger.errors",
     "LedgerLocked": "ledger.errors",
+    "Monitor": "ledger.monitor",
+    "replay": "ledger.replay",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,19 +1,30 @@
 """The read-only query surface shared by the CLI's ``sql`` command and the TUI.
 
 Only one SELECT (or EXPLAIN) statement is accepted; anything that would
-write (DDL, DML, COPY, ATTACH, SET, PRAGMA, ...) is refused before it runs,
-and file access is switched off on the connection, so a query cannot read or
-write files outside the ledger either.
+write (DDL, DML, COPY, ATTACH, SET, PRAGMA, ...) is refused before it runs.
+Its sources are checked on DuckDB's own parse tree (``json_serialize_sql``):
+every table it reads must be a table or view of the ledger (or a CTE of the
+query), every table function a detector, a ``duckdb_*`` catalog function,
+``range``/``generate_series`` or ``unnest``; so ``read_csv('/etc/passwd')``,
+``'/etc/passwd'`` as a table and ``glob('*')`` are refused before they run.
+The CLI (a process of its own) also switches file access off on its
+connection; the TUI cannot (its connection keeps ingesting journals), so the
+source check is what guards it.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 import duckdb
 
 ALLOWED: Final = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+SAFE_TABLE_FUNCTIONS: Final = frozenset({"range", "generate_series", "unnest"})
+_EXPLAIN: Final = re.compile(r"^\s*explain\s+(?:analyze\s+|\(.*?\)\s*)?", re.I | re.S)
 
 
 class ReadOnlyViolation(Exception):
@@ -59,10 +70,72 @@ def lock_down(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET lock_configuration = true")
 
 
-def run_readonly(con: duckdb.DuckDBPyConnection, sql: str) -> QueryResult:
-    """Check, lock down and run one read-only query, fetching all rows."""
+def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
+    """Every JSON object in a parse tree, depth first."""
+    if isinstance(tree, dict):
+        yield tree
+        for value in tree.values():
+            yield from _nodes(value)
+    elif isinstance(tree, list):
+        for value in tree:
+            yield from _nodes(value)
+
+
+def _known_names(con: duckdb.DuckDBPyConnection) -> tuple[set[str], set[str]]:
+    """(table and view names, table macro names) of the connection's catalog, lower case."""
+    tables = {
+        str(r[0]).lower()
+        for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() UNION SELECT view_name FROM duckdb_views()"
+        ).fetchall()
+    }
+    macros = {
+        str(r[0]).lower()
+        for r in con.execute(
+            "SELECT function_name FROM duckdb_functions() WHERE function_type = 'table_macro'"
+        ).fetchall()
+    }
+    return tables, macros
+
+
+def check_sources(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Refuse a query reading anything but the ledger's tables, views and detectors."""
+    inner = _EXPLAIN.sub("", sql, count=1)
+    row = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [inner]).fetchone()
+    tree = json.loads(row[0]) if row else {"error": True}
+    if tree.get("error"):
+        raise ReadOnlyViolation(f"SQL error: {tree.get('error_message', 'cannot parse the query')}")
+    tables, macros = _known_names(con)
+    ctes = {
+        str(entry.get("key", "")).lower()
+        for node in _nodes(tree)
+        if isinstance(node.get("cte_map"), dict)
+        for entry in node["cte_map"].get("map", [])
+        if isinstance(entry, dict)
+    }
+    for node in _nodes(tree):
+        kind = node.get("type")
+        if kind == "BASE_TABLE":
+            name = str(node.get("table_name", ""))
+            if name.lower() not in tables | ctes:
+                raise ReadOnlyViolation(f"refused: {name!r} is not a table or view of the ledger")
+        elif kind == "TABLE_FUNCTION":
+            fn = node.get("function", {})
+            name = str(fn.get("function_name", "")) if isinstance(fn, dict) else ""
+            low = name.lower()
+            if not (low in macros or low in SAFE_TABLE_FUNCTIONS or low.startswith("duckdb_")):
+                raise ReadOnlyViolation(
+                    f"refused: table function {name}() is not a ledger detector (it could read files)"
+                )
+
+
+def run_readonly(con: duckdb.DuckDBPyConnection, sql: str, *, lock: bool = True) -> QueryResult:
+    """Check one read-only query and its sources, lock the connection down (``lock``; see the
+    module docstring for why the TUI does not) and run it, fetching all rows."""
     check_readonly(sql)
-    lock_down(con)
+    check_sources(con, sql)
+    if lock:
+        lock_down(con)
     try:
         cur = con.execute(sql)
         desc = cur.description or []

@@ -84,7 +84,21 @@ def test_sql_refuses_writes(fixture_home: Home, capsys: pytest.CaptureFixture[st
 
 def test_sql_cannot_read_files(fixture_home: Home, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--home", str(fixture_home.root), "sql", "SELECT * FROM read_csv('/etc/passwd')"]) == 1
-    assert "file system operations are disabled" in capsys.readouterr().err
+    assert "table function read_csv() is not a ledger detector" in capsys.readouterr().err
+    assert main(["--home", str(fixture_home.root), "sql", "SELECT * FROM '/etc/passwd'"]) == 1
+    assert "'/etc/passwd' is not a table or view of the ledger" in capsys.readouterr().err
+
+
+def test_sql_connection_is_also_locked_down(fixture_home: Home) -> None:
+    from ledger.readonly import run_readonly
+    from ledger.store import Ledger
+
+    with Ledger.open(fixture_home) as ledger:
+        run_readonly(ledger.con, "SELECT 1")  # the CLI's path: checked, then locked down
+        with pytest.raises(duckdb.Error, match=r"disabled|Permission"):
+            ledger.con.execute("SELECT * FROM read_csv('/etc/passwd')")
+        with pytest.raises(duckdb.Error):
+            ledger.con.execute("SET enable_external_access = true")
 
 
 def test_sql_error_is_one_line(fixture_home: Home, capsys: pytest.CaptureFixture[str]) -> None:

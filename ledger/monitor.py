@@ -1,0 +1,558 @@
+"""The headless core of a live monitor (``ralph-tui`` and any other front end).
+
+A ``Monitor`` opens one or more sources of journals, ingests their backlog in
+batches (reporting progress), then ingests only what is appended
+(``refresh``: by byte offset, never re-reading what it read) and answers the
+screens' questions with the ledger's views: sessions, fleet totals, the
+iteration timeline with one cell per rule, the files-modified heat, an
+iteration's feedback and next prompt, checkpoints, the event log, alerts,
+and read-only SQL. Every answer is a plain msgspec Struct, so a front end
+needs neither DuckDB nor SQL.
+
+Sources: a ledger home (a directory holding ``journals/``), a directory of
+``*.jsonl`` journals (``sample_sessions/``), or journal files. One home is
+read through its ``ledger.duckdb`` (an in-memory copy when another process
+holds the file); anything else through an in-memory ledger, so a directory
+of samples is never written to.
+
+The monitor is thread-safe: one lock serialises its DuckDB connection, so a
+UI may call it from several worker threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from ledger.home import Home
+from ledger.journal import utc_now
+from ledger.readonly import QueryResult, run_readonly
+from ledger.store import Ledger
+
+SPARK_POINTS: Final = 20
+ALERT_TYPES: Final = ("session_completed", "session_blocked", "session_escalated", "guard_tripped")
+
+EXAMPLE_QUERIES: Final = {
+    "completion rate by agent": (
+        "SELECT agent, sessions, completed, round(100 * autonomous_completion_rate, 1) AS completion_pct,\n"
+        "       round(mean_iterations_to_completion, 1) AS mean_iterations\n"
+        "FROM loop_metrics ORDER BY sessions DESC"
+    ),
+    "quality regressions": (
+        "SELECT session_id, iteration, first_score, score, drop\n"
+        "FROM quality_regression(span := 3, min_drop := 10) ORDER BY drop DESC LIMIT 50"
+    ),
+    "thrashing files": (
+        "SELECT session_id, file, times, iterations\n"
+        "FROM thrashing(min_iterations := 3) ORDER BY times DESC LIMIT 50"
+    ),
+    "validation stalls": "SELECT * FROM validation_stall(span := 3) ORDER BY session_id, iteration LIMIT 50",
+    "failure streaks": "SELECT * FROM failure_streak(min_streak := 2) ORDER BY streak DESC LIMIT 50",
+    "slowest rules": (
+        "SELECT rule, count(*) AS runs, round(avg(duration_ms)) AS avg_ms,\n"
+        "       round(max(duration_ms)) AS max_ms\n"
+        "FROM rule_results GROUP BY rule ORDER BY avg_ms DESC LIMIT 20"
+    ),
+    "guard trips": "SELECT guard, signal, count(*) AS trips FROM guard_trips GROUP BY ALL ORDER BY 3 DESC",
+    "token use by session": (
+        "SELECT session_id, agent, status, iteration, tokens FROM sessions ORDER BY tokens DESC LIMIT 50"
+    ),
+}
+"""Saved example queries for a SQL console: name -> a query over the ledger's views and detectors."""
+
+
+class Progress(msgspec.Struct, frozen=True, kw_only=True):
+    """How far loading the backlog has come."""
+
+    files_done: int
+    files_total: int
+    bytes_done: int
+    bytes_total: int
+    events: int
+
+
+class Alert(msgspec.Struct, frozen=True, kw_only=True):
+    """A session completed, blocked or escalated (``kind``), or a guard tripped (``guard``)."""
+
+    session_id: str
+    iteration: int
+    kind: str
+    message: str
+    seq: int
+
+
+class Update(msgspec.Struct, frozen=True, kw_only=True):
+    """What one ``refresh`` ingested: the sessions that changed, their alerts, the events and the bad
+    lines (``path:line: reason``)."""
+
+    sessions: list[str]
+    alerts: list[Alert]
+    events: int
+    bad_lines: list[str]
+
+
+class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One session as the sessions table shows it; ``scores`` are the last scores, oldest first."""
+
+    session_id: str
+    status: str
+    agent: str
+    task: str
+    iteration: int
+    max_iterations: int
+    last_score: float | None
+    scores: list[float]
+    last_signal: str
+    consecutive_failures: int
+    tokens: int
+    started_at: datetime | None
+    updated_at: datetime | None
+    stop_requested: bool
+
+
+class Fleet(msgspec.Struct, frozen=True, kw_only=True):
+    """Totals over every session; ``completion_rate`` is complete / ended (``None`` before any ended)."""
+
+    sessions: int
+    running: int
+    complete: int
+    blocked: int
+    escalated: int
+    completion_rate: float | None
+
+
+class RuleCell(msgspec.Struct, frozen=True, kw_only=True):
+    """One rule's result in one iteration (its last run there)."""
+
+    rule: str
+    passed: bool
+    errored: bool
+    message: str
+    duration_ms: float
+
+
+class IterationRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of the iteration timeline."""
+
+    iteration: int
+    started_at: datetime | None
+    duration_s: float | None
+    score: float | None
+    signal: str
+    promise: str
+    hook_action: str
+    stop_decision: str
+    guards: list[str]
+    files_modified: list[str]
+    tokens_input: int
+    tokens_output: int
+    tokens_total: int
+    rules: list[RuleCell]
+
+
+class IterationDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """What the agent said in one iteration and what it was told next."""
+
+    iteration: int
+    output_excerpt: str
+    feedback: list[str]
+    next_prompt: str
+    hook_reason: str
+
+
+class Heat(msgspec.Struct, frozen=True, kw_only=True):
+    """Files modified per iteration: ``cells[f][i]`` is whether ``files[f]`` changed in ``iterations[i]``;
+    the files most often modified come first."""
+
+    files: list[str]
+    iterations: list[int]
+    cells: list[list[bool]]
+
+
+class EventLine(msgspec.Struct, frozen=True, kw_only=True):
+    """One event, summarised on one line."""
+
+    seq: int
+    ts: datetime
+    type: str
+    iteration: int
+    text: str
+
+
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """A checkpoint of a session."""
+
+    checkpoint_id: str
+    iteration: int
+    trigger: str
+    created_at: datetime | None
+    expired: bool
+
+
+def _aware(value: Any) -> datetime | None:
+    """DuckDB's naive UTC timestamps as aware datetimes."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return None
+
+
+def _journals_in(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.glob("*.jsonl") if p.is_file())
+
+
+class Monitor:
+    """Live, incremental reads of one or more sources of journals (see the module docstring)."""
+
+    def __init__(self, sources: Sequence[Path], *, now: Callable[[], datetime] = utc_now) -> None:
+        if not sources:
+            raise ValueError("Monitor needs at least one source")
+        self.now = now
+        self._lock = threading.RLock()
+        self._dirs: list[Path] = []
+        self._files: list[Path] = []
+        homes: list[Home] = []
+        for source in sources:
+            path = Path(source).expanduser().resolve()
+            if path.is_file():
+                self._files.append(path)
+            elif (path / "journals").is_dir() or (path / "ledger.duckdb").exists():
+                homes.append(Home.resolve(path))
+                self._dirs.append(path / "journals")
+            elif path.is_dir():
+                self._dirs.append(path)
+            else:
+                raise FileNotFoundError(f"{path}: no such ledger home, journal directory or journal")
+        if len(homes) == 1 and len(sources) == 1:
+            self.ledger = Ledger.open(homes[0], fallback=True)
+        else:
+            self.ledger = Ledger.memory(None)
+
+    # -- what to read ----------------------------------------------------------
+    @property
+    def watch_paths(self) -> list[Path]:
+        """The directories to watch for changes (a file source's directory included)."""
+        return sorted({*self._dirs, *(f.parent for f in self._files)})
+
+    def journal_files(self) -> list[Path]:
+        """Every journal of the sources, now."""
+        found = {p for d in self._dirs if d.is_dir() for p in _journals_in(d)}
+        return sorted(found | {f for f in self._files if f.exists()})
+
+    def _wanted(self, path: Path) -> bool:
+        path = path.resolve()
+        return path.suffix == ".jsonl" and (path in self._files or path.parent in self._dirs)
+
+    def _offsets(self) -> dict[str, int]:
+        rows = self.ledger.con.execute("SELECT journal, byte_offset FROM ingest_positions").fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def pending(self) -> Progress:
+        """How much of the journals is not ingested yet."""
+        with self._lock:
+            offsets = self._offsets()
+        files = self.journal_files()
+        todo = [max(0, _size(f) - offsets.get(f.name, 0)) for f in files]
+        waiting = sum(1 for t in todo if t)
+        return Progress(
+            files_done=len(files) - waiting,
+            files_total=len(files),
+            bytes_done=0,
+            bytes_total=sum(todo),
+            events=0,
+        )
+
+    def load(self, batch_bytes: int = 32 << 20) -> Iterator[Progress]:
+        """Ingest the backlog in batches of about ``batch_bytes`` new bytes, yielding after each."""
+        with self._lock:
+            offsets = self._offsets()
+        work = [(f, max(0, _size(f) - offsets.get(f.name, 0))) for f in self.journal_files()]
+        work = [(f, n) for f, n in work if n]
+        total = sum(n for _, n in work)
+        done = events = 0
+        batch: list[Path] = []
+        size = 0
+        for i, (path, n) in enumerate(work, 1):
+            batch.append(path)
+            size += n
+            if size >= batch_bytes or i == len(work):
+                with self._lock:
+                    events += self.ledger.ingest(batch).events
+                done += size
+                batch, size = [], 0
+                yield Progress(
+                    files_done=i, files_total=len(work), bytes_done=done, bytes_total=total, events=events
+                )
+
+    def refresh(self, changed: Iterable[Path] | None = None) -> Update:
+        """Ingest what was appended to ``changed`` journals (every journal when ``None``)."""
+        files = self.journal_files() if changed is None else sorted({p for p in changed if self._wanted(p)})
+        files = [f for f in files if f.exists()]
+        if not files:
+            return Update(sessions=[], alerts=[], events=0, bad_lines=[])
+        with self._lock:
+            before = self._last_seqs()
+            report = self.ledger.ingest(files)
+            after = self._last_seqs()
+            changed_ids = sorted(s for s, seq in after.items() if seq != before.get(s))
+            alerts = self._alerts({s: before.get(s, 0) for s in changed_ids})
+        return Update(
+            sessions=changed_ids,
+            alerts=alerts,
+            events=report.events,
+            bad_lines=[str(b) for b in report.bad_lines],
+        )
+
+    def _last_seqs(self) -> dict[str, int]:
+        rows = self.ledger.con.execute("SELECT session_id, last_seq FROM ingest_positions").fetchall()
+        return {str(r[0]): int(r[1] or 0) for r in rows if r[0]}
+
+    def _alerts(self, since: dict[str, int]) -> list[Alert]:
+        if not since:
+            return []
+        rows = self.ledger.rows(
+            "SELECT e.session_id, e.iteration, e.type, e.seq, e.reason, e.guard, e.detail, e.promise, "
+            "e.total_iterations FROM events e JOIN (SELECT unnest($ids) AS sid, unnest($seqs) AS since) s "
+            "ON e.session_id = s.sid AND e.seq > s.since WHERE e.type IN (SELECT unnest($types)) "
+            "ORDER BY e.session_id, e.seq",
+            {"ids": list(since), "seqs": list(since.values()), "types": list(ALERT_TYPES)},
+        )
+        return [_alert(r) for r in rows]
+
+    # -- answers -----------------------------------------------------------------
+    def sessions(self, ids: Sequence[str] | None = None) -> list[SessionRow]:
+        """Sessions (all, or these), most recently active first."""
+        where = "WHERE session_id IN (SELECT unnest($ids))" if ids is not None else ""
+        params: dict[str, Any] = {"ids": list(ids)} if ids is not None else {}
+        with self._lock:
+            rows = self.ledger.rows(
+                f"""SELECT s.*, sc.scores FROM sessions s LEFT JOIN (
+                      SELECT session_id, list(score ORDER BY iteration)[-{SPARK_POINTS}:] AS scores
+                      FROM iteration_scores WHERE score IS NOT NULL GROUP BY session_id) sc
+                    USING (session_id) {where}
+                    ORDER BY updated_at DESC NULLS LAST, session_id""",
+                params or None,
+            )
+        return [_session(r) for r in rows]
+
+    def fleet(self) -> Fleet:
+        """Totals over every session."""
+        with self._lock:
+            row = self.ledger.con.execute(
+                "SELECT count(*), count(*) FILTER (status = 'running'),"
+                " count(*) FILTER (status = 'complete'), count(*) FILTER (status = 'blocked'),"
+                " count(*) FILTER (status = 'escalated') FROM sessions"
+            ).fetchone()
+        total, running, complete, blocked, escalated = (int(v or 0) for v in (row or (0, 0, 0, 0, 0)))
+        ended = complete + blocked + escalated
+        return Fleet(
+            sessions=total,
+            running=running,
+            complete=complete,
+            blocked=blocked,
+            escalated=escalated,
+            completion_rate=complete / ended if ended else None,
+        )
+
+    def iterations(self, session_id: str) -> list[IterationRow]:
+        """The session's iteration timeline, first iteration first."""
+        with self._lock:
+            rows = self.ledger.rows(
+                "SELECT * FROM iterations WHERE session_id = ? ORDER BY iteration", [session_id]
+            )
+            cells = self.ledger.rows(
+                "SELECT iteration, rule, passed, errored, message, duration_ms FROM rule_results "
+                "WHERE session_id = ? ORDER BY iteration, seq",
+                [session_id],
+            )
+        by_iteration: dict[int, dict[str, RuleCell]] = {}
+        for c in cells:
+            by_iteration.setdefault(int(c["iteration"]), {})[str(c["rule"])] = RuleCell(
+                rule=str(c["rule"]),
+                passed=bool(c["passed"]),
+                errored=bool(c["errored"]),
+                message=str(c["message"] or ""),
+                duration_ms=float(c["duration_ms"] or 0.0),
+            )
+        return [_iteration(r, list(by_iteration.get(int(r["iteration"]), {}).values())) for r in rows]
+
+    def detail(self, session_id: str, iteration: int) -> IterationDetail:
+        """The agent's output excerpt, the feedback and the next prompt of one iteration."""
+        with self._lock:
+            rows = self.ledger.rows(
+                "SELECT type, output_excerpt, feedback, next_prompt, reason FROM events "
+                "WHERE session_id = ? AND iteration = ? AND type IN "
+                "('agent_turn', 'signal_resolved', 'hook_decided') ORDER BY seq",
+                [session_id, iteration],
+            )
+        output, feedback, prompt, reason = "", [], "", ""
+        for r in rows:
+            if r["type"] == "agent_turn":
+                output = str(r["output_excerpt"] or "")
+            elif r["type"] == "signal_resolved":
+                feedback = [str(f) for f in r["feedback"] or []]
+            else:
+                prompt = str(r["next_prompt"] or "") or prompt
+                reason = str(r["reason"] or "") or reason
+        return IterationDetail(
+            iteration=iteration,
+            output_excerpt=output,
+            feedback=feedback,
+            next_prompt=prompt,
+            hook_reason=reason,
+        )
+
+    def heat(self, session_id: str) -> Heat:
+        """Which files changed in which iteration."""
+        with self._lock:
+            rows = self.ledger.con.execute(
+                "SELECT iteration, files_modified FROM iterations WHERE session_id = ? ORDER BY iteration",
+                [session_id],
+            ).fetchall()
+        iterations = [int(r[0]) for r in rows]
+        counts: dict[str, int] = {}
+        for _, files in rows:
+            for f in files or []:
+                counts[f] = counts.get(f, 0) + 1
+        files = sorted(counts, key=lambda f: (-counts[f], f))
+        cells = [[f in (r[1] or []) for r in rows] for f in files]
+        return Heat(files=files, iterations=iterations, cells=cells)
+
+    def checkpoints(self, session_id: str) -> list[Checkpoint]:
+        """The session's checkpoints, oldest first."""
+        with self._lock:
+            rows = self.ledger.rows(
+                "SELECT checkpoint_id, iteration, trigger, created_at, expired FROM checkpoints "
+                "WHERE session_id = ? ORDER BY seq",
+                [session_id],
+            )
+        return [
+            Checkpoint(
+                checkpoint_id=str(r["checkpoint_id"]),
+                iteration=int(r["iteration"] or 0),
+                trigger=str(r["trigger"] or ""),
+                created_at=_aware(r["created_at"]),
+                expired=bool(r["expired"]),
+            )
+            for r in rows
+        ]
+
+    def events(self, session_id: str, limit: int = 200) -> list[EventLine]:
+        """The session's last ``limit`` events, oldest first, each summarised on one line."""
+        with self._lock:
+            rows = self.ledger.rows(
+                "SELECT * FROM (SELECT seq, ts, type, iteration, promise, signal, reason, guard, detail,"
+                " score, passed, decision, message, action, hook_id, files_modified, tool_count, trigger,"
+                " checkpoint_id, kind, total_iterations, component FROM events WHERE session_id = ?"
+                " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                [session_id, limit],
+            )
+        return [
+            EventLine(
+                seq=int(r["seq"]),
+                ts=_aware(r["ts"]) or datetime.min.replace(tzinfo=UTC),
+                type=str(r["type"]),
+                iteration=int(r["iteration"] or 0),
+                text=_summary(r),
+            )
+            for r in rows
+        ]
+
+    def query(self, sql: str) -> QueryResult:
+        """One read-only query (``ledger.readonly``); raises ``ReadOnlyViolation`` with a one-line message."""
+        with self._lock:
+            return run_readonly(self.ledger.con, sql, lock=False)
+
+    def close(self) -> None:
+        """Close the ledger."""
+        with self._lock:
+            self.ledger.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _alert(r: dict[str, Any]) -> Alert:
+    kind = {
+        "session_completed": "completed",
+        "session_blocked": "blocked",
+        "session_escalated": "escalated",
+    }.get(str(r["type"]), "guard")
+    sid, n = str(r["session_id"]), int(r["iteration"] or 0)
+    if kind == "completed":
+        message = f"{sid} complete after {r['total_iterations'] or n} iteration(s)"
+    elif kind == "guard":
+        message = f"{sid}: guard {r['guard']} tripped at iteration {n}: {r['detail'] or ''}".rstrip(": ")
+    else:
+        message = f"{sid} {kind} at iteration {n}: {r['reason'] or r['guard'] or ''}".rstrip(": ")
+    return Alert(session_id=sid, iteration=n, kind=kind, message=message, seq=int(r["seq"]))
+
+
+def _session(r: dict[str, Any]) -> SessionRow:
+    return SessionRow(
+        session_id=str(r["session_id"]),
+        status=str(r["status"] or ""),
+        agent=str(r["agent"] or ""),
+        task=str(r["task"] or ""),
+        iteration=int(r["iteration"] or 0),
+        max_iterations=int(r["max_iterations"] or 0),
+        last_score=float(r["last_score"]) if r["last_score"] is not None else None,
+        scores=[float(s) for s in r["scores"] or []],
+        last_signal=str(r["last_signal"] or ""),
+        consecutive_failures=int(r["consecutive_failures"] or 0),
+        tokens=int(r["tokens"] or 0),
+        started_at=_aware(r["started_at"]),
+        updated_at=_aware(r["updated_at"]),
+        stop_requested=bool(r["stop_requested"]),
+    )
+
+
+def _iteration(r: dict[str, Any], rules: list[RuleCell]) -> IterationRow:
+    return IterationRow(
+        iteration=int(r["iteration"]),
+        started_at=_aware(r["started_at"]),
+        duration_s=float(r["duration_s"]) if r["duration_s"] is not None else None,
+        score=float(r["score"]) if r["score"] is not None else None,
+        signal=str(r["signal"] or ""),
+        promise=str(r["promise"] or ""),
+        hook_action=str(r["hook_action"] or ""),
+        stop_decision=str(r["stop_decision"] or ""),
+        guards=[str(g) for g in r["guards"] or []],
+        files_modified=[str(f) for f in r["files_modified"] or []],
+        tokens_input=int(r["tokens_input"] or 0),
+        tokens_output=int(r["tokens_output"] or 0),
+        tokens_total=int(r["tokens_total"] or 0),
+        rules=rules,
+    )
+
+
+def _summary(r: dict[str, Any]) -> str:
+    """One line saying what an event says."""
+    t = str(r["type"])
+    parts: dict[str, str] = {
+        "session_started": "session started",
+        "iteration_started": f"iteration {r['iteration']} started",
+        "agent_turn": f"agent turn: {len(r['files_modified'] or [])} file(s), {r['tool_count'] or 0} tool(s)",
+        "promise_detected": f"promise {r['promise']} -> {r['signal']}",
+        "validation_ran": f"validation {'passed' if r['passed'] else 'failed'}, score {r['score'] or 0:.0f}",
+        "hook_decided": f"hook {r['hook_id']}: {r['action']} ({r['reason'] or ''})",
+        "guard_tripped": f"guard {r['guard']} tripped: {r['detail'] or ''}",
+        "signal_resolved": f"signal {r['signal']}",
+        "stop_decided": f"stop {r['decision']}: {r['reason'] or ''}",
+        "checkpoint_created": f"checkpoint {r['checkpoint_id']} ({r['trigger']})",
+        "session_completed": f"session complete after {r['total_iterations'] or r['iteration']} iteration(s)",
+        "session_blocked": f"session blocked: {r['reason'] or ''}",
+        "session_escalated": f"session escalated: {r['reason'] or r['guard'] or ''}",
+        "override": f"override {r['kind']}: {r['reason'] or ''}",
+        "error_recorded": f"error in {r['component']}: {r['message'] or ''}",
+    }
+    text = " ".join(parts.get(t, t.replace("_", " ")).split()).replace(" ()", "")
+    return text.removesuffix(":")

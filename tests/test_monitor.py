@@ -1,0 +1,193 @@
+"""The monitor's headless core (``ledger.monitor``) and replay (``ledger.replay``), on the recorded
+sample sessions."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from ledger.home import Home
+from ledger.monitor import EXAMPLE_QUERIES, Monitor
+from ledger.readonly import ReadOnlyViolation
+from ledger.replay import replay
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_sessions"
+FILES = sorted(SAMPLES.glob("*.jsonl"))
+
+
+def lines(name: str) -> int:
+    return (SAMPLES / name).read_bytes().count(b"\n")
+
+
+@pytest.fixture
+def samples(tmp_path: Path) -> Path:
+    d = tmp_path / "samples"
+    d.mkdir()
+    for f in FILES:
+        shutil.copy(f, d / f.name)
+    return d
+
+
+def test_load_reports_progress_in_batches_and_ingests_everything(samples: Path) -> None:
+    m = Monitor([samples])
+    before = m.pending()
+    assert (before.files_total, before.bytes_total) == (len(FILES), sum(f.stat().st_size for f in FILES))
+    steps = list(m.load(batch_bytes=20_000))
+    assert len(steps) > 2
+    assert [s.bytes_done for s in steps] == sorted(s.bytes_done for s in steps)
+    assert steps[-1].events == sum(lines(f.name) for f in FILES) and steps[-1].files_done == len(FILES)
+    after = m.pending()
+    torn = (SAMPLES / "torn-last-line.jsonl").read_bytes().rpartition(b"\n")[2]
+    assert after.bytes_total == len(torn)  # only the torn tail is left, never lost
+
+
+def test_fleet_and_sessions(samples: Path) -> None:
+    m = Monitor([samples])
+    list(m.load())
+    fleet = m.fleet()
+    assert (fleet.sessions, fleet.running, fleet.complete, fleet.blocked, fleet.escalated) == (13, 1, 3, 4, 5)
+    assert fleet.completion_rate == pytest.approx(3 / 12)
+    rows = {r.session_id: r for r in m.sessions()}
+    assert rows["quality-regression"].scores == [100.0, 75.0, 50.0]
+    assert rows["tdd-success"].status == "complete" and rows["tdd-success"].last_score == 100.0
+    assert [r.session_id for r in m.sessions(["thrashing", "blocked"])] == sorted(
+        ["thrashing", "blocked"],
+        key=lambda s: -rows[s].updated_at.timestamp(),  # type: ignore[union-attr]
+    )
+
+
+def test_session_screens_answers(samples: Path) -> None:
+    m = Monitor([samples])
+    list(m.load())
+    timeline = m.iterations("thrashing")
+    assert [i.iteration for i in timeline] == [1, 2, 3, 4, 5]
+    assert timeline[-1].guards == ["thrashing"] and timeline[-1].signal == "BLOCKED"
+    assert all(len(i.rules) == 1 and i.rules[0].passed for i in timeline)
+    heat = m.heat("thrashing")
+    assert heat.files == ["calc.py"] and heat.cells == [[True] * 5]
+    detail = m.detail("tdd-success", 1)
+    assert "red phase" in detail.output_excerpt and detail.feedback[0].startswith("tests_pass:")
+    assert detail.next_prompt.startswith("Fix the failing validation rules")
+    assert [c.checkpoint_id for c in m.checkpoints("tdd-success")][:2] == [
+        "tdd-success-cp1",
+        "tdd-success-cp2",
+    ]
+    log = m.events("circuit-breaker", limit=3)
+    assert [e.type for e in log] == ["guard_tripped", "signal_resolved", "session_escalated"]
+    assert log[0].text.startswith("guard circuit_breaker tripped: Circuit breaker tripped after 3")
+
+
+def test_refresh_reads_only_what_was_appended_and_raises_alerts(tmp_path: Path) -> None:
+    journals = tmp_path / "live"
+    source = [SAMPLES / "circuit-breaker.jsonl"]
+    player = replay(source, journals, speed=0)
+    list(itertools.islice(player, 10))
+    m = Monitor([journals])
+    first = m.refresh()
+    assert (first.sessions, first.events, first.alerts) == (["circuit-breaker"], 10, [])
+    assert m.refresh([journals / "circuit-breaker.jsonl"]).events == 0  # nothing new: nothing read
+    list(player)
+    update = m.refresh([journals / "circuit-breaker.jsonl", journals / "not-a-journal.txt"])
+    assert update.sessions == ["circuit-breaker"] and update.events == lines("circuit-breaker.jsonl") - 10
+    assert [(a.kind, a.iteration) for a in update.alerts] == [("guard", 3), ("escalated", 3)]
+    assert "circuit_breaker" in update.alerts[0].message
+    assert m.sessions(["circuit-breaker"])[0].status == "escalated"
+
+
+def test_a_new_journal_in_a_watched_directory_is_picked_up(tmp_path: Path) -> None:
+    journals = tmp_path / "live"
+    journals.mkdir()
+    m = Monitor([journals])
+    assert m.watch_paths == [journals.resolve()]
+    assert m.refresh().sessions == []
+    list(replay([SAMPLES / "tdd-success.jsonl"], journals, speed=0))
+    update = m.refresh([journals / "tdd-success.jsonl"])
+    assert update.sessions == ["tdd-success"] and [a.kind for a in update.alerts] == ["completed"]
+
+
+def test_queries_are_read_only_and_ingest_keeps_working(tmp_path: Path) -> None:
+    journals = tmp_path / "live"
+    player = replay([SAMPLES / "tdd-success.jsonl"], journals, speed=0)
+    list(itertools.islice(player, 5))
+    m = Monitor([journals])
+    m.refresh()
+    for sql in EXAMPLE_QUERIES.values():
+        m.query(sql)
+    refused = [
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM '/etc/passwd'",
+        "SELECT count(*) FROM glob('/*')",
+        "EXPLAIN ANALYZE SELECT * FROM read_text('/etc/hostname')",
+        "COPY events TO '/tmp/x.csv'",
+        "ATTACH '/tmp/other.duckdb'",
+        "DELETE FROM events",
+        "SELECT 1; SELECT 2",
+    ]
+    for sql in refused:
+        with pytest.raises(ReadOnlyViolation) as info:
+            m.query(sql)
+        assert "\n" not in str(info.value)
+    assert m.query("SELECT count(*) FROM events").rows == [(5,)]
+    list(player)
+    assert m.refresh().events == lines("tdd-success.jsonl") - 5  # the connection was not locked down
+
+
+def test_one_home_uses_its_ledger_file_and_falls_back_when_locked(tmp_path: Path, samples: Path) -> None:
+    home = Home.resolve(tmp_path / "home")
+    home.ensure()
+    shutil.copy(samples / "blocked.jsonl", home.journals / "blocked.jsonl")
+    m = Monitor([home.root])
+    list(m.load())
+    assert m.ledger.path == home.database and m.sessions()[0].session_id == "blocked"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time; c = duckdb.connect({str(home.database)!r}); "
+            "print('held', flush=True); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        m.close()
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        fallback = Monitor([home.root])
+        assert fallback.ledger.path is None and fallback.sessions()[0].status == "blocked"
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_replay_copies_bytes_in_timestamp_order_with_the_torn_tail_last(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    files = [SAMPLES / "tdd-success.jsonl", SAMPLES / "torn-last-line.jsonl", SAMPLES / "blocked.jsonl"]
+    order: list[str] = []
+    for _ in replay(files, out, speed=0):
+        order.append(max(out.iterdir(), key=lambda p: p.stat().st_mtime_ns).name)
+    assert all((out / f.name).read_bytes() == f.read_bytes() for f in files)
+    assert len(order) == sum(f.read_bytes().count(b"\n") for f in files) + 1
+    assert order[-1] == "torn-last-line.jsonl"
+
+
+def test_replay_sleeps_the_recorded_gaps_scaled_and_capped(tmp_path: Path) -> None:
+    slept: list[float] = []
+    list(replay([SAMPLES / "tdd-success.jsonl"], tmp_path / "a", speed=10, max_gap_s=1.5, sleep=slept.append))
+    assert slept and max(slept) <= 1.5 and min(slept) > 0
+    slow: list[float] = []
+    list(replay([SAMPLES / "tdd-success.jsonl"], tmp_path / "s", speed=1, max_gap_s=1.5, sleep=slow.append))
+    assert set(slow) == {1.5}  # 10 s gaps capped
+    assert 1.0 in slept  # the sample's 10 s steps at speed 10
+    stop = threading.Event()
+    player = replay([SAMPLES / "tdd-success.jsonl"], tmp_path / "b", speed=0, stop=stop)
+    next(player)
+    stop.set()
+    assert list(player) == []
+    with pytest.raises(ValueError):
+        list(replay([], tmp_path / "c", speed=-1))
