@@ -24,5 +24,5 @@ def export_parquet(ledger: Ledger, dest: Path) -> int:
         f"TO '{path}' (FORMAT parquet, PARTITION_BY (day), OVERWRITE_OR_IGNORE, "
         "FILENAME_PATTERN 'events_{i}')"
     )
-    row = ledger.con.execute("SELECT count(*) FROM events").fetchone()
+    row = next(iter(ledger.con.execute("SELECT count(*) FROM events").fetchall()), None)
     return int(row[0]) if row else 0

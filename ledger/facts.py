@@ -12,7 +12,7 @@ from ledger.store import Ledger
 
 
 def _one(ledger: Ledger, sql: str, params: list[Any] | dict[str, Any]) -> tuple[Any, ...] | None:
-    row: tuple[Any, ...] | None = ledger.con.execute(sql, params).fetchone()
+    row: tuple[Any, ...] | None = next(iter(ledger.con.execute(sql, params).fetchall()), None)
     return row
 
 

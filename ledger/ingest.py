@@ -42,6 +42,8 @@ from ledger.schema import defaulted_columns, invalid_rows_predicate, normalise_s
 # typical backlog is a single INSERT; the pipeline only matters beyond this.
 BATCH_BYTES: Final = 1024 * 1024 * 1024
 MODES: Final = ("fast", "normalise", "exact")
+SMALL_FILES: Final = 8
+SMALL_BYTES: Final = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -92,21 +94,44 @@ class _Batch:
     events: int
 
 
-def ingest(con: duckdb.DuckDBPyConnection, files: list[Path], tmpdir: Path) -> IngestReport:
-    """Ingest what is new in ``files`` (journals named ``<session_id>.jsonl``)."""
+def ingest(
+    con: duckdb.DuckDBPyConnection, files: list[Path], tmpdir: Path, *, live: bool = False
+) -> IngestReport:
+    """Ingest what is new in ``files`` (journals named ``<session_id>.jsonl``). ``live`` (a tail
+    ingesting a few appended lines at a time) takes the exact path straight away when the new
+    bytes are few; ``exact_batches`` then stays 0, since no data needed it."""
     started = time.perf_counter()
-    positions = _positions(con)
+    positions = _positions(con, files)
     report = IngestReport(journals=len(files))
-    for mode in MODES:
-        report = IngestReport(journals=len(files), exact_batches=int(mode == "exact"))
+    modes = _modes(files, positions) if live else MODES
+    for mode in modes:
+        report = IngestReport(journals=len(files), exact_batches=int(mode == "exact" and len(modes) > 1))
         if _ingest_all(con, files, positions, mode, report, tmpdir):
             break
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _positions(con: duckdb.DuckDBPyConnection) -> dict[str, Position]:
-    rows = con.execute("SELECT journal, byte_offset, last_seq, head FROM ingest_positions").fetchall()
+def _modes(files: list[Path], positions: dict[str, Position]) -> tuple[str, ...]:
+    """The exact path straight away for a small append (a live tail's few lines: decoding them is
+    cheaper than a scratch file, ``read_json`` and the verification); else fast, then the others."""
+    new = 0
+    for f in files[: SMALL_FILES + 1]:
+        try:
+            new += max(0, f.stat().st_size - positions.get(f.name, Position()).offset)
+        except OSError:
+            return MODES
+    return ("exact",) if len(files) <= SMALL_FILES and new <= SMALL_BYTES else MODES
+
+
+def _positions(con: duckdb.DuckDBPyConnection, files: list[Path]) -> dict[str, Position]:
+    """The stored positions of ``files`` (by journal name): only theirs when they are few, so a
+    live tail appending to one journal of thousands does not read every position."""
+    sql = "SELECT journal, byte_offset, last_seq, head FROM ingest_positions"
+    if len(files) <= 256:
+        rows = con.execute(f"{sql} WHERE journal IN (SELECT unnest(?))", [[f.name for f in files]]).fetchall()
+    else:
+        rows = con.execute(sql).fetchall()
     return {r[0]: Position(r[1], r[2], r[3]) for r in rows}
 
 
@@ -290,7 +315,7 @@ def _insert(con: duckdb.DuckDBPyConnection, batch: _Batch, *, normalise: bool) -
     src = f"read_json('{path}', format='newline_delimited', columns={read_json_columns()})"
     select = normalise_select(src) if normalise else f"SELECT * FROM {src}"
     try:
-        con.execute(f"INSERT INTO events {select}")
+        con.execute(f"INSERT INTO events {select}").fetchall()  # complete it before the next statement
     except duckdb.Error:
         return False
     finally:
@@ -359,7 +384,13 @@ def _store_positions(con: duckdb.DuckDBPyConnection, works: list[_Work], bad: li
 def bulk_insert(
     con: duckdb.DuckDBPyConnection, head: str, rows: Iterable[tuple[Any, ...]], names: list[str]
 ) -> None:
-    """Insert many rows at once through an Arrow table (no per-row INSERT)."""
+    """Insert many rows in one statement: a multi-row ``VALUES`` list when they are few (a live
+    tail's one or two journals), else through an Arrow table (never one INSERT per row)."""
+    rows = list(rows)
+    if 0 < len(rows) <= 32:
+        values = ", ".join(["(" + ", ".join("?" * len(names)) + ")"] * len(rows))
+        con.execute(f"{head} ({', '.join(names)}) VALUES {values}", [v for r in rows for v in r])
+        return
     import pyarrow as pa
 
     cols = list(zip(*rows, strict=True)) or [() for _ in names]
@@ -372,7 +403,7 @@ def bulk_insert(
 
 
 def _scalar(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
-    row = con.execute(sql).fetchone()
+    row = next(iter(con.execute(sql).fetchall()), None)
     return row[0] if row else None
 
 

@@ -295,9 +295,9 @@ class Monitor:
         if not files:
             return Update(sessions=[], alerts=[], events=0, bad_lines=[])
         with self._lock:
-            before = self._last_seqs()
-            report = self.ledger.ingest(files)
-            after = self._last_seqs()
+            before = self._last_seqs(files)
+            report = self.ledger.ingest(files, live=True)
+            after = self._last_seqs(files)
             changed_ids = sorted(s for s, seq in after.items() if seq != before.get(s))
             alerts = self._alerts({s: before.get(s, 0) for s in changed_ids})
         return Update(
@@ -307,8 +307,11 @@ class Monitor:
             bad_lines=[str(b) for b in report.bad_lines],
         )
 
-    def _last_seqs(self) -> dict[str, int]:
-        rows = self.ledger.con.execute("SELECT session_id, last_seq FROM ingest_positions").fetchall()
+    def _last_seqs(self, files: list[Path]) -> dict[str, int]:
+        rows = self.ledger.con.execute(
+            "SELECT session_id, last_seq FROM ingest_positions WHERE journal IN (SELECT unnest(?))",
+            [[f.name for f in files]],
+        ).fetchall()
         return {str(r[0]): int(r[1] or 0) for r in rows if r[0]}
 
     def _alerts(self, since: dict[str, int]) -> list[Alert]:
@@ -326,16 +329,19 @@ class Monitor:
     # -- answers -----------------------------------------------------------------
     def sessions(self, ids: Sequence[str] | None = None) -> list[SessionRow]:
         """Sessions (all, or these), most recently active first."""
-        where = "WHERE session_id IN (SELECT unnest($ids))" if ids is not None else ""
-        params: dict[str, Any] = {"ids": list(ids)} if ids is not None else {}
+        # A literal IN list lets DuckDB push the filter into the views' scans (a subquery does not).
+        ids = list(ids) if ids is not None else None
+        where = f"WHERE session_id IN ({', '.join('?' * len(ids))})" if ids else ""
+        if ids is not None and not ids:
+            return []
         with self._lock:
             rows = self.ledger.rows(
-                f"""SELECT s.*, sc.scores FROM sessions s LEFT JOIN (
+                f"""SELECT s.*, sc.scores FROM (SELECT * FROM sessions {where}) s LEFT JOIN (
                       SELECT session_id, list(score ORDER BY iteration)[-{SPARK_POINTS}:] AS scores
-                      FROM iteration_scores WHERE score IS NOT NULL GROUP BY session_id) sc
-                    USING (session_id) {where}
-                    ORDER BY updated_at DESC NULLS LAST, session_id""",
-                params or None,
+                      FROM iteration_scores WHERE score IS NOT NULL {where.replace("WHERE", "AND")}
+                      GROUP BY session_id) sc
+                    USING (session_id) ORDER BY updated_at DESC NULLS LAST, session_id""",
+                [*ids, *ids] if ids else None,
             )
         return [_session(r) for r in rows]
 
@@ -346,8 +352,8 @@ class Monitor:
                 "SELECT count(*), count(*) FILTER (status = 'running'),"
                 " count(*) FILTER (status = 'complete'), count(*) FILTER (status = 'blocked'),"
                 " count(*) FILTER (status = 'escalated') FROM sessions"
-            ).fetchone()
-        total, running, complete, blocked, escalated = (int(v or 0) for v in (row or (0, 0, 0, 0, 0)))
+            ).fetchall()
+        total, running, complete, blocked, escalated = (int(v or 0) for v in (row[0] if row else (0,) * 5))
         ended = complete + blocked + escalated
         return Fleet(
             sessions=total,

@@ -101,7 +101,7 @@ def _known_names(con: duckdb.DuckDBPyConnection) -> tuple[set[str], set[str]]:
 def check_sources(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     """Refuse a query reading anything but the ledger's tables, views and detectors."""
     inner = _EXPLAIN.sub("", sql, count=1)
-    row = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [inner]).fetchone()
+    row = next(iter(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [inner]).fetchall()), None)
     tree = json.loads(row[0]) if row else {"error": True}
     if tree.get("error"):
         raise ReadOnlyViolation(f"SQL error: {tree.get('error_message', 'cannot parse the query')}")

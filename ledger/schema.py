@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from functools import cache
 from typing import Final
 
 import msgspec
@@ -96,6 +97,7 @@ def create_events_sql(table: str = "events") -> str:
     return f"CREATE TABLE IF NOT EXISTS {table} (\n  {cols}\n)"
 
 
+@cache
 def read_json_columns() -> str:
     """The ``columns={...}`` argument of ``read_json`` matching the table."""
     inner = ", ".join(f"'{name}': '{typ}'" for name, typ in EVENT_COLUMNS.items())
@@ -165,6 +167,7 @@ def normalise_select(source: str) -> str:
     return f"SELECT {', '.join(parts)} FROM {source}"
 
 
+@cache
 def invalid_rows_predicate() -> str:
     """WHERE clause matching rows msgspec would reject: unknown tag, missing
     required field, a value outside a Literal, a bad envelope."""
@@ -183,6 +186,7 @@ def invalid_rows_predicate() -> str:
     return " OR ".join(f"({c})" for c in checks)
 
 
+@cache
 def defaulted_columns() -> dict[str, list[str]]:
     """Per tag, the columns that have a default. A line written by an older
     vocabulary may lack them; such rows need ``normalise_select``."""

@@ -134,7 +134,8 @@ class Ledger:
     # -- schema ------------------------------------------------------------
     def _ensure_tables(self) -> None:
         self.con.execute(TABLES[0])
-        row = self.con.execute("SELECT value FROM ledger_meta WHERE key = 'schema_version'").fetchone()
+        rows = self.con.execute("SELECT value FROM ledger_meta WHERE key = 'schema_version'").fetchall()
+        row = rows[0] if rows else None
         if row is not None and row[0] != SCHEMA_VERSION:
             for table in ("events", "ingest_positions", "ingest_errors"):
                 self.con.execute(f"DROP TABLE IF EXISTS {table}")
@@ -144,12 +145,14 @@ class Ledger:
         self.con.execute("INSERT OR REPLACE INTO ledger_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
 
     # -- ingest ------------------------------------------------------------
-    def ingest(self, journals: Sequence[Path] | None = None) -> IngestReport:
-        """Ingest what is new in the journals (all of the home's by default)."""
+    def ingest(self, journals: Sequence[Path] | None = None, *, live: bool = False) -> IngestReport:
+        """Ingest what is new in the journals (all of the home's by default); ``live`` for a tail's
+        small, frequent appends (see ``ledger.ingest.ingest``)."""
         if not self.writable:
             raise LedgerError("this ledger was opened read-only; it cannot ingest")
         files = list(journals) if journals is not None else (self.home.journal_files() if self.home else [])
-        return ingest(self.con, files, self.home.tmp if self.home else Path(tempfile.gettempdir()))
+        tmp = self.home.tmp if self.home else Path(tempfile.gettempdir())
+        return ingest(self.con, files, tmp, live=live)
 
     def rebuild(self) -> IngestReport:
         """Forget everything ingested and read every journal again."""
