@@ -59,7 +59,7 @@ from ledger.score import validation_score
 from ledger.store import Ledger
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
-GENERATOR_VERSION: Final = 1  # bump when the generated data changes, to invalidate the cache
+GENERATOR_VERSION: Final = 2  # bump when the generated data (or the vocabulary) changes
 COMPLETE_MARKER: Final = "COMPLETE"
 
 VIEWS: Final = ("sessions", "iterations", "rule_results", "hook_decisions", "guard_trips", "checkpoints")

@@ -33,6 +33,7 @@ import duckdb
 import msgspec
 
 from ledger import events as ev
+from ledger.errors import LedgerError
 from ledger.journal import BadLine, Span, count_lines, decode_chunk, locate_new, read_span
 from ledger.schema import defaulted_columns, invalid_rows_predicate, normalise_select, read_json_columns
 
@@ -162,7 +163,7 @@ def _ingest_all(
             if isinstance(item, BaseException):
                 raise item
             loaded.append(item)
-            if not _insert(con, item, normalise=mode == "normalise"):
+            if not _insert(con, item, normalise=mode == "normalise", exact=mode == "exact"):
                 return False
         works = [w for b in loaded for w in b.works]
         if mode != "exact" and not _verify(con, works, mark, normalised=mode == "normalise"):
@@ -305,8 +306,9 @@ def _copy_spans(tmpdir: Path, spans: list[Span]) -> Path:
     return path
 
 
-def _insert(con: duckdb.DuckDBPyConnection, batch: _Batch, *, normalise: bool) -> bool:
-    """Bulk-insert one scratch file; False if DuckDB cannot read it."""
+def _insert(con: duckdb.DuckDBPyConnection, batch: _Batch, *, normalise: bool, exact: bool) -> bool:
+    """Bulk-insert one scratch file; False if DuckDB cannot read it (``LedgerError`` on the exact
+    path, where that can only be a resource problem)."""
     for w in batch.works:
         if w.span.truncated:
             con.execute("DELETE FROM events WHERE session_id = ?", [w.session_id])
@@ -316,7 +318,10 @@ def _insert(con: duckdb.DuckDBPyConnection, batch: _Batch, *, normalise: bool) -
     select = normalise_select(src) if normalise else f"SELECT * FROM {src}"
     try:
         con.execute(f"INSERT INTO events {select}").fetchall()  # complete it before the next statement
-    except duckdb.Error:
+    except duckdb.Error as exc:
+        if exact:  # msgspec wrote these lines: only a resource problem (memory, disk) can refuse them
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise LedgerError(f"ingest failed, nothing was stored: {message}") from None
         return False
     finally:
         batch.tmp.unlink(missing_ok=True)

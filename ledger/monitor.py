@@ -35,6 +35,10 @@ from ledger.readonly import QueryResult, run_readonly
 from ledger.store import Ledger
 
 SPARK_POINTS: Final = 20
+MEMORY_LIMIT: Final = "200MB"
+"""DuckDB's memory limit for a file-backed monitor: loading 1M events in 64 MB batches then peaks
+at about 280 MB of RSS (the default, 80% of RAM, lets it pass 400 MB)."""
+BATCH_BYTES: Final = 64 << 20
 ALERT_TYPES: Final = ("session_completed", "session_blocked", "session_escalated", "guard_tripped")
 
 EXAMPLE_QUERIES: Final = {
@@ -208,7 +212,13 @@ def _journals_in(directory: Path) -> list[Path]:
 class Monitor:
     """Live, incremental reads of one or more sources of journals (see the module docstring)."""
 
-    def __init__(self, sources: Sequence[Path], *, now: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self,
+        sources: Sequence[Path],
+        *,
+        now: Callable[[], datetime] = utc_now,
+        memory_limit: str | None = MEMORY_LIMIT,
+    ) -> None:
         if not sources:
             raise ValueError("Monitor needs at least one source")
         self.now = now
@@ -231,6 +241,8 @@ class Monitor:
             self.ledger = Ledger.open(homes[0], fallback=True)
         else:
             self.ledger = Ledger.memory(None)
+        if memory_limit and self.ledger.path is not None:  # a file-backed ledger can spill to disk
+            self.ledger.con.execute(f"SET memory_limit = '{memory_limit}'")
 
     # -- what to read ----------------------------------------------------------
     @property
@@ -266,7 +278,7 @@ class Monitor:
             events=0,
         )
 
-    def load(self, batch_bytes: int = 32 << 20) -> Iterator[Progress]:
+    def load(self, batch_bytes: int = BATCH_BYTES) -> Iterator[Progress]:
         """Ingest the backlog in batches of about ``batch_bytes`` new bytes, yielding after each."""
         with self._lock:
             offsets = self._offsets()

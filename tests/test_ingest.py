@@ -208,3 +208,23 @@ def test_read_only_ledger_refuses_to_ingest(home: Home) -> None:
         assert ledger.rows("SELECT count(*) AS n FROM sessions") == [{"n": 1}]
         with pytest.raises(LedgerError, match="read-only"):
             ledger.ingest()
+
+
+def test_an_ingest_duckdb_cannot_hold_raises_and_stores_nothing(home: Home) -> None:
+    """A resource error (here memory) is not mistaken for data the fast path cannot take: it raises
+    a one-line LedgerError, nothing is stored, and the next ingest with room stores everything."""
+    from ledger.errors import LedgerError
+
+    journal = Journal(home.journals / "big.jsonl", fsync=False)
+    journal.append(
+        *(E.AgentTurn(session_id="big", iteration=i, output_excerpt="x" * 4000) for i in range(3000))
+    )
+    with Ledger.open(home) as ledger:
+        ledger.con.execute("SET memory_limit = '8MB'")
+        with pytest.raises(LedgerError, match=r"^ingest failed, nothing was stored: Out of Memory") as info:
+            ledger.ingest()
+        assert "\n" not in str(info.value)
+        assert ledger.rows("SELECT count(*) AS n FROM events") == [{"n": 0}]
+        assert ledger.rows("SELECT count(*) AS n FROM ingest_positions") == [{"n": 0}]
+        ledger.con.execute("SET memory_limit = '1GB'")
+        assert ledger.ingest().events == 3000
