@@ -336,7 +336,8 @@ def isolated_env(bin_dir: Path) -> Iterator[None]:
     try:
         os.environ.update(ISOLATED_ENV)
         os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
-        for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "PYTEST_ADDOPTS"):
+        # pytest reports more (untruncated assertion diffs) when it sees CI or BUILD_NUMBER.
+        for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "PYTEST_ADDOPTS", "CI", "BUILD_NUMBER"):
             os.environ.pop(name, None)
         yield
     finally:
