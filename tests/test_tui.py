@@ -1,0 +1,304 @@
+"""ralph-tui driven with Textual's Pilot: replay, filter, sort, a session, the SQL console, the palette,
+live tail and alerts; plus the pure formatting helpers and the command line."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.text import Text
+from textual.widgets import DataTable, Input, RichLog
+
+from ledger import events as E
+from ledger.home import Home
+from ledger.journal import Journal
+from tests.test_tui_support import NOW, SAMPLE_FILES, copy_samples, fixed_clock, settle, until
+from tui import format as fmt
+from tui.app import MAX_GAP_S, RalphApp, count_lines, journal_files, main
+from tui.help import HelpScreen
+from tui.session import SessionScreen
+from tui.sessions import SessionsScreen
+from tui.widgets import HeatGrid, ScorePlot
+
+ESCALATED_SQL = "SELECT session_id, status FROM sessions WHERE status = 'escalated' ORDER BY 1"
+ESCALATED = ["circuit-breaker", "hook-failure", "max-iterations", "quality-regression", "validation-stall"]
+
+
+def plain(value: Any) -> str:
+    """A table cell as text."""
+    return value.plain if isinstance(value, Text) else str(getattr(value, "session_id", value))
+
+
+def fleet_tuple(app: RalphApp) -> tuple[int, int, int, int, int]:
+    f = app.sessions_screen.fleet
+    return (f.sessions, f.running, f.complete, f.blocked, f.escalated)
+
+
+# -- pure helpers -------------------------------------------------------------------------------------
+def test_sparkline_maps_scores_to_eight_blocks() -> None:
+    assert fmt.sparkline([0, 50, 100]) == "▁▅█"
+    assert fmt.sparkline([100.0] * 30, width=10) == "█" * 10
+    assert fmt.sparkline([]) == ""
+    assert fmt.block(-5) == "▁" and fmt.block(250) == "█"
+
+
+def test_status_is_told_by_symbol_and_colour() -> None:
+    symbols = {status: fmt.status_text(status).plain.split()[0] for status in fmt.STATUS}
+    assert symbols == {"running": "●", "complete": "✔", "blocked": "■", "escalated": "▲"}
+    colours = {str(fmt.status_text(status).style) for status in fmt.STATUS}
+    assert len(colours) == 4
+
+
+def test_age_tokens_and_truncation() -> None:
+    ages = [fmt.age(NOW - timedelta(seconds=s), NOW) for s in (5, 125, 7300, 200_000)]
+    assert ages == ["5s", "2m", "2h", "2d"]
+    assert fmt.age(None, NOW) == "-"
+    assert [fmt.tokens(n) for n in (950, 12_345, 4_500_000)] == ["950", "12.3k", "4.5M"]
+    assert fmt.truncate("a  b\nc", 10) == "a b c" and fmt.truncate("abcdef", 4) == "abc…"
+    assert fmt.truncate_left("src/pkg/module.py", 10) == "…module.py"
+    assert fmt.percent(None) == "-" and fmt.percent(0.25) == "25%"
+
+
+def test_journal_files_and_line_counts(tmp_path: Path) -> None:
+    files = journal_files([ROOT_SAMPLES])
+    assert files == SAMPLE_FILES
+    torn = ROOT_SAMPLES / "torn-last-line.jsonl"
+    assert count_lines([torn]) == torn.read_bytes().count(b"\n") + 1
+    with pytest.raises(FileNotFoundError):
+        journal_files([tmp_path / "missing"])
+
+
+ROOT_SAMPLES = SAMPLE_FILES[0].parent
+
+
+def test_command_line_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path / "nowhere")]) == 1
+    assert main(["--replay", str(tmp_path / "nowhere")]) == 2
+    assert main(["--replay", str(tmp_path)]) == 2  # a directory without journals
+    assert main(["--replay", str(ROOT_SAMPLES), "--speed", "-1"]) == 2
+    assert main([str(tmp_path), "--replay", str(ROOT_SAMPLES)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 5 and all(line.startswith("ralph-tui: ") for line in lines)
+
+
+# -- the whole app, step by step ------------------------------------------------------------------------
+def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
+    """Replay the samples (a fake sleep records the waits), then filter, sort, open a session, pick an
+    iteration, query with SQL (a result, a refusal, an example), use the palette, the theme and help."""
+    waits: list[float] = []
+    replay_dir = tmp_path / "replay"
+    app = RalphApp(
+        replay_files=SAMPLE_FILES, replay_dir=replay_dir, speed=20, sleep=waits.append, now=fixed_clock
+    )
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = app.sessions_screen
+            # 1. replay: the recordings are copied line by line into the watched directory and the
+            #    live-tail path shows them
+            await until(pilot, lambda: app.replay_done and fleet_tuple(app) == (13, 1, 3, 4, 5))
+            assert app.replay_lines == app.replay_total == count_lines(SAMPLE_FILES)
+            for f in SAMPLE_FILES:
+                assert (replay_dir / f.name).read_bytes() == f.read_bytes()
+            assert waits and max(waits) <= MAX_GAP_S and min(waits) >= 0
+            assert 0.5 in waits  # a recorded 10 s gap at speed 20
+            assert "tdd-success complete after 3 iteration(s)" in app.alerts
+            assert any(a.startswith("thrashing: guard thrashing tripped") for a in app.alerts)
+            assert screen.table.row_count == 13 and screen.fleet.completion_rate == pytest.approx(0.25)
+            assert screen.visible_ids()[0] == "cc-5c0375b4-57a5-4f26-b12d-d022ee4e51b7"  # latest activity
+            assert plain(screen.table.get_cell("thrashing", "status")) == "■ blocked"
+            assert plain(screen.table.get_cell("quality-regression", "trend")) == "█▆▅"  # scores 100, 75, 50
+
+            # 2. sort: status, then session id; reverse
+            await pilot.press("o")
+            assert [screen.rows[s].status for s in screen.visible_ids()][:1] == ["running"]
+            await pilot.press("o")
+            assert screen.visible_ids() == sorted(screen.rows)
+            await pilot.press("r")
+            assert screen.visible_ids() == sorted(screen.rows, reverse=True)
+
+            # 3. filter: "/" then text; Enter returns to the table; Esc clears
+            await pilot.press("slash", *"escal", "enter")
+            await settle(pilot, lambda: screen.filter_text == "escal")
+            assert sorted(screen.visible_ids()) == ESCALATED
+            assert app.focused is screen.table
+            await pilot.press("escape")
+            assert screen.filter_text == "" and screen.table.row_count == 13
+            await pilot.press("slash", *"thrash", "enter")
+            await settle(pilot, lambda: screen.visible_ids() == ["thrashing"])
+
+            # 4. open the session: timeline, guard, heat, plot, detail, events
+            await pilot.press("enter")
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.detail)
+            session = app.screen
+            assert isinstance(session, SessionScreen) and session.session_id == "thrashing"
+            assert [i.iteration for i in session.iterations] == [1, 2, 3, 4, 5]
+            timeline = session.query_one("#timeline", DataTable)
+            assert timeline.row_count == 5 and timeline.cursor_row == 4
+            assert plain(timeline.get_cell("5", "guards")) == "thrashing"
+            assert plain(timeline.get_cell("5", "n")) == "⚠5"
+            assert plain(timeline.get_cell("5", "rule:tests_pass")) == "✔"
+            assert session.query_one(HeatGrid).heat.cells == [[True] * 5]
+            assert session.query_one(ScorePlot).points == [(n, 100.0) for n in range(1, 6)]
+            assert session.detail is not None and session.detail.iteration == 5
+            assert session.detail.feedback[0].startswith("same files modified again and again: calc.py")
+            assert session.last_seq == 28 and len(session.query_one("#events", RichLog).lines) == 28
+            await pilot.press("up")
+            await settle(pilot, lambda: session.detail is not None and session.detail.iteration == 4)
+            assert session.query_one("#detail-box").border_title == "Iteration 4"
+            await pilot.press("escape")
+            assert app.screen is screen
+            await pilot.press("escape")  # clears the filter
+            assert screen.table.row_count == 13
+
+            # 5. the SQL console: a result, a refusal and a syntax error on one line, an example
+            await pilot.press("s")
+            sql = app.sql_screen
+            assert app.screen.id == sql.id == "sql-screen"
+            sql.editor.load_text(ESCALATED_SQL)
+            await pilot.press("ctrl+r")
+            await settle(pilot, lambda: sql.runs == 1)
+            results = sql.query_one("#results", DataTable)
+            assert sql.result_columns == ["session_id", "status"] and sql.error == ""
+            assert [plain(results.get_row_at(i)[0]) for i in range(results.row_count)] == ESCALATED
+            sql.editor.load_text("DELETE FROM events")
+            await pilot.press("ctrl+r")
+            await settle(pilot, lambda: sql.runs == 2)
+            assert sql.error.startswith("refused") and "\n" not in sql.error
+            assert results.row_count == 5  # the last result stays
+            sql.editor.load_text("SELEC 1")
+            await pilot.press("ctrl+r")
+            await settle(pilot, lambda: sql.runs == 3)
+            assert sql.error.startswith("SQL error") and "\n" not in sql.error
+            assert "Traceback" not in sql.error
+            await pilot.press("ctrl+l", "enter")  # the first example query
+            await settle(pilot, lambda: sql.runs == 4)
+            assert sql.error == "" and sql.result_columns[0] == "agent" and sql.result_rows == 3
+            await pilot.press("escape")
+            assert app.screen is screen
+
+            # 6. the command palette opens a session by id
+            await pilot.press("ctrl+p")
+            await pilot.press(*"session tdd-suc")
+            await until(pilot, lambda: _palette_has(app, "Open session tdd-success"))
+            await pilot.press("enter")
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.loads > 0)
+            assert isinstance(app.screen, SessionScreen) and app.screen.session_id == "tdd-success"
+            await pilot.press("escape")
+
+            # 7. theme, replay speed, help
+            await pilot.press("t")
+            assert app.theme == "textual-light"
+            await pilot.press("t")
+            assert app.theme == "textual-dark"
+            await pilot.press("plus")
+            assert app.speed == 40
+            await pilot.press("minus", "minus")
+            assert app.speed == 10
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            assert isinstance(app.screen, SessionsScreen)
+
+    asyncio.run(scenario())
+
+
+def _palette_has(app: RalphApp, prompt: str) -> bool:
+    from textual.command import CommandList
+
+    try:
+        options = app.screen.query_one(CommandList)
+    except Exception:
+        return False
+    highlighted = options.highlighted_option
+    return highlighted is not None and prompt in str(highlighted.prompt)
+
+
+# -- live tail ---------------------------------------------------------------------------------------------
+def test_appends_show_up_live_in_the_table_and_the_open_session(tmp_path: Path) -> None:
+    journals = copy_samples(tmp_path / "journals", ["tdd-success", "thrashing"])
+    app = RalphApp([journals], now=fixed_clock)
+    journal = Journal.for_session(journals, "live-one", fsync=False)
+    t0 = NOW - timedelta(minutes=5)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30), notifications=True) as pilot:
+            await until(pilot, lambda: app.live and len(app.sessions_screen.rows) == 2)
+            screen = app.sessions_screen
+            thrashing_before = screen.table.get_row("thrashing")
+
+            journal.append(
+                E.SessionStarted(session_id="live-one", ts=t0, task="count to three", agent="bot"),
+                E.IterationStarted(session_id="live-one", ts=t0, iteration=1, max_iterations=3),
+            )
+            await until(pilot, lambda: "live-one" in screen.rows)
+            assert screen.table.row_count == 3 and screen.visible_ids()[0] == "live-one"
+            assert plain(screen.table.get_cell("live-one", "status")) == "● running"
+            assert plain(screen.table.get_cell("live-one", "age")) == "5m"
+            assert screen.table.get_row("thrashing") == thrashing_before  # untouched rows stay as they were
+
+            app.open_session("live-one")
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.loads > 0)
+            session = app.screen
+            assert isinstance(session, SessionScreen) and session.last_seq == 2
+
+            journal.append(
+                E.ValidationRan(session_id="live-one", ts=t0, iteration=1, score=100.0, passed=True),
+                E.SessionCompleted(session_id="live-one", ts=t0, iteration=1, total_iterations=1),
+            )
+            await until(pilot, lambda: screen.rows["live-one"].status == "complete" and session.last_seq == 4)
+            assert plain(screen.table.get_cell("live-one", "status")) == "✔ complete"
+            assert plain(screen.table.get_cell("live-one", "score")) == "100"
+            assert "live-one complete after 1 iteration(s)" in app.alerts
+            assert any("live-one complete" in str(n.message) for n in app._notifications)
+            assert [i.score for i in session.iterations] == [100.0]
+            assert screen.fleet.complete == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_bad_source_is_reported_not_raised(tmp_path: Path) -> None:
+    app = RalphApp([tmp_path / "nowhere"], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, lambda: app.errors)
+            assert app.errors[0].startswith("cannot open") and "\n" not in app.errors[0]
+            assert isinstance(app.screen, SessionsScreen)
+
+    asyncio.run(scenario())
+
+
+def test_filter_input_is_debounced_and_typing_keys_do_not_trigger_bindings(tmp_path: Path) -> None:
+    app = RalphApp([copy_samples(tmp_path / "j")], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, lambda: app.loaded)
+            await pilot.press("slash", *"stq")  # s, t and q are bindings, but not while typing
+            assert app.screen is app.sessions_screen and app.theme == "textual-dark"
+            assert app.sessions_screen.query_one("#filter", Input).value == "stq"
+            await settle(pilot, lambda: app.sessions_screen.filter_text == "stq")
+            assert app.sessions_screen.table.row_count == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_ledger_home_is_read_through_its_ledger_file(fixture_home: Home) -> None:
+    """A home (a directory with journals/) opens its ledger.duckdb and watches journals/."""
+    app = RalphApp([fixture_home.root], now=fixed_clock)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: app.live)
+            assert app.monitor is not None
+            assert app.monitor.watch_paths == [fixture_home.journals.resolve()]
+            journals = sorted(p.stem for p in fixture_home.journals.glob("*.jsonl"))
+            assert sorted(app.sessions_screen.rows) == journals
+            assert app.errors == []
+
+    asyncio.run(scenario())
+    assert (fixture_home.root / "ledger.duckdb").exists()

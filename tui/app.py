@@ -1,0 +1,513 @@
+"""``ralph-tui``: watch ralph-ledger sessions live, or replay recorded ones as if live.
+
+Data flow (the style of harlequin and toolong): every read of the ledger happens in a thread worker
+that only posts messages; the message handlers own the UI. Start-up opens the monitor and ingests the
+backlog in batches (a progress bar, the table filling as batches land), then a watchfiles worker
+watches the journal directories and hands the changed files to one refresh worker at a time, which
+ingests only the new bytes (``Monitor.refresh``) and posts what changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ClassVar, Final
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+from textual.worker import get_current_worker
+from watchfiles import Change, awatch
+
+from ledger.monitor import Monitor, Update
+from ledger.replay import replay
+from tui import format as fmt
+from tui.commands import RalphCommands, speed_label
+from tui.help import HelpScreen
+from tui.messages import Failed, LoadDone, Loaded, Opened, Refreshed, ReplayProgress, Watching
+from tui.session import SessionScreen
+from tui.sessions import SessionsScreen
+from tui.sql import SqlScreen, first_line
+
+DEFAULT_SPEED: Final = 20.0
+MAX_GAP_S: Final = 2.0
+BATCH_BYTES: Final = 8 << 20
+DEBOUNCE_MS: Final = 300
+MAX_TOASTS: Final = 4
+DARK: Final = "textual-dark"
+LIGHT: Final = "textual-light"
+SEVERITY: Final[dict[str, SeverityLevel]] = {
+    "completed": "information",
+    "blocked": "warning",
+    "guard": "warning",
+    "escalated": "error",
+}
+"""Alert kind -> notification severity."""
+
+
+def utc_now() -> datetime:
+    """The wall clock, in UTC."""
+    return datetime.now(UTC)
+
+
+def only_journals(change: Change, path: str) -> bool:
+    """watchfiles filter: journal files only."""
+    return path.endswith(".jsonl")
+
+
+def journal_files(paths: Sequence[Path]) -> list[Path]:
+    """The journals named: a directory stands for its ``*.jsonl`` files."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(p for p in path.glob("*.jsonl") if p.is_file())
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"{path}: no such journal or directory")
+    return files
+
+
+def count_lines(files: Sequence[Path]) -> int:
+    """The lines a replay of ``files`` writes (a torn last line counts as one)."""
+    total = 0
+    for f in files:
+        data = f.read_bytes()
+        total += data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
+    return total
+
+
+class RalphApp(App[None]):
+    """The ralph-ledger monitor: sessions, one session, the SQL console, alerts."""
+
+    TITLE = "ralph-tui"
+    COMMANDS: ClassVar = App.COMMANDS | {RalphCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("s", "sql", "SQL"),
+        Binding("question_mark", "help", "Help"),
+        Binding("t", "toggle_theme", "Theme"),
+        Binding("plus", "faster", "Faster"),
+        Binding("minus", "slower", "Slower"),
+    ]
+
+    def __init__(
+        self,
+        sources: Sequence[Path] = (),
+        *,
+        replay_files: Sequence[Path] = (),
+        replay_dir: Path | None = None,
+        speed: float = DEFAULT_SPEED,
+        sleep: Callable[[float], object] | None = None,
+        now: Callable[[], datetime] | None = None,
+        batch_bytes: int = BATCH_BYTES,
+        watch: bool = True,
+    ) -> None:
+        super().__init__()
+        self.replay_files = list(replay_files)
+        self.replaying = bool(self.replay_files)
+        self._own_replay_dir = False
+        if self.replaying:
+            if replay_dir is None:
+                replay_dir = Path(tempfile.mkdtemp(prefix="ralph-tui-replay-"))
+                self._own_replay_dir = True
+            replay_dir.mkdir(parents=True, exist_ok=True)
+            sources = [replay_dir]
+        if not sources:
+            raise ValueError("ralph-tui needs a ledger home, a journal directory or journals to replay")
+        self.sources = list(sources)
+        self.replay_dir = replay_dir
+        self.speed = speed
+        self._sleep = sleep
+        self._clock = now or utc_now
+        self.batch_bytes = batch_bytes
+        self.watch_files = watch
+        self.monitor: Monitor | None = None
+        self.sessions_screen = SessionsScreen()
+        self.sql_screen = SqlScreen()
+        # state the handlers keep (tests read it)
+        self.loaded = False
+        self.live = False
+        self.replay_lines = 0
+        self.replay_total = 0
+        self.replay_done = False
+        self.alerts: list[str] = []
+        self.errors: list[str] = []
+        self.updates = 0
+        # the refresh worker's queue of changed files (single flight)
+        self._dirty: set[Path] = set()
+        self._dirty_all = False
+        self._refreshing = False
+        self._dirty_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watch_stop = asyncio.Event()
+
+    # -- screens -----------------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen[None]:
+        """The sessions screen is the bottom of the stack."""
+        return self.sessions_screen
+
+    def on_mount(self) -> None:
+        """Install the SQL console and start opening the sources."""
+        self.install_screen(self.sql_screen, "sql")
+        self.sessions_screen.show_progress("opening…")
+        self.open_and_load()
+
+    def on_unmount(self) -> None:
+        """Stop the replay and the watcher."""
+        self._stop.set()
+        self._watch_stop.set()
+
+    def cleanup(self) -> None:
+        """Close the monitor and remove a replay's temporary journals (after the app has exited)."""
+        self._stop.set()
+        if self.monitor is not None:
+            self.monitor.close()
+        if self._own_replay_dir and self.replay_dir is not None:
+            shutil.rmtree(self.replay_dir, ignore_errors=True)
+
+    def now(self) -> datetime:
+        """The clock the ages are measured with (the monitor's)."""
+        return self.monitor.now() if self.monitor is not None else self._clock()
+
+    def session_ids(self) -> list[str]:
+        """Every session known, in the sessions table's order first."""
+        shown = self.sessions_screen.visible_ids()
+        rest = sorted(set(self.sessions_screen.rows) - set(shown))
+        return shown + rest
+
+    def open_session(self, session_id: str) -> None:
+        """Show one session (replacing a session screen already shown)."""
+        screen = SessionScreen(session_id)
+        if isinstance(self.screen, SessionScreen):
+            self.switch_screen(screen)
+        else:
+            self.push_screen(screen)
+
+    def open_example(self, name: str) -> None:
+        """Open the SQL console with a saved example query and run it."""
+        self.action_sql()
+        self.sql_screen.load_example(name)
+
+    # -- actions -------------------------------------------------------------------------------------
+    def action_sql(self) -> None:
+        """Open the SQL console."""
+        if self.screen is self.sql_screen:
+            return
+        if self.sql_screen in self.screen_stack:
+            while self.screen is not self.sql_screen:
+                self.pop_screen()
+            return
+        self.push_screen("sql")
+
+    def action_help(self) -> None:
+        """Show (or close) the help screen."""
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
+        else:
+            self.push_screen(HelpScreen())
+
+    def action_toggle_theme(self) -> None:
+        """Switch between the light and the dark theme."""
+        self.theme = LIGHT if self.current_theme.dark else DARK
+
+    def action_faster(self) -> None:
+        """Replay twice as fast."""
+        self.set_speed(self.speed * 2 if self.speed else 0.0)
+
+    def action_slower(self) -> None:
+        """Replay half as fast."""
+        self.set_speed(self.speed / 2 if self.speed else 64.0)
+
+    def set_speed(self, speed: float) -> None:
+        """The replay's speed (0: no waiting)."""
+        self.speed = max(0.0, speed)
+        self.show_replay()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Replay keys only while replaying."""
+        if action in ("faster", "slower"):
+            return self.replaying
+        return True
+
+    # -- opening and loading the backlog ----------------------------------------------------------
+    @work(thread=True, exclusive=True, group="ingest", exit_on_error=False)
+    def open_and_load(self) -> None:
+        """Open the monitor and ingest the backlog in batches, posting each batch's sessions."""
+        worker = get_current_worker()
+        try:
+            monitor = Monitor(self.sources, now=self._clock)
+            self.post_message(Opened(monitor, monitor.pending()))
+            batches = 0
+            for progress in monitor.load(batch_bytes=self.batch_bytes):
+                batches += 1
+                self.post_message(Loaded(progress, monitor.sessions(), monitor.fleet()))
+                if worker.is_cancelled:
+                    return
+            if not batches:
+                self.post_message(Loaded(None, monitor.sessions(), monitor.fleet()))
+        except Exception as exc:
+            self.post_message(Failed(f"cannot open {', '.join(map(str, self.sources))}: {first_line(exc)}"))
+            return
+        self.post_message(LoadDone())
+
+    def on_opened(self, message: Opened) -> None:
+        """Keep the monitor; say how much is to ingest."""
+        self.monitor = message.monitor
+        p = message.pending
+        label = f"ingesting {p.files_total - p.files_done} journal(s), {p.bytes_total:,} bytes…"
+        self.sessions_screen.show_progress(label if p.bytes_total else "reading…", 0, p.bytes_total)
+
+    def on_loaded(self, message: Loaded) -> None:
+        """A batch landed: update the table and the progress bar."""
+        p = message.progress
+        if p is not None:
+            label = f"ingested {p.files_done}/{p.files_total} journal(s), {p.events:,} events"
+            self.sessions_screen.show_progress(label, p.bytes_done, p.bytes_total)
+        self.sessions_screen.apply(message.rows, message.fleet)
+
+    def on_load_done(self, message: LoadDone) -> None:
+        """The backlog is in: hide the progress bar, start watching (then replaying)."""
+        self.loaded = True
+        self.sessions_screen.show_progress("")
+        if self.watch_files:
+            self.watch_journals()
+        elif self.replaying:
+            self.run_replay()
+
+    def on_failed(self, message: Failed) -> None:
+        """Show the error (in the fleet line and as a notification)."""
+        self.errors.append(message.error)
+        self.sessions_screen.show_progress("")
+        self.sessions_screen.note(message.error)
+        self.notify(message.error, title="error", severity="error", markup=False)
+
+    # -- live tail ------------------------------------------------------------------------------------
+    @work(exclusive=True, group="watch", exit_on_error=False)
+    async def watch_journals(self) -> None:
+        """Watch the journal directories; each batch of changes marks files for the refresh worker."""
+        assert self.monitor is not None
+        paths = [p for p in self.monitor.watch_paths if p.is_dir()]
+        if not paths:
+            self.post_message(Watching())
+            return
+        changes = awatch(
+            *paths,
+            watch_filter=only_journals,
+            step=10,
+            debounce=DEBOUNCE_MS,
+            stop_event=self._watch_stop,
+            recursive=False,
+        ).__aiter__()
+        pending = asyncio.ensure_future(anext(changes))
+        for _ in range(3):  # awatch creates its (synchronous) watcher before its first await
+            await asyncio.sleep(0)
+        self.post_message(Watching())
+        try:
+            while True:
+                batch = await pending
+                self.mark_dirty({Path(path) for _, path in batch})
+                pending = asyncio.ensure_future(anext(changes))
+        except StopAsyncIteration:
+            return
+        finally:
+            pending.cancel()
+
+    def on_watching(self, message: Watching) -> None:
+        """Catch up with anything appended while loading, then follow; a replay starts now."""
+        self.mark_dirty(None)
+        self.live = True
+        if self.replaying:
+            self.run_replay()
+
+    def mark_dirty(self, paths: set[Path] | None) -> None:
+        """Queue changed journals (``None``: all) and start the refresh worker unless it runs."""
+        with self._dirty_lock:
+            if paths is None:
+                self._dirty_all = True
+            else:
+                self._dirty |= paths
+            start = not self._refreshing
+            self._refreshing = True
+        if start:
+            self.refresh_journals()
+
+    @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
+    def refresh_journals(self) -> None:
+        """Ingest what was appended to the queued journals until the queue is empty."""
+        monitor = self.monitor
+        try:
+            while True:
+                with self._dirty_lock:
+                    if monitor is None or self._stop.is_set() or not (self._dirty or self._dirty_all):
+                        self._refreshing = False
+                        return
+                    paths = None if self._dirty_all else sorted(self._dirty)
+                    self._dirty, self._dirty_all = set(), False
+                update = monitor.refresh(paths)
+                if update.sessions or update.bad_lines:
+                    rows = monitor.sessions(update.sessions) if update.sessions else []
+                    self.post_message(Refreshed(update, rows, monitor.fleet()))
+        except Exception as exc:
+            with self._dirty_lock:
+                self._refreshing = False
+            self.post_message(Failed(f"refresh failed: {first_line(exc)}"))
+
+    def on_refreshed(self, message: Refreshed) -> None:
+        """Update the changed rows, raise the alerts, and follow an open session."""
+        self.updates += 1
+        update = message.update
+        self.sessions_screen.apply(message.rows, message.fleet)
+        self.raise_alerts(update)
+        changed = set(update.sessions)
+        for screen in self.screen_stack:
+            if isinstance(screen, SessionScreen) and screen.session_id in changed:
+                screen.reload()
+
+    def raise_alerts(self, update: Update) -> None:
+        """A notification per completion, block, escalation or guard trip; one for bad lines."""
+        for n, alert in enumerate(update.alerts):
+            message = " ".join(alert.message.split())
+            self.alerts.append(message)
+            if n < MAX_TOASTS:
+                severity = SEVERITY.get(alert.kind, "information")
+                self.notify(fmt.truncate(message, 240), title=alert.kind, severity=severity, markup=False)
+        if len(update.alerts) > MAX_TOASTS:
+            hidden = len(update.alerts) - MAX_TOASTS
+            self.notify(f"and {hidden} more alert(s)", title="alerts", severity="warning", markup=False)
+        if update.bad_lines:
+            first = update.bad_lines[0]
+            more = f" (and {len(update.bad_lines) - 1} more)" if len(update.bad_lines) > 1 else ""
+            self.notify(f"{first}{more}", title="bad journal line", severity="warning", markup=False)
+
+    # -- replay ------------------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="replay", exit_on_error=False)
+    def run_replay(self) -> None:
+        """Copy the recordings into the watched directory as if the loops were running now."""
+        assert self.replay_dir is not None
+        total = count_lines(self.replay_files)
+        self.post_message(ReplayProgress(0, total, False))
+        written, last_post = 0, 0.0
+        try:
+            for written in replay(
+                self.replay_files,
+                self.replay_dir,
+                speed=1.0,  # the gaps are scaled by the current speed in _replay_sleep
+                max_gap_s=float("inf"),
+                sleep=self._replay_sleep,
+                stop=self._stop,
+            ):
+                if time.monotonic() - last_post > 0.1:
+                    last_post = time.monotonic()
+                    self.post_message(ReplayProgress(written, total, False))
+        except Exception as exc:
+            self.post_message(Failed(f"replay failed: {first_line(exc)}"))
+        self.post_message(ReplayProgress(written, total, True))
+
+    def _replay_sleep(self, gap: float) -> None:
+        """Wait a recorded gap at the current speed (capped), or not at all at speed 0."""
+        if self.speed <= 0:
+            return
+        wait = min(gap / self.speed, MAX_GAP_S)
+        if self._sleep is not None:
+            self._sleep(wait)
+        else:
+            self._stop.wait(wait)
+
+    def on_replay_progress(self, message: ReplayProgress) -> None:
+        """Show how far the replay has come."""
+        self.replay_lines, self.replay_total = message.lines, message.total
+        self.replay_done = message.done
+        self.show_replay()
+
+    def show_replay(self) -> None:
+        """The replay's progress bar (its speed, the lines written), then a note in the fleet line."""
+        if not self.replaying:
+            return
+        screen = self.sessions_screen
+        if self.replay_done:
+            screen.show_progress("")
+            screen.note(f"replayed {self.replay_lines} lines")
+        else:
+            label = f"replaying {speed_label(self.speed)}: {self.replay_lines}/{self.replay_total} lines"
+            screen.show_progress(label, self.replay_lines, self.replay_total)
+
+
+def default_home() -> Path:
+    """``$RALPH_HOME``, else ``./.ralph``."""
+    return Path(os.environ.get("RALPH_HOME") or ".ralph")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(
+        prog="ralph-tui",
+        description="Watch ralph-ledger loops live, or replay recorded sessions as if live.",
+    )
+    parser.add_argument(
+        "homes",
+        nargs="*",
+        type=Path,
+        metavar="HOME",
+        help="ledger homes, journal directories or journals (default: $RALPH_HOME or ./.ralph)",
+    )
+    parser.add_argument(
+        "--replay",
+        nargs="+",
+        type=Path,
+        metavar="FILE_OR_DIR",
+        help="play recorded journals back as if live (e.g. sample_sessions/)",
+    )
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=DEFAULT_SPEED,
+        help=f"replay speed: recorded gaps / N, each at most {MAX_GAP_S:g} s; 0 = no waiting "
+        f"(default {DEFAULT_SPEED:g})",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ... [--speed N]``."""
+    args = parse_args(argv)
+    if args.speed < 0:
+        print("ralph-tui: --speed must be >= 0", file=sys.stderr)
+        return 2
+    if args.replay:
+        if args.homes:
+            print("ralph-tui: give either HOME ... or --replay FILE_OR_DIR ..., not both", file=sys.stderr)
+            return 2
+        try:
+            files = journal_files(args.replay)
+        except FileNotFoundError as exc:
+            print(f"ralph-tui: {exc}", file=sys.stderr)
+            return 2
+        if not files:
+            print("ralph-tui: no *.jsonl journals to replay", file=sys.stderr)
+            return 2
+        app = RalphApp(replay_files=files, speed=args.speed)
+    else:
+        sources = list(args.homes) or [default_home()]
+        missing = [s for s in sources if not s.exists()]
+        if missing:
+            what = "no such ledger home, journal directory or journal"
+            print(f"ralph-tui: {missing[0]}: {what}", file=sys.stderr)
+            return 1
+        app = RalphApp(sources)
+    try:
+        app.run()
+    finally:
+        app.cleanup()
+    return 0

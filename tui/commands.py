@@ -1,0 +1,72 @@
+"""Command palette entries: open a session by id, SQL console and example queries, theme, replay speed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Final
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from ledger.monitor import EXAMPLE_QUERIES
+
+if TYPE_CHECKING:
+    from tui.app import RalphApp
+
+SPEEDS: Final = (1.0, 5.0, 20.0, 100.0, 0.0)
+
+Command = tuple[str, Callable[[], object], str]
+
+
+def speed_label(speed: float) -> str:
+    """``×20``, or ``max`` for no waiting at all."""
+    return "max" if speed == 0 else f"×{speed:g}"
+
+
+class RalphCommands(Provider):
+    """The app's own commands (the system commands stay available too)."""
+
+    @property
+    def ralph(self) -> RalphApp:
+        """The app, typed."""
+        from tui.app import RalphApp
+
+        assert isinstance(self.app, RalphApp)
+        return self.app
+
+    def commands(self, *, sessions: bool = True) -> list[Command]:
+        """Every command, with the sessions known now."""
+        app = self.ralph
+        out: list[Command] = [
+            ("SQL console", app.action_sql, "Query the ledger's views and detectors"),
+            ("Toggle theme", app.action_toggle_theme, "Switch between the light and the dark theme"),
+            ("Help", app.action_help, "Every key, by screen"),
+        ]
+        out += [
+            (f"Example query: {name}", partial(app.open_example, name), "Load it in the SQL console, run it")
+            for name in EXAMPLE_QUERIES
+        ]
+        if app.replaying:
+            out += [
+                (f"Replay speed {speed_label(s)}", partial(app.set_speed, s), "How fast the recording plays")
+                for s in SPEEDS
+            ]
+        if sessions:
+            out += [
+                (f"Open session {sid}", partial(app.open_session, sid), "Show its iterations and events")
+                for sid in app.session_ids()
+            ]
+        return out
+
+    async def discover(self) -> Hits:
+        """What the palette shows before anything is typed (sessions only once searched for)."""
+        for name, callback, help_text in self.commands(sessions=False):
+            yield DiscoveryHit(name, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        """Fuzzy-match every command and session id."""
+        matcher = self.matcher(query)
+        for name, callback, help_text in self.commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), callback, help=help_text)

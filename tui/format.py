@@ -1,0 +1,131 @@
+"""Pure formatting helpers: status glyphs, sparklines, ages, token counts (no Textual here)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Final
+
+from rich.text import Text
+
+BLOCKS: Final = "▁▂▃▄▅▆▇█"
+
+# Mid-tone colours, legible on both the dark and the light theme.
+GREEN: Final = "#2fa84f"
+BLUE: Final = "#3b82f6"
+AMBER: Final = "#d98e04"
+RED: Final = "#e0453a"
+GREY: Final = "#8a8a8a"
+
+STATUS: Final[dict[str, tuple[str, str]]] = {
+    "running": ("●", BLUE),
+    "complete": ("✔", GREEN),
+    "blocked": ("■", AMBER),
+    "escalated": ("▲", RED),
+}
+"""status -> (symbol, colour): a status is told by its symbol and by its colour."""
+
+SIGNALS: Final[dict[str, str]] = {"CONTINUE": BLUE, "COMPLETE": GREEN, "BLOCKED": AMBER, "ESCALATE": RED}
+
+def status_text(status: str, *, word: bool = True) -> Text:
+    """``● running`` in the status colour (symbol only when ``word`` is false)."""
+    symbol, colour = STATUS.get(status, ("?", GREY))
+    return Text(f"{symbol} {status}" if word else symbol, style=colour)
+
+
+def signal_text(signal: str) -> Text:
+    """A loop signal in its colour."""
+    return Text(signal, style=SIGNALS.get(signal, ""))
+
+
+def score_colour(score: float | None) -> str:
+    """Red below 50, amber below 100, green at 100."""
+    if score is None:
+        return GREY
+    return GREEN if score >= 100 else AMBER if score >= 50 else RED
+
+
+def score_text(score: float | None) -> Text:
+    """A score as an integer in its colour, ``-`` when there is none."""
+    if score is None:
+        return Text("-", style=GREY, justify="right")
+    return Text(f"{score:.0f}", style=score_colour(score), justify="right")
+
+
+def block(score: float, low: float = 0.0, high: float = 100.0) -> str:
+    """The block (▁ .. █) standing for ``score`` between ``low`` and ``high``."""
+    span = high - low
+    level = 0 if span <= 0 else round((min(max(score, low), high) - low) / span * (len(BLOCKS) - 1))
+    return BLOCKS[level]
+
+
+def sparkline(scores: Sequence[float], width: int = 10) -> str:
+    """The last ``width`` scores (0..100) as unicode blocks, oldest first."""
+    return "".join(block(s) for s in scores[-width:]) if width > 0 else ""
+
+
+def sparkline_text(scores: Sequence[float], width: int = 10) -> Text:
+    """A sparkline whose blocks are coloured by score."""
+    text = Text()
+    for s in scores[-width:] if width > 0 else []:
+        text.append(block(s), style=score_colour(s))
+    return text
+
+
+def age(then: datetime | None, now: datetime) -> str:
+    """``42s``, ``12m``, ``3h`` or ``5d`` since ``then``; ``-`` when unknown."""
+    if then is None:
+        return "-"
+    seconds = max(0, int((now - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def tokens(n: int) -> str:
+    """``950``, ``12.3k``, ``4.5M``."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def truncate(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` cells with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: max(0, width - 1)] + "…"
+
+
+def truncate_left(text: str, width: int) -> str:
+    """``text`` cut to its last ``width`` cells (a path keeps its file name)."""
+    return text if len(text) <= width else "…" + text[len(text) - max(0, width - 1) :]
+
+
+def cell_width(value: object) -> int:
+    """How many cells a table value takes on one line."""
+    if isinstance(value, Text):
+        return value.cell_len
+    width = getattr(value, "width", None)
+    text = getattr(value, "session_id", None)
+    if isinstance(width, int) and isinstance(text, str):
+        return min(width, len(text))
+    return len(str(value))
+
+
+def column_widths(labels: Sequence[str], rows: Sequence[Sequence[object]], cap: int = 60) -> list[int]:
+    """Each column's width: its widest cell or label, at most ``cap``.
+
+    Tables get explicit widths so that a row drawn before the table has measured its new rows is
+    never drawn, and cached, with the labels' widths."""
+    widths = [len(label) for label in labels]
+    for row in rows:
+        for i, value in enumerate(row):
+            widths[i] = max(widths[i], cell_width(value))
+    return [min(cap, w) for w in widths]
+
+
+def percent(rate: float | None) -> str:
+    """``25%``, or ``-`` before anything ended."""
+    return "-" if rate is None else f"{100 * rate:.0f}%"

@@ -1,0 +1,108 @@
+"""The help screen: every key, by screen."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Final
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from tui import format as fmt
+
+KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
+    (
+        "Everywhere",
+        (
+            ("?", "this help"),
+            ("s", "SQL console"),
+            ("t", "light / dark theme"),
+            ("ctrl+p", "command palette"),
+            ("+ -", "replay faster / slower"),
+            ("q", "quit"),
+        ),
+    ),
+    (
+        "Sessions",
+        (
+            ("enter", "open the session"),
+            ("/", "filter (esc clears)"),
+            ("o", "sort by the next column"),
+            ("r", "reverse the sort"),
+        ),
+    ),
+    (
+        "Session",
+        (
+            ("↑ ↓", "choose an iteration"),
+            ("i e", "focus iterations / events"),
+            ("esc", "back"),
+        ),
+    ),
+    (
+        "SQL console",
+        (
+            ("ctrl+r", "run the query"),
+            ("ctrl+l", "example queries"),
+            ("ctrl+t", "focus the results"),
+            ("esc", "back"),
+        ),
+    ),
+)
+
+LEGEND: Final = (
+    "status  ● running  ✔ complete  ■ blocked  ▲ escalated\n"
+    "rules   ✔ pass  ✘ fail  ! error      ⚠ a guard tripped\n"
+    "ctrl+p  open a session by id, run an example query, replay speed"
+)
+
+
+def section(name: str, keys: tuple[tuple[str, str], ...]) -> Table:
+    """One screen's keys."""
+    table = Table(show_header=False, box=None, padding=(0, 1, 0, 0), expand=False)
+    table.add_column(style="bold", no_wrap=True, min_width=8)
+    table.add_column(no_wrap=True)
+    table.add_row(Text(name, style=f"bold {fmt.BLUE}"), "")
+    for key, what in keys:
+        table.add_row(key, what)
+    return table
+
+
+def help_table() -> Table:
+    """The keys of every screen, in two columns."""
+    grid = Table.grid(padding=(0, 3, 1, 0))
+    grid.add_column()
+    grid.add_column()
+    sections = [section(name, keys) for name, keys in KEYS]
+    for left, right in zip(sections[::2], sections[1::2], strict=True):
+        grid.add_row(left, right)
+    return grid
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys of every screen and the symbols' legend."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark,q", "app.pop_screen", "Close"),
+    ]
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 78; max-width: 100%; height: auto; max-height: 100%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    HelpScreen #legend { color: $text-muted; margin-top: 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        """The keys table and the legend in a bordered box."""
+        with VerticalScroll() as box:
+            box.border_title = "ralph-tui · keys"
+            box.border_subtitle = "esc closes"
+            yield Static(help_table())
+            yield Static(LEGEND, id="legend")

@@ -1,0 +1,114 @@
+"""Messages that thread workers post; the handlers that receive them own the UI state."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from ledger import QueryResult
+from ledger.monitor import (
+    Checkpoint,
+    EventLine,
+    Fleet,
+    Heat,
+    IterationDetail,
+    IterationRow,
+    Monitor,
+    Progress,
+    SessionRow,
+    Update,
+)
+
+
+class Opened(Message):
+    """The monitor is open; ``pending`` is the backlog still to ingest."""
+
+    def __init__(self, monitor: Monitor, pending: Progress) -> None:
+        super().__init__()
+        self.monitor = monitor
+        self.pending = pending
+
+
+class Failed(Message):
+    """Opening, ingesting or replaying failed (a one-line reason)."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class Loaded(Message):
+    """A batch of the backlog was ingested: its progress, the sessions and fleet totals now."""
+
+    def __init__(self, progress: Progress | None, rows: list[SessionRow], fleet: Fleet) -> None:
+        super().__init__()
+        self.progress = progress
+        self.rows = rows
+        self.fleet = fleet
+
+
+class LoadDone(Message):
+    """The backlog is ingested."""
+
+
+class Refreshed(Message):
+    """New lines were ingested: what changed, the changed sessions' rows and the fleet totals."""
+
+    def __init__(self, update: Update, rows: list[SessionRow], fleet: Fleet) -> None:
+        super().__init__()
+        self.update = update
+        self.rows = rows
+        self.fleet = fleet
+
+
+class Watching(Message):
+    """The directory watcher is running (appends from now on are seen)."""
+
+
+class ReplayProgress(Message):
+    """The replay wrote ``lines`` of ``total`` lines (``done`` when it has finished)."""
+
+    def __init__(self, lines: int, total: int, done: bool) -> None:
+        super().__init__()
+        self.lines = lines
+        self.total = total
+        self.done = done
+
+
+class SessionLoaded(Message):
+    """Everything the session screen shows except an iteration's detail."""
+
+    def __init__(
+        self,
+        session_id: str,
+        row: SessionRow | None,
+        iterations: list[IterationRow],
+        heat: Heat,
+        checkpoints: list[Checkpoint],
+        events: list[EventLine],
+    ) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.row = row
+        self.iterations = iterations
+        self.heat = heat
+        self.checkpoints = checkpoints
+        self.events = events
+
+
+class DetailLoaded(Message):
+    """One iteration's feedback, next prompt and output excerpt."""
+
+    def __init__(self, session_id: str, detail: IterationDetail) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.detail = detail
+
+
+class QueryDone(Message):
+    """A SQL console query finished: its result, or a one-line error."""
+
+    def __init__(self, sql: str, result: QueryResult | None, error: str) -> None:
+        super().__init__()
+        self.sql = sql
+        self.result = result
+        self.error = error
