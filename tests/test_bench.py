@@ -36,3 +36,43 @@ def test_bench_runs_and_both_stores_agree(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| bulk load 2,400 events into a fresh DB" in proc.stdout
     assert "check: SQLite and DuckDB agree on the rows of sessions and all 4 detectors" in proc.stdout
+
+
+def test_tui_bench_runs_in_quick_mode(tmp_path: Path) -> None:
+    """bench_tui.py end to end on a tiny home: every scenario reports, every row has a verdict."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_tui.py"),
+            "--quick",
+            "--sessions",
+            "30",
+            "--events-per-session",
+            "20",
+            "--startup-runs",
+            "1",
+            "--backlog-runs",
+            "1",
+            "--appends",
+            "5",
+            "--baseline-runs",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "| start-up, ingested (600 events): spawn -> 30 rows on screen" in out
+    assert "| start-up, 600 events to ingest: spawn -> progress bar on screen" in out
+    assert "append -> on screen, p50 (5 appends" in out
+    assert "| sessions table: rows held / lines rendered by a full repaint" in out
+    assert "| baseline: python -c pass" in out
+    assert "0 never shown" in out
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in out.splitlines() if line.startswith("| ")]
+    verdicts = [row[3] for row in cells[1:] if row[2]]  # the rows with a target
+    assert len(verdicts) == 8 and set(verdicts) <= {"PASS", "FAIL"}
+    assert not list(tmp_path.glob("tui-home-*")), "the temporary homes are removed"
