@@ -22,7 +22,7 @@ UI may call it from several worker threads.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -71,13 +71,14 @@ EXAMPLE_QUERIES: Final = {
 
 
 class Progress(msgspec.Struct, frozen=True, kw_only=True):
-    """How far loading the backlog has come."""
+    """How far loading the backlog has come; ``sessions``: those the last batch brought in."""
 
     files_done: int
     files_total: int
     bytes_done: int
     bytes_total: int
     events: int
+    sessions: list[str] = []
 
 
 class Alert(msgspec.Struct, frozen=True, kw_only=True):
@@ -128,6 +129,21 @@ class Fleet(msgspec.Struct, frozen=True, kw_only=True):
     blocked: int
     escalated: int
     completion_rate: float | None
+
+
+def fleet_of(counts: Mapping[str, int]) -> Fleet:
+    """Fleet totals from the number of sessions per status (the one place they are added up: the
+    monitor counts with SQL, a screen holding every session's row counts its rows)."""
+    complete, blocked, escalated = (counts.get(s, 0) for s in ("complete", "blocked", "escalated"))
+    ended = complete + blocked + escalated
+    return Fleet(
+        sessions=sum(counts.values()),
+        running=counts.get("running", 0),
+        complete=complete,
+        blocked=blocked,
+        escalated=escalated,
+        completion_rate=complete / ended if ended else None,
+    )
 
 
 class RuleCell(msgspec.Struct, frozen=True, kw_only=True):
@@ -294,10 +310,16 @@ class Monitor:
             if size >= batch_bytes or i == len(work):
                 with self._lock:
                     events += self.ledger.ingest(batch).events
+                    ids = sorted(self._last_seqs(batch))
                 done += size
                 batch, size = [], 0
                 yield Progress(
-                    files_done=i, files_total=len(work), bytes_done=done, bytes_total=total, events=events
+                    files_done=i,
+                    files_total=len(work),
+                    bytes_done=done,
+                    bytes_total=total,
+                    events=events,
+                    sessions=ids,
                 )
 
     def refresh(self, changed: Iterable[Path] | None = None) -> Update:
@@ -360,21 +382,8 @@ class Monitor:
     def fleet(self) -> Fleet:
         """Totals over every session."""
         with self._lock:
-            row = self.ledger.con.execute(
-                "SELECT count(*), count(*) FILTER (status = 'running'),"
-                " count(*) FILTER (status = 'complete'), count(*) FILTER (status = 'blocked'),"
-                " count(*) FILTER (status = 'escalated') FROM sessions"
-            ).fetchall()
-        total, running, complete, blocked, escalated = (int(v or 0) for v in (row[0] if row else (0,) * 5))
-        ended = complete + blocked + escalated
-        return Fleet(
-            sessions=total,
-            running=running,
-            complete=complete,
-            blocked=blocked,
-            escalated=escalated,
-            completion_rate=complete / ended if ended else None,
-        )
+            rows = self.ledger.con.execute("SELECT status, count(*) FROM sessions GROUP BY status").fetchall()
+        return fleet_of({str(status): int(n) for status, n in rows})
 
     def iterations(self, session_id: str) -> list[IterationRow]:
         """The session's iteration timeline, first iteration first."""

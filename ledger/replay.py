@@ -62,9 +62,11 @@ def replay(
     max_gap_s: float = 2.0,
     sleep: Callable[[float], None] = time.sleep,
     stop: threading.Event | None = None,
+    on_line: Callable[[float], None] | None = None,
 ) -> Iterator[int]:
     """Copy ``files`` into ``journals/`` line by line in timestamp order; yields the lines written
-    so far after each line. ``speed`` 0 copies without sleeping; ``stop`` ends the replay early."""
+    so far after each line. ``speed`` 0 copies without sleeping; ``stop`` ends the replay early;
+    ``on_line`` is told each line's recorded time (POSIX seconds) just before it is written."""
     if speed < 0:
         raise ValueError(f"speed must be >= 0, got {speed}")
     journals.mkdir(parents=True, exist_ok=True)
@@ -88,6 +90,8 @@ def replay(
             if gap > 0:
                 sleep(gap)
         previous = ts
+        if on_line is not None:
+            on_line(ts)
         _append(journals / names[index], raw)
         written += 1
         yield written

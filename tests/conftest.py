@@ -55,3 +55,19 @@ def work(tmp_path: Path) -> Path:
 def engine(home: Home, work: Path) -> Engine:
     """An engine on a fresh home with a deterministic clock and no fsync."""
     return Engine(home, work_dir=work, clock=ticking(), fsync=False)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--long``: run the reliability suites (crash, load, hostile input) in their long form."""
+    parser.addoption(
+        "--long",
+        action="store_true",
+        default=False,
+        help="run the crash, load and hostile-input suites in their long form (minutes, not seconds)",
+    )
+
+
+@pytest.fixture
+def long_form(request: pytest.FixtureRequest) -> bool:
+    """True when the suite runs with ``--long``."""
+    return bool(request.config.getoption("--long"))

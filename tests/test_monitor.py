@@ -4,10 +4,12 @@ sample sessions."""
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 import subprocess
 import sys
 import threading
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -191,3 +193,19 @@ def test_replay_sleeps_the_recorded_gaps_scaled_and_capped(tmp_path: Path) -> No
     assert list(player) == []
     with pytest.raises(ValueError):
         list(replay([], tmp_path / "c", speed=-1))
+
+
+def test_replay_tells_each_lines_recorded_time_before_writing_it(tmp_path: Path) -> None:
+    seen: list[tuple[float, int]] = []
+    out = tmp_path / "out"
+    sample = SAMPLES / "tdd-success.jsonl"
+
+    def on_line(ts: float) -> None:
+        written = (out / sample.name).read_bytes().count(b"\n") if (out / sample.name).exists() else 0
+        seen.append((ts, written))
+
+    list(replay([sample], out, speed=0, on_line=on_line))
+    lines = sample.read_text().splitlines()
+    stamps = [datetime.fromisoformat(json.loads(line)["ts"]).timestamp() for line in lines]
+    assert [ts for ts, _ in seen] == stamps
+    assert [n for _, n in seen] == list(range(len(stamps)))  # told before the line is written

@@ -4,7 +4,8 @@ live tail and alerts; plus the pure formatting helpers and the command line."""
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,14 @@ from textual.widgets import DataTable, Input, RichLog
 from ledger import events as E
 from ledger.home import Home
 from ledger.journal import Journal
+from ledger.monitor import SessionRow
 from tests.test_tui_support import NOW, SAMPLE_FILES, copy_samples, fixed_clock, settle, until
 from tui import format as fmt
 from tui.app import MAX_GAP_S, RalphApp, count_lines, journal_files, main
 from tui.help import HelpScreen
 from tui.session import SessionScreen
-from tui.sessions import SessionsScreen
+from tui.sessions import COLUMNS, SORTS, SessionsScreen
+from tui.table import VirtualTable
 from tui.widgets import HeatGrid, ScorePlot
 
 ESCALATED_SQL = "SELECT session_id, status FROM sessions WHERE status = 'escalated' ORDER BY 1"
@@ -302,3 +305,81 @@ def test_a_ledger_home_is_read_through_its_ledger_file(fixture_home: Home) -> No
 
     asyncio.run(scenario())
     assert (fixture_home.root / "ledger.duckdb").exists()
+
+
+def test_a_replay_runs_on_the_recorded_clock(tmp_path: Path) -> None:
+    """Without a fixed clock a replay's ages are measured from the replayed lines' own times, so a
+    recording from months ago reads as a loop that ran seconds ago."""
+    sample = SAMPLE_FILES[0].parent / "tdd-success.jsonl"
+    app = RalphApp(replay_files=[sample], replay_dir=tmp_path / "replay", speed=0, watch=False)
+    last = datetime.fromisoformat(json.loads(sample.read_text().splitlines()[-1])["ts"])
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, lambda: app.replay_done)
+            assert timedelta(0) <= app.now() - last < timedelta(seconds=60)
+            app.mark_dirty(None)  # (no watcher here) read what the replay wrote
+            await settle(pilot, lambda: "tdd-success" in app.sessions_screen.rows)
+            assert plain(app.sessions_screen.table.get_cell("tdd-success", "age")).endswith("s")
+
+    asyncio.run(scenario())
+
+
+def many_rows(n: int) -> list[SessionRow]:
+    """``n`` running sessions, the first most recently active."""
+    return [
+        SessionRow(
+            session_id=f"s{i:05d}",
+            status="running",
+            agent="bot",
+            task=f"task {i}",
+            iteration=1 + i % 9,
+            max_iterations=10,
+            last_score=float(i % 101),
+            scores=[float(i % 101)],
+            last_signal="CONTINUE",
+            consecutive_failures=0,
+            tokens=i,
+            started_at=NOW,
+            updated_at=NOW - timedelta(seconds=i),
+            stop_requested=False,
+        )
+        for i in range(n)
+    ]
+
+
+def test_ten_thousand_sessions_paint_only_the_rows_in_view(tmp_path: Path) -> None:
+    """The table holds every session but turns only the rows on screen into lines; keys, a header
+    click and a mouse click work on it."""
+    app = RalphApp([tmp_path], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, lambda: app.loaded)
+            screen = app.sessions_screen
+            table = screen.table
+            screen.apply(many_rows(10_000))
+            await pilot.pause()
+            assert table.row_count == 10_000 and screen.visible_ids()[:2] == ["s00000", "s00001"]
+            assert 0 < table.painted <= table.size.height  # nothing but what is on screen
+            await pilot.press("end")
+            await pilot.pause()
+            assert table.cursor_key == "s09999" and table.scroll_y > 9_000
+            assert table.painted <= 2 * table.size.height
+            await pilot.press("home")
+            # a click on the "score" header sorts by score, highest first; a second click reverses
+            score_x = 1 + sum(c.width + 1 for c in COLUMNS[:3]) + 1
+            await pilot.click(VirtualTable, offset=(score_x, 0))
+            assert SORTS[screen.sort_index].name == "score" and screen.descending
+            assert screen.rows[screen.visible_ids()[0]].last_score == 100.0
+            await pilot.click(VirtualTable, offset=(score_x, 0))
+            assert not screen.descending and screen.rows[screen.visible_ids()[0]].last_score == 0.0
+            # a click moves the cursor to a row, a second click on it opens the session
+            await pilot.click(VirtualTable, offset=(20, 3))
+            second = screen.visible_ids()[2]
+            assert table.cursor_key == second
+            await pilot.click(VirtualTable, offset=(20, 3))
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen))
+            assert isinstance(app.screen, SessionScreen) and app.screen.session_id == second
+
+    asyncio.run(scenario())

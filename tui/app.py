@@ -43,7 +43,7 @@ from tui.sql import SqlScreen, first_line
 DEFAULT_SPEED: Final = 20.0
 MAX_GAP_S: Final = 2.0
 BATCH_BYTES: Final = 8 << 20
-DEBOUNCE_MS: Final = 300
+DEBOUNCE_MS: Final = 50
 MAX_TOASTS: Final = 4
 DARK: Final = "textual-dark"
 LIGHT: Final = "textual-light"
@@ -130,7 +130,8 @@ class RalphApp(App[None]):
         self.replay_dir = replay_dir
         self.speed = speed
         self._sleep = sleep
-        self._clock = now or utc_now
+        self._replayed_at: tuple[float, float] | None = None  # (recorded time, monotonic) of the last line
+        self._clock = now or (self.replay_clock if self.replaying else utc_now)
         self.batch_bytes = batch_bytes
         self.watch_files = watch
         self.monitor: Monitor | None = None
@@ -180,6 +181,18 @@ class RalphApp(App[None]):
     def now(self) -> datetime:
         """The clock the ages are measured with (the monitor's)."""
         return self.monitor.now() if self.monitor is not None else self._clock()
+
+    def replay_clock(self) -> datetime:
+        """A replay's clock: the recorded time of the last line replayed, running on from there
+        (so ages read as they did while the loops ran); the wall clock before the first line."""
+        at = self._replayed_at
+        if at is None:
+            return utc_now()
+        recorded, written = at
+        return datetime.fromtimestamp(recorded + time.monotonic() - written, UTC)
+
+    def _replayed(self, recorded: float) -> None:
+        self._replayed_at = (recorded, time.monotonic())
 
     def session_ids(self) -> list[str]:
         """Every session known, in the sessions table's order first."""
@@ -248,15 +261,12 @@ class RalphApp(App[None]):
         worker = get_current_worker()
         try:
             monitor = Monitor(self.sources, now=self._clock)
+            self.post_message(Loaded(None, monitor.sessions()))  # the first screen: what is in already
             self.post_message(Opened(monitor, monitor.pending()))
-            batches = 0
             for progress in monitor.load(batch_bytes=self.batch_bytes):
-                batches += 1
-                self.post_message(Loaded(progress, monitor.sessions(), monitor.fleet()))
+                self.post_message(Loaded(progress, monitor.sessions(progress.sessions)))
                 if worker.is_cancelled:
                     return
-            if not batches:
-                self.post_message(Loaded(None, monitor.sessions(), monitor.fleet()))
         except Exception as exc:
             self.post_message(Failed(f"cannot open {', '.join(map(str, self.sources))}: {first_line(exc)}"))
             return
@@ -275,7 +285,7 @@ class RalphApp(App[None]):
         if p is not None:
             label = f"ingested {p.files_done}/{p.files_total} journal(s), {p.events:,} events"
             self.sessions_screen.show_progress(label, p.bytes_done, p.bytes_total)
-        self.sessions_screen.apply(message.rows, message.fleet)
+        self.sessions_screen.apply(message.rows)
 
     def on_load_done(self, message: LoadDone) -> None:
         """The backlog is in: hide the progress bar, start watching (then replaying)."""
@@ -358,7 +368,7 @@ class RalphApp(App[None]):
                 update = monitor.refresh(paths)
                 if update.sessions or update.bad_lines:
                     rows = monitor.sessions(update.sessions) if update.sessions else []
-                    self.post_message(Refreshed(update, rows, monitor.fleet()))
+                    self.post_message(Refreshed(update, rows))
         except Exception as exc:
             with self._dirty_lock:
                 self._refreshing = False
@@ -368,7 +378,7 @@ class RalphApp(App[None]):
         """Update the changed rows, raise the alerts, and follow an open session."""
         self.updates += 1
         update = message.update
-        self.sessions_screen.apply(message.rows, message.fleet)
+        self.sessions_screen.apply(message.rows)
         self.raise_alerts(update)
         changed = set(update.sessions)
         for screen in self.screen_stack:
@@ -407,6 +417,7 @@ class RalphApp(App[None]):
                 max_gap_s=float("inf"),
                 sleep=self._replay_sleep,
                 stop=self._stop,
+                on_line=self._replayed,
             ):
                 if time.monotonic() - last_post > 0.1:
                     last_post = time.monotonic()

@@ -33,13 +33,14 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("/", "filter (esc clears)"),
             ("o", "sort by the next column"),
             ("r", "reverse the sort"),
+            ("click", "header: sort · row ×2: open"),
         ),
     ),
     (
         "Session",
         (
             ("↑ ↓", "choose an iteration"),
-            ("i e", "focus iterations / events"),
+            ("i e", "focus timeline / events"),
             ("esc", "back"),
         ),
     ),

@@ -8,7 +8,6 @@ from ledger import QueryResult
 from ledger.monitor import (
     Checkpoint,
     EventLine,
-    Fleet,
     Heat,
     IterationDetail,
     IterationRow,
@@ -37,13 +36,13 @@ class Failed(Message):
 
 
 class Loaded(Message):
-    """A batch of the backlog was ingested: its progress, the sessions and fleet totals now."""
+    """Sessions read at start-up: what the ledger held, then each backlog batch's sessions with the
+    batch's progress (``None`` for the first)."""
 
-    def __init__(self, progress: Progress | None, rows: list[SessionRow], fleet: Fleet) -> None:
+    def __init__(self, progress: Progress | None, rows: list[SessionRow]) -> None:
         super().__init__()
         self.progress = progress
         self.rows = rows
-        self.fleet = fleet
 
 
 class LoadDone(Message):
@@ -51,13 +50,12 @@ class LoadDone(Message):
 
 
 class Refreshed(Message):
-    """New lines were ingested: what changed, the changed sessions' rows and the fleet totals."""
+    """New lines were ingested: what changed and the changed sessions' rows."""
 
-    def __init__(self, update: Update, rows: list[SessionRow], fleet: Fleet) -> None:
+    def __init__(self, update: Update, rows: list[SessionRow]) -> None:
         super().__init__()
         self.update = update
         self.rows = rows
-        self.fleet = fleet
 
 
 class Watching(Message):

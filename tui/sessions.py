@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.measure import Measurement
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Input, Label, ProgressBar, Static
+from textual.widgets import Footer, Input, Label, ProgressBar, Static
 
-from ledger.monitor import Fleet, SessionRow
+from ledger.monitor import Fleet, SessionRow, fleet_of
 from tui import format as fmt
+from tui.table import Column, VirtualTable
 
 if TYPE_CHECKING:
     from tui.app import RalphApp
@@ -29,29 +28,6 @@ NEVER: Final = datetime.min.replace(tzinfo=UTC)
 TREND_POINTS: Final = 10
 FILTER_DEBOUNCE_S: Final = 0.15
 STATUS_ORDER: Final = {"running": 0, "blocked": 1, "escalated": 2, "complete": 3}
-
-
-class IdCell:
-    """A session id cell: shows the id cut to a width, keeps the whole id (the sort key)."""
-
-    __slots__ = ("session_id", "width")
-
-    def __init__(self, session_id: str, width: int = 28) -> None:
-        self.session_id = session_id
-        self.width = width
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield Text(fmt.truncate(self.session_id, self.width), no_wrap=True)
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        n = min(len(self.session_id), self.width)
-        return Measurement(n, n)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, IdCell) and (other.session_id, other.width) == (self.session_id, self.width)
-
-    def __hash__(self) -> int:
-        return hash(self.session_id)
 
 
 @dataclass(frozen=True)
@@ -76,29 +52,29 @@ SORTS: Final[tuple[SortKey, ...]] = (
 )
 
 ID_WIDTH: Final = 24
-COLUMNS: Final[tuple[tuple[str, str, int], ...]] = (
-    ("status", "status", 11),
-    ("session", "session", ID_WIDTH),
-    ("iter", "iter", 7),
-    ("score", "score", 5),
-    ("trend", "trend", TREND_POINTS),
-    ("signal", "signal", 8),
-    ("fails", "fails", 5),
-    ("tokens", "tokens", 6),
-    ("age", "age", 4),
-    ("agent", "agent", 12),
-    ("task", "task", 48),
+COLUMNS: Final[tuple[Column, ...]] = (
+    Column("status", "status", 11),
+    Column("session", "session", ID_WIDTH),
+    Column("iter", "iter", 7),
+    Column("score", "score", 5),
+    Column("trend", "trend", TREND_POINTS),
+    Column("signal", "signal", 8),
+    Column("fails", "fails", 5),
+    Column("tokens", "tokens", 6),
+    Column("age", "age", 4),
+    Column("agent", "agent", 12),
+    Column("task", "task", 48),
 )
 """(key, label, width): fixed widths, so columns never jump while sessions update live."""
 
 
-def cells(row: SessionRow, now: datetime) -> dict[str, Any]:
+def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
     """The table cells of one session, by column key."""
     iteration = f"{row.iteration}/{row.max_iterations}" if row.max_iterations else str(row.iteration)
     stop = Text(" ⏹", style=fmt.AMBER) if row.stop_requested and row.status == "running" else Text("")
     return {
         "status": fmt.status_text(row.status) + stop,
-        "session": IdCell(row.session_id, ID_WIDTH),
+        "session": Text(row.session_id, no_wrap=True),
         "iter": Text(iteration, justify="right"),
         "score": fmt.score_text(row.last_score),
         "trend": fmt.sparkline_text(row.scores, TREND_POINTS),
@@ -121,12 +97,6 @@ def matches(row: SessionRow, needle: str) -> bool:
         return True
     needle = needle.lower()
     return any(needle in field.lower() for field in (row.session_id, row.agent, row.task, row.status))
-
-
-class SessionTable(DataTable[Any]):
-    """The sessions table: Enter opens the session under the cursor (shown in the footer)."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "select_cursor", "Open")]
 
 
 class SessionsScreen(Screen[None]):
@@ -165,7 +135,8 @@ class SessionsScreen(Screen[None]):
         self.load_label = ""
         self.load_progress: tuple[int, int] | None = None
         self._early: list[SessionRow] = []
-        self.cell_cache: dict[str, dict[str, Any]] = {}
+        self.cell_cache: dict[str, dict[str, Text]] = {}
+        self.table = VirtualTable(COLUMNS, self.render_row, id="sessions")
         self._filter_timer: Timer | None = None
 
     @property
@@ -185,15 +156,14 @@ class SessionsScreen(Screen[None]):
         with Horizontal(id="filter-row"):
             yield Label("filter ", id="filter-label")
             yield Input(placeholder="id, agent, task or status · Enter keeps it · Esc clears", id="filter")
-        yield SessionTable(cursor_type="row", id="sessions")
+        yield self.table
         yield Label("no sessions match", id="empty")
         yield Footer()
 
     def on_mount(self) -> None:
         """Add the columns and show what arrived before mounting."""
         table = self.table
-        for key, label, width in COLUMNS:
-            table.add_column(label, key=key, width=width)
+        table.sorted_column = SORTS[self.sort_index].column
         if self.app.is_headless:
             self.query_one("#filter", Input).cursor_blink = False
         self.set_interval(5.0, self.tick_ages)
@@ -201,11 +171,6 @@ class SessionsScreen(Screen[None]):
         early, self._early = self._early, []
         self.apply(early)
         table.focus()
-
-    @property
-    def table(self) -> DataTable[Any]:
-        """The sessions table."""
-        return self.query_one("#sessions", DataTable)
 
     # -- what the app tells this screen --------------------------------------------------------
     def show_progress(self, label: str, done: int | None = None, total: int | None = None) -> None:
@@ -227,44 +192,33 @@ class SessionsScreen(Screen[None]):
             done, total = self.load_progress
             self.query_one("#progress", ProgressBar).update(total=max(1, total), progress=done)
 
-    def apply(self, rows: Iterable[SessionRow], fleet: Fleet | None = None) -> int:
-        """Put these sessions' rows in the table (adding, updating or removing only those that
-        changed) and re-sort if anything changed; returns how many rows changed."""
+    def apply(self, rows: Iterable[SessionRow]) -> int:
+        """Take these sessions' rows (new or changed), repaint only those and re-sort if anything
+        changed; returns how many rows changed. Nothing is drawn for rows out of view."""
         if not self.is_mounted:
             self._early += rows
-            self.fleet = fleet or self.fleet
             return 0
-        table = self.table
-        now = self.ralph.now()
-        changed = 0
+        changed: list[str] = []
         for row in rows:
             sid = row.session_id
-            old = self.rows.get(sid)
-            if old == row:
+            if self.rows.get(sid) == row:
                 continue
             self.rows[sid] = row
-            changed += 1
-            shown = sid in table.rows
-            if not matches(row, self.filter_text):
-                self.cell_cache.pop(sid, None)  # computed again when it matches
-                if shown:
-                    table.remove_row(sid)
-                continue
-            new = cells(row, now)
-            before = self.cell_cache.get(sid, {})
-            self.cell_cache[sid] = new
-            if not shown:
-                table.add_row(*new.values(), key=sid)
-                continue
-            for column, value in new.items():
-                if before.get(column) != value:
-                    table.update_cell(sid, column, value)
-        if fleet is not None:
-            self.fleet = fleet
+            self.cell_cache.pop(sid, None)
+            changed.append(sid)
         if changed:
+            self.fleet = fleet_of(Counter(r.status for r in self.rows.values()))
+            self.table.invalidate(changed)
             self.resort()
         self.show_fleet()
-        return changed
+        return len(changed)
+
+    def render_row(self, sid: str) -> list[Text]:
+        """The cells of one session (computed when the row is first painted, then kept)."""
+        cached = self.cell_cache.get(sid)
+        if cached is None:
+            cached = self.cell_cache[sid] = cells(self.rows[sid], self.ralph.now())
+        return list(cached.values())
 
     def note(self, text: str) -> None:
         """A short note at the end of the fleet line (replay progress, errors)."""
@@ -295,73 +249,58 @@ class SessionsScreen(Screen[None]):
         self.query_one("#fleet", Static).update(line)
         self.query_one("#empty").set_class(bool(self.rows) and self.table.row_count == 0, "shown")
 
-    def resort(self) -> None:
-        """Sort the rows by the current sort key, keeping the cursor on its session (or at the top)."""
-        table = self.table
-        if not table.row_count:
-            return
-        keep = self.selected() if table.cursor_row > 0 else None
+    def ordered(self) -> list[str]:
+        """The sessions that match the filter, in the current sort order."""
         sort = SORTS[self.sort_index]
-        rows = self.rows
+        rows = [r for r in self.rows.values() if matches(r, self.filter_text)]
+        rows.sort(key=lambda r: r.session_id)
+        rows.sort(key=sort.key, reverse=self.descending)  # stable: ties stay by session id
+        return [r.session_id for r in rows]
 
-        def key(cell: IdCell) -> tuple[Any, str]:
-            row = rows[cell.session_id]
-            return sort.key(row), row.session_id
-
-        table.sort("session", key=key, reverse=self.descending)
-        if keep is not None and keep in table.rows:
-            table.move_cursor(row=table.get_row_index(keep), animate=False)
+    def resort(self) -> None:
+        """Sort (and filter) the rows again, keeping the cursor on its session unless it is on the
+        first row (which then shows whatever comes first, e.g. the latest activity)."""
+        table = self.table
+        keep = self.selected() if table.cursor_row > 0 else None
+        table.sorted_column = SORTS[self.sort_index].column
+        table.set_keys(self.ordered(), keep=keep)
 
     def rebuild(self) -> None:
-        """Rebuild the rows (after the filter changed)."""
-        table = self.table
-        keep = self.selected()
-        now = self.ralph.now()
-        table.clear()
-        for sid, row in self.rows.items():
-            if matches(row, self.filter_text):
-                if sid not in self.cell_cache:
-                    self.cell_cache[sid] = cells(row, now)
-                table.add_row(*self.cell_cache[sid].values(), key=sid)
-        self.resort()
-        if keep is not None and keep in table.rows:
-            table.move_cursor(row=table.get_row_index(keep), animate=False)
+        """Rebuild the rows (after the filter changed), keeping the cursor on its session."""
+        self.table.set_keys(self.ordered(), keep=self.selected())
         self.show_fleet()
 
     def tick_ages(self) -> None:
-        """Refresh the age column of the rows on screen (the clock moved; rows off screen wait)."""
-        table = self.table
-        if not table.row_count:
+        """The clock moved: the age column is computed again as rows are painted (those in view now)."""
+        if not self.table.row_count:
             return
-        now = self.ralph.now()
-        first = int(table.scroll_y)
-        ordered = table.ordered_rows[first : first + table.size.height]
-        for r in ordered:
-            row = self.rows.get(str(r.key.value))
-            if row is None:
-                continue
-            value = Text(fmt.age(row.updated_at, now), justify="right")
-            cached = self.cell_cache.get(row.session_id)
-            if cached is not None and cached["age"] != value:
-                cached["age"] = value
-                table.update_cell(r.key, "age", value)
+        self.cell_cache.clear()
+        self.table.invalidate()
 
     def selected(self) -> str | None:
         """The session under the cursor."""
-        table = self.table
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key
-        return str(key.value)
+        return self.table.cursor_key
 
     def visible_ids(self) -> list[str]:
         """The sessions in table order (for tests and the command palette)."""
-        return [str(r.key.value) for r in self.table.ordered_rows]
+        return list(self.table.keys)
 
     # -- actions ---------------------------------------------------------------------------------
-    @on(DataTable.RowSelected, "#sessions")
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
-        self.ralph.open_session(str(event.row_key.value))
+    @on(VirtualTable.Selected, "#sessions")
+    def _row_selected(self, event: VirtualTable.Selected) -> None:
+        self.ralph.open_session(event.key)
+
+    @on(VirtualTable.HeaderClicked, "#sessions")
+    def _header_clicked(self, event: VirtualTable.HeaderClicked) -> None:
+        for index, sort in enumerate(SORTS):
+            if sort.column == event.column:
+                if index == self.sort_index:
+                    self.descending = not self.descending
+                else:
+                    self.sort_index, self.descending = index, sort.descending
+                self.resort()
+                self.show_fleet()
+                return
 
     def action_open(self) -> None:
         """Open the session under the cursor."""
