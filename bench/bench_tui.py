@@ -331,7 +331,6 @@ TIMED: Final = (
     "Monitor.pending",
     "Ledger.ingest",
     "Monitor.sessions",
-    "Monitor.fleet",
     "Monitor.refresh",
     "SessionsScreen.apply",
 )
@@ -938,19 +937,19 @@ def memory_row(label: str, memory: Memory) -> Row:
 
 def startup_rows(s: list[StartupRun], b: Baselines, n: int, m: int) -> list[Row]:
     ready, loaded = med([x.ready_s for x in s]), med([x.loaded_s for x in s])
-    worker = ("Monitor.__init__", "Monitor.pending", "Monitor.sessions", "Monitor.fleet")
+    worker = ("Monitor.__init__", "Monitor.sessions", "Monitor.pending")
     return [
         startup_row(
             f"start-up, ingested ({m:,} events): spawn -> {n:,} rows on screen (median of {len(s)})", ready, b
         ),
         Row("  spawn -> import tui.app done", fmt_s(med([x.imported_s for x in s]))),
         Row(
-            "  worker: Monitor() + pending() + sessions() + fleet()",
+            "  worker: Monitor() + sessions() + pending()",
             " + ".join(f"{total_s(s, w):.2f}" for w in worker) + " s",
         ),
         Row("  spawn -> first Loaded handled", fmt_s(loaded)),
         Row(
-            "  Loaded handled -> painted: SessionsScreen.apply() + the rest (DataTable sizing, paint)",
+            "  Loaded handled -> painted: SessionsScreen.apply() + the rest (paint)",
             f"{total_s(s, 'SessionsScreen.apply'):.2f} + "
             f"{ready - loaded - total_s(s, 'SessionsScreen.apply'):.2f} s",
         ),
@@ -977,9 +976,8 @@ def backlog_rows(k: list[BacklogRun], b: Baselines, m: int) -> list[Row]:
             result=f"{m / loaded:,.0f} ev/s",
         ),
         Row(
-            "  worker: Ledger.ingest() + Monitor.sessions() + fleet(), all batches",
-            " + ".join(f"{total_s(k, w):.1f}" for w in ("Ledger.ingest", "Monitor.sessions", "Monitor.fleet"))
-            + " s",
+            "  worker: Ledger.ingest() + Monitor.sessions(), all batches",
+            " + ".join(f"{total_s(k, w):.1f}" for w in ("Ledger.ingest", "Monitor.sessions")) + " s",
         ),
         Row(
             "  UI thread: SessionsScreen.apply(), all batches / the longest",
@@ -1026,7 +1024,7 @@ def live_rows(live: LiveRun, m: int) -> list[Row]:
     ):
         if values:
             rows.append(Row(f"  p50: {label}", fmt_ms(med(values))))
-    for what in ("Monitor.refresh", "Monitor.sessions", "Monitor.fleet", "SessionsScreen.apply"):
+    for what in ("Monitor.refresh", "Monitor.sessions", "SessionsScreen.apply"):
         times = live.timed.get(what)
         if times:
             rows.append(

@@ -21,6 +21,7 @@ UI may call it from several worker threads.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -222,7 +223,10 @@ def _aware(value: Any) -> datetime | None:
 
 
 def _journals_in(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.glob("*.jsonl") if p.is_file())
+    # names sorted as strings: sorting 10,000 Path objects costs ~0.3 s
+    with os.scandir(directory) as entries:
+        names = sorted(e.name for e in entries if e.name.endswith(".jsonl") and e.is_file())
+    return [directory / name for name in names]
 
 
 class Monitor:
@@ -268,8 +272,9 @@ class Monitor:
 
     def journal_files(self) -> list[Path]:
         """Every journal of the sources, now."""
-        found = {p for d in self._dirs if d.is_dir() for p in _journals_in(d)}
-        return sorted(found | {f for f in self._files if f.exists()})
+        found = {str(p): p for d in self._dirs if d.is_dir() for p in _journals_in(d)}
+        found.update((str(f), f) for f in self._files if f.exists())
+        return [found[key] for key in sorted(found)]
 
     def _wanted(self, path: Path) -> bool:
         path = path.resolve()
