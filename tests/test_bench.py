@@ -66,7 +66,8 @@ def test_tui_bench_runs_in_quick_mode(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
-    assert "| start-up, ingested (600 events): spawn -> 30 rows on screen" in out
+    assert "| start-up, ingested (600 events): spawn -> first screen: latest sessions + fleet totals" in out
+    assert "|   spawn -> all 30 rows in the table" in out
     assert "| start-up, 600 events to ingest: spawn -> progress bar on screen" in out
     assert "append -> on screen, p50 (5 appends" in out
     assert "| sessions table: rows held / lines rendered by a full repaint" in out

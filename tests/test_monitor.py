@@ -9,13 +9,14 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from ledger.home import Home
-from ledger.monitor import EXAMPLE_QUERIES, Monitor
+from ledger.monitor import EXAMPLE_QUERIES, Monitor, fleet_of
 from ledger.readonly import ReadOnlyViolation
 from ledger.replay import replay
 
@@ -62,6 +63,16 @@ def test_fleet_and_sessions(samples: Path) -> None:
         ["thrashing", "blocked"],
         key=lambda s: -rows[s].updated_at.timestamp(),  # type: ignore[union-attr]
     )
+
+
+def test_recent_sessions_are_the_head_of_all_sessions_and_batches_name_theirs(samples: Path) -> None:
+    m = Monitor([samples])
+    steps = list(m.load(batch_bytes=20_000))
+    assert sorted(s for step in steps for s in step.sessions) == sorted(f.stem for f in FILES)
+    everything = m.sessions()
+    assert m.recent_sessions(4) == everything[:4]
+    assert m.recent_sessions(100) == everything
+    assert m.fleet() == fleet_of(Counter(r.status for r in everything))
 
 
 def test_session_screens_answers(samples: Path) -> None:

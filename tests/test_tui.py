@@ -17,6 +17,7 @@ from ledger import events as E
 from ledger.home import Home
 from ledger.journal import Journal
 from ledger.monitor import SessionRow
+from ledger.store import Ledger
 from tests.test_tui_support import NOW, SAMPLE_FILES, copy_samples, fixed_clock, settle, until
 from tui import format as fmt
 from tui.app import MAX_GAP_S, RalphApp, count_lines, journal_files, main
@@ -383,3 +384,35 @@ def test_ten_thousand_sessions_paint_only_the_rows_in_view(tmp_path: Path) -> No
             assert isinstance(app.screen, SessionScreen) and app.screen.session_id == second
 
     asyncio.run(scenario())
+
+
+def test_a_large_ledger_shows_its_latest_sessions_and_totals_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More sessions than the first screen reads: the latest ones come first with the totals of all,
+    then every session."""
+    monkeypatch.setattr("tui.app.FIRST_SCREEN", 3)
+    home = Home.resolve(tmp_path / "home")
+    copy_samples(home.journals)
+    with Ledger.open(home) as ledger:
+        ledger.ingest()
+    app = RalphApp([home.root], now=fixed_clock, watch=False)
+    applied: list[tuple[int, int]] = []
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = app.sessions_screen
+            original = screen.apply
+
+            def recording(rows: Any, fleet: Any = None) -> int:
+                changed = original(rows, fleet)
+                applied.append((len(screen.rows), screen.fleet.sessions))
+                return changed
+
+            screen.apply = recording  # type: ignore[method-assign]
+            await settle(pilot, lambda: app.loaded)
+            assert screen.table.row_count == 13
+
+    asyncio.run(scenario())
+    assert applied[0] == (3, 13)  # three rows, the totals of all thirteen
+    assert (13, 13) in applied

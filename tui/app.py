@@ -35,7 +35,7 @@ from ledger.replay import replay
 from tui import format as fmt
 from tui.commands import RalphCommands, speed_label
 from tui.help import HelpScreen
-from tui.messages import Failed, LoadDone, Loaded, Opened, Refreshed, ReplayProgress, Watching
+from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, ReplayProgress, Watching
 from tui.session import SessionScreen
 from tui.sessions import SessionsScreen
 from tui.sql import SqlScreen, first_line
@@ -44,6 +44,8 @@ DEFAULT_SPEED: Final = 20.0
 MAX_GAP_S: Final = 2.0
 BATCH_BYTES: Final = 8 << 20
 DEBOUNCE_MS: Final = 50
+FIRST_SCREEN: Final = 200
+"""Sessions read first (the most recent), before all of them."""
 MAX_TOASTS: Final = 4
 DARK: Final = "textual-dark"
 LIGHT: Final = "textual-light"
@@ -261,8 +263,15 @@ class RalphApp(App[None]):
         worker = get_current_worker()
         try:
             monitor = Monitor(self.sources, now=self._clock)
-            self.post_message(Loaded(None, monitor.sessions()))  # the first screen: what is in already
-            self.post_message(Opened(monitor, monitor.pending()))
+            self.post_message(Opened(monitor))
+            # the first screen: the latest sessions and the totals, then every session held
+            first = monitor.recent_sessions(FIRST_SCREEN)
+            if len(first) < FIRST_SCREEN:
+                self.post_message(Loaded(None, first))
+            else:
+                self.post_message(Loaded(None, first, monitor.fleet()))
+                self.post_message(Loaded(None, monitor.sessions()))
+            self.post_message(Pending(monitor.pending()))
             for progress in monitor.load(batch_bytes=self.batch_bytes):
                 self.post_message(Loaded(progress, monitor.sessions(progress.sessions)))
                 if worker.is_cancelled:
@@ -273,11 +282,15 @@ class RalphApp(App[None]):
         self.post_message(LoadDone())
 
     def on_opened(self, message: Opened) -> None:
-        """Keep the monitor; say how much is to ingest."""
+        """Keep the monitor; say that the sessions are being read."""
         self.monitor = message.monitor
+        self.sessions_screen.show_progress("reading sessions…")
+
+    def on_pending(self, message: Pending) -> None:
+        """Say how much is to ingest (the progress bar), or hide the bar."""
         p = message.pending
         label = f"ingesting {p.files_total - p.files_done} journal(s), {p.bytes_total:,} bytes…"
-        self.sessions_screen.show_progress(label if p.bytes_total else "reading…", 0, p.bytes_total)
+        self.sessions_screen.show_progress(label if p.bytes_total else "", 0, p.bytes_total)
 
     def on_loaded(self, message: Loaded) -> None:
         """A batch landed: update the table and the progress bar."""
@@ -285,7 +298,7 @@ class RalphApp(App[None]):
         if p is not None:
             label = f"ingested {p.files_done}/{p.files_total} journal(s), {p.events:,} events"
             self.sessions_screen.show_progress(label, p.bytes_done, p.bytes_total)
-        self.sessions_screen.apply(message.rows)
+        self.sessions_screen.apply(message.rows, message.fleet)
 
     def on_load_done(self, message: LoadDone) -> None:
         """The backlog is in: hide the progress bar, start watching (then replaying)."""

@@ -8,6 +8,7 @@ from ledger import QueryResult
 from ledger.monitor import (
     Checkpoint,
     EventLine,
+    Fleet,
     Heat,
     IterationDetail,
     IterationRow,
@@ -19,11 +20,18 @@ from ledger.monitor import (
 
 
 class Opened(Message):
-    """The monitor is open; ``pending`` is the backlog still to ingest."""
+    """The monitor is open."""
 
-    def __init__(self, monitor: Monitor, pending: Progress) -> None:
+    def __init__(self, monitor: Monitor) -> None:
         super().__init__()
         self.monitor = monitor
+
+
+class Pending(Message):
+    """What the ledger holds is on screen; ``pending`` is the backlog still to ingest."""
+
+    def __init__(self, pending: Progress) -> None:
+        super().__init__()
         self.pending = pending
 
 
@@ -36,13 +44,14 @@ class Failed(Message):
 
 
 class Loaded(Message):
-    """Sessions read at start-up: what the ledger held, then each backlog batch's sessions with the
-    batch's progress (``None`` for the first)."""
+    """Sessions read at start-up: the most recent ones with the fleet totals (``fleet``), then all
+    the ledger held, then each backlog batch's sessions with the batch's progress."""
 
-    def __init__(self, progress: Progress | None, rows: list[SessionRow]) -> None:
+    def __init__(self, progress: Progress | None, rows: list[SessionRow], fleet: Fleet | None = None) -> None:
         super().__init__()
         self.progress = progress
         self.rows = rows
+        self.fleet = fleet
 
 
 class LoadDone(Message):

@@ -169,7 +169,7 @@ class SessionsScreen(Screen[None]):
         self.set_interval(5.0, self.tick_ages)
         self.draw_loading()
         early, self._early = self._early, []
-        self.apply(early)
+        self.apply(early, self.fleet if early else None)
         table.focus()
 
     # -- what the app tells this screen --------------------------------------------------------
@@ -192,11 +192,13 @@ class SessionsScreen(Screen[None]):
             done, total = self.load_progress
             self.query_one("#progress", ProgressBar).update(total=max(1, total), progress=done)
 
-    def apply(self, rows: Iterable[SessionRow]) -> int:
+    def apply(self, rows: Iterable[SessionRow], fleet: Fleet | None = None) -> int:
         """Take these sessions' rows (new or changed), repaint only those and re-sort if anything
-        changed; returns how many rows changed. Nothing is drawn for rows out of view."""
+        changed; returns how many rows changed. Nothing is drawn for rows out of view. The fleet
+        totals are counted from the rows held, unless ``fleet`` is given (when only some are)."""
         if not self.is_mounted:
             self._early += rows
+            self.fleet = fleet or self.fleet
             return 0
         changed: list[str] = []
         for row in rows:
@@ -206,8 +208,11 @@ class SessionsScreen(Screen[None]):
             self.rows[sid] = row
             self.cell_cache.pop(sid, None)
             changed.append(sid)
-        if changed:
+        if fleet is not None:
+            self.fleet = fleet
+        elif changed:
             self.fleet = fleet_of(Counter(r.status for r in self.rows.values()))
+        if changed:
             self.table.invalidate(changed)
             self.resort()
         self.show_fleet()
