@@ -111,9 +111,20 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sql", help="run a read-only query against the ledger views")
     s.add_argument("query", help="one SELECT statement")
     _add_format(s)
-    s = sub.add_parser("export", help="export the events as a partitioned Parquet dataset")
-    s.add_argument("--parquet", required=True, metavar="DIR", help="destination directory")
-    sub.add_parser("schema", help="print the views and detectors and their columns")
+    s = sub.add_parser("export", help="export the events into a partitioned Parquet dataset")
+    s.add_argument(
+        "--parquet", required=True, metavar="DIR", help="the dataset's directory (many homes may share it)"
+    )
+    s.add_argument(
+        "--source", metavar="NAME", help="this home's name in the dataset (default: the host name)"
+    )
+    s.add_argument("--force", action="store_true", help="replace a source folder another home wrote")
+    s = sub.add_parser("schema", help="print the views and detectors and their columns")
+    s.add_argument(
+        "--portable",
+        action="store_true",
+        help="print the views and detectors as DuckDB SQL for an exported dataset (as in DIR/views/)",
+    )
     s = sub.add_parser("hook", help="run as a coding agent's Stop hook (reads the event on stdin)")
     s.add_argument("agent", choices=["claude-code"])
     s = sub.add_parser("init", help="install the Stop hook into a project's agent settings")
@@ -262,25 +273,49 @@ def cmd_sql(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_export(home: Home, args: argparse.Namespace) -> None:
-    """``export --parquet DIR``: write the events under ``DIR/events`` and print how many.
+    """``export --parquet DIR [--source NAME] [--force]``: replace this home's events under
+    ``DIR/events/source=NAME/`` and the views under ``DIR/views/``; print how many events.
 
-    Raises ``LedgerError`` if ``DIR`` exists and is not a directory or the ledger cannot be opened.
+    Warns on stderr when other sources of ``DIR`` hold session ids of this home. Raises ``CliError``
+    (exit 2) for a bad ``--source``, ``LedgerError`` if ``DIR`` is not a directory of such a dataset,
+    its source folder was written by another home (without ``--force``), or the ledger cannot be opened.
     """
-    from ledger.export import export_parquet
+    from ledger.errors import LedgerError
+    from ledger.export import check_source, default_source, export_parquet
 
+    try:
+        source = check_source(default_source() if args.source is None else args.source)
+    except LedgerError as exc:
+        hint = "" if args.source is not None else " (the host name); pass --source NAME"
+        raise CliError(f"ralph-ledger export: --source: {exc}{hint}", 2) from None
     with open_current(home, args.wait) as ledger:
-        n = export_parquet(ledger, Path(args.parquet))
-    print(f"export: {n} events to {args.parquet}")
+        report = export_parquet(ledger, Path(args.parquet), source, force=args.force)
+    if report.shared:
+        others = sorted({other for _, other in report.shared})
+        print(
+            f"ralph-ledger: export: {len(report.shared)} session id(s) of source {source} are also in "
+            f"source(s) {', '.join(others)} of {args.parquet} (e.g. {report.shared[0][0]!r}); "
+            "the views merge sessions by id, so give each home's sessions distinct ids",
+            file=sys.stderr,
+        )
+    print(f"export: {report.events} events of {report.sessions} sessions to {report.folder}")
 
 
 def cmd_schema(home: Home, args: argparse.Namespace) -> None:
     """``schema``: print every view and detector (with its parameters) and its columns and types.
 
     Reads them from an in-memory ledger, so the home is not touched; raises nothing of its own.
+    With ``--portable``, prints them instead as the DuckDB SQL that ``export`` writes next to a
+    Parquet dataset.
     """
     from ledger.sql import definitions
     from ledger.store import Ledger
 
+    if args.portable:
+        from ledger.export import portable_sql
+
+        print(portable_sql(), end="")
+        return
     ledger = Ledger.memory()
     for d in definitions():
         target = d.name if d.kind == "view" else f"{d.name}()"
@@ -508,6 +543,8 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     print(f"ralph-ledger run: {summary}: {result.reason}")
 
 
+# The commands that read the ledger file: one that finds it damaged moves it aside and runs again.
+LEDGER_COMMANDS = ("ingest", "rebuild", "sessions", "show", "sql", "export", "stats")
 COMMANDS: dict[str, Callable[[Home, argparse.Namespace], None]] = {
     "ingest": cmd_ingest,
     "rebuild": cmd_ingest,
@@ -559,13 +596,25 @@ def _main(argv: Sequence[str]) -> int:
     """Run the command line; returns the exit status.
 
     0 on success (also when stdout is closed early), 2 for bad usage, 1 for a ledger, file or command
-    error, 130 when interrupted; each error is printed as one line on stderr.
+    error, 130 when interrupted; each error is printed as one line on stderr. A command that finds
+    the ledger file damaged past opening it (a query meets a corrupt block) moves the file aside
+    and runs once more, on a ledger rebuilt from the journals.
     """
     from ledger.errors import LedgerError, LedgerLocked  # here: the Stop hook's fast path never needs them
 
     try:
         args = build_parser().parse_args(argv)
-        COMMANDS[args.command](Home.resolve(args.home), args)
+        home = Home.resolve(args.home)
+        try:
+            COMMANDS[args.command](home, args)
+        except Exception as exc:
+            if args.command not in LEDGER_COMMANDS:
+                raise
+            from ledger.store import set_aside
+
+            if not set_aside(home.database, exc):  # a damaged ledger file found by a query
+                raise
+            COMMANDS[args.command](home, args)  # again, on a ledger rebuilt from the journals
     except CliError as exc:
         print(exc, file=sys.stderr)
         return exc.code

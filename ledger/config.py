@@ -22,6 +22,7 @@ import msgspec
 
 from ledger.errors import explain
 from ledger.guards import GuardConfig
+from ledger.rules import RuleConfigError, parse_rules
 
 T = TypeVar("T")
 AGENT_MAX_ITERATIONS: Final = {"me": 15, "qa": 10, "sec": 10, "doc": 6, "do": 8}
@@ -90,9 +91,20 @@ def load_toml(path: Path) -> LoopConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     if path.name == "pyproject.toml":
-        data = data.get("tool", {}).get("ralph", {})
-        return convert(data, LoopConfig, str(path), "tool.ralph")
-    return convert(data, LoopConfig, str(path))
+        tool = data.get("tool", {})
+        data = tool.get("ralph", {}) if isinstance(tool, dict) else {}  # `tool = 1`: no [tool.ralph]
+        return _check_rules(convert(data, LoopConfig, str(path), "tool.ralph"), str(path), "tool.ralph.")
+    return _check_rules(convert(data, LoopConfig, str(path)), str(path))
+
+
+def _check_rules(config: LoopConfig, source: str, prefix: str = "") -> LoopConfig:
+    """``config``, once its rule tables decode (``ledger.rules``): a bad rule is a one-line error
+    here, not when a loop starts."""
+    try:
+        parse_rules(config.rules, source, root=prefix + "rules")
+    except RuleConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    return config
 
 
 def find_config(project: Path) -> LoopConfig:
@@ -137,7 +149,11 @@ def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
     is an error."""
     base = base or LoopConfig()
     meta = frontmatter(_read(path), str(path))
-    agent = str(meta.get("name") or path.stem)
+    name = meta.get("name")
+    if isinstance(name, list | dict):  # not str()-ed: a YAML alias bomb would take minutes
+        kind = "a list" if isinstance(name, list) else "a table"
+        raise ConfigError(f"{path}: name: expected a string, got {kind}")
+    agent = str(name or path.stem)
     block = convert(meta.get("iteration", {}), AgentIteration, str(path), "iteration")
     rules = base.rules
     if block.validation_rules:

@@ -171,7 +171,8 @@ class Engine:
     # -- lifecycle -----------------------------------------------------------
     def start(self, session_id: str, config: LoopConfig) -> NextResult:
         """iteration_start: record the loop's configuration and begin iteration 1."""
-        if journal_path(self.home.journals, session_id).exists():
+        path = journal_path(self.home.journals, session_id)
+        if path.exists() and not _only_errors(path):
             raise EngineError(f"session {session_id!r} already exists")
         rules = [*parse_rules(config.rules, "configuration"), *self.custom_rules]
         max_it = config.effective_max_iterations()
@@ -515,6 +516,13 @@ class Engine:
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """One row of the ``iterations`` view per iteration."""
         return _history(self._ledger(session_id), session_id)
+
+
+def _only_errors(path: Path) -> bool:
+    """Whether a journal holds only ``error_recorded`` events: a Stop hook that failed open before
+    its loop could start (a bad ``ralph.toml``, say) leaves one, and the loop must start once mended."""
+    read = read_new(path, Cursor())
+    return not read.bad and all(isinstance(e, ev.ErrorRecorded) for e in read.events)
 
 
 def _history(ledger: Ledger, session_id: str) -> list[dict[str, Any]]:

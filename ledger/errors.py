@@ -9,6 +9,7 @@ by ``ledger.config`` and ``ledger.rules`` alike.
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
@@ -45,6 +46,11 @@ MISSING: Final = object()
 
 AllowedKeys = Callable[[object, str], list[str]]
 
+# Shows a list or table a few items and levels deep: a YAML alias bomb (a list of lists of the same
+# list, ...) would otherwise take minutes to print.
+_SHORT: Final = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict, _SHORT.maxstring = 3, 6, 6, 6, 40
+
 
 def explain(
     message: str,
@@ -55,7 +61,23 @@ def explain(
 ) -> tuple[str, str]:
     """(key path, problem) for a msgspec ValidationError message about ``data``.
     ``choices`` lists valid values per field name; ``allowed_keys`` names the
-    keys valid at a path, for unknown-key errors."""
+    keys valid at a path, for unknown-key errors. Both are one printable line
+    (a key may hold a newline)."""
+    path, problem = _explain(message, data, choices, allowed_keys)
+    return printable(path), printable(problem)
+
+
+def printable(text: str) -> str:
+    """``text`` with line breaks and other unprintable characters escaped, so it stays one line."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _explain(
+    message: str,
+    data: object,
+    choices: Mapping[str, tuple[str, ...]] | None,
+    allowed_keys: AllowedKeys | None,
+) -> tuple[str, str]:
     at = _AT.match(message)
     what, path = (at["what"], at["path"] or "") if at else (message, "")
     if m := _FIELD.match(what):
@@ -97,7 +119,7 @@ def _got(data: object, path: str, got_type: str | None) -> str:
     value = lookup(data, path)
     if value is MISSING:
         return type_words(got_type) if got_type else ""
-    text = repr(value)
+    text = _SHORT.repr(value) if isinstance(value, list | tuple | dict) else repr(value)
     return text if len(text) <= 40 else text[:39] + "…"
 
 

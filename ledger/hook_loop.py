@@ -168,6 +168,9 @@ def native_stop(
         return HookOutcome()
     if loop.claude_session_id and loop.claude_session_id != data.session_id:
         return HookOutcome()  # another Claude Code session's loop: never block or touch it
+    transcript = transcript_of(data)
+    if transcript is None and data.transcript_path and data.last_assistant_message is None:
+        raise HookInputError(f"transcript {data.transcript_path!r} is not a readable file")
     if not loop.claude_session_id:
         loop = msgspec.structs.replace(loop, claude_session_id=data.session_id)
         write_loop_file(path, loop)
@@ -180,7 +183,7 @@ def native_stop(
     elif engine.status(sid)["status"] != "running":
         path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
         return HookOutcome()
-    text, turn = _turn(data, transcript_of(data), offset)
+    text, turn = _turn(data, transcript, offset)
     result = engine.validate(
         sid,
         text or "",

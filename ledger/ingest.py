@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import threading
 import time
 import uuid
@@ -45,6 +46,7 @@ BATCH_BYTES: Final = 1024 * 1024 * 1024
 MODES: Final = ("fast", "normalise", "exact")
 SMALL_FILES: Final = 8
 SMALL_BYTES: Final = 64 * 1024
+SCRATCH_NAME: Final = re.compile(r"ingest-(\d+)-[0-9a-f]{32}\.jsonl")  # see _scratch_path
 
 
 @dataclass(slots=True)
@@ -266,6 +268,26 @@ def _seq_problem(e: ev.Event, session_id: str, expected: int) -> str:
     if e.seq < expected:
         return f"seq {e.seq} repeats or goes back (expected {expected})"
     return ""
+
+
+def sweep_scratch(tmpdir: Path) -> None:
+    """Remove from a home's scratch directory the files of ingests whose process is gone (killed
+    mid-ingest: nothing else would remove them). Their names carry the pid; a pid in use again
+    keeps its files."""
+    try:
+        names = [m for e in os.scandir(tmpdir) if (m := SCRATCH_NAME.fullmatch(e.name))]
+    except OSError:
+        return
+    for m in names:
+        pid = int(m[1])
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            (tmpdir / m[0]).unlink(missing_ok=True)
+        except OSError:  # alive, another user's
+            pass
 
 
 def _scratch_path(tmpdir: Path) -> tuple[Path, int]:

@@ -4,7 +4,8 @@ Appending takes an exclusive ``flock`` on the journal, reads the last
 complete line to find the next ``seq``, writes the whole line with one
 ``os.write`` on an ``O_APPEND`` descriptor and (by default) fsyncs. A torn
 last line left by a crash is first closed with a newline, so it stays a
-single bad line (reported by readers) and the next event starts clean.
+single bad line (reported by readers) and the next event starts clean; if
+only its newline was missing, it is a whole event and its seq counts.
 
 Reading is incremental from a byte offset and never raises on bad data:
 complete lines are decoded, a partial last line is left for the next read,
@@ -192,8 +193,8 @@ def bad_reason(line: bytes, exc: Exception) -> str:
     """Why a line is not an event, in words a user can act on."""
     if not line.strip():
         return "empty line: expected one JSON event"
-    if isinstance(exc, msgspec.ValidationError):
-        return f"not a valid event: {exc}"
+    if isinstance(exc, msgspec.ValidationError):  # it may quote a value: kept on one printable line
+        return "not a valid event: " + "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
     if str(exc) == "Input data was truncated":
         return "torn line (incomplete JSON, e.g. a crash mid-append): expected one JSON event"
     return f"not valid JSON ({exc}): expected one JSON event"
@@ -263,6 +264,11 @@ def _last_seq(fd: int, size: int) -> tuple[int, bool]:
         return 0, False
     end = _rfind_newline(fd, size) + 1  # just past the last complete line
     torn = end != size
+    if torn:  # a writer killed just before a line's newline left a whole event: the append ends
+        try:  # that line, so the event counts (else the next event would repeat its seq)
+            return ev.decode(os.pread(fd, size - end, end)).seq, torn
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass
     while end > 0:
         start = _rfind_newline(fd, end - 1) + 1
         line = os.pread(fd, end - 1 - start, start)
@@ -294,7 +300,9 @@ class Journal:
 
     @contextmanager
     def _locked(self) -> Iterator[int]:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # The journals directory and the home above it (which will hold the ledger), owner only.
+        self.path.parent.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.path.parent.mkdir(exist_ok=True, mode=0o700)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

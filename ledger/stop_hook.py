@@ -83,6 +83,8 @@ def parse_input(raw: bytes) -> HookInput:
         raise HookInputError(f"stdin is not a Stop hook event: {exc}") from None
     except msgspec.DecodeError as exc:
         raise HookInputError(f"stdin is not JSON: {exc}") from None
+    except RecursionError:
+        raise HookInputError("stdin is not a Stop hook event: JSON nested too deeply") from None
     if not data.session_id.strip():
         raise HookInputError("stdin has no session_id")
     return data
@@ -105,12 +107,18 @@ def project_dir(data: HookInput) -> Path:
 
 
 def transcript_of(data: HookInput) -> Path | None:
-    """The transcript path from stdin, resolved; None when absent or unreadable."""
+    """The transcript path from stdin, resolved; None when absent, relative, or not a regular file
+    (a directory, a FIFO, a device, a symlink loop): reading those could block or never end."""
     if not data.transcript_path:
         return None
-    path = Path(data.transcript_path).expanduser()
-    path = path.resolve() if path.is_absolute() else None  # type: ignore[assignment]
-    return path if path is not None and path.is_file() else None
+    try:
+        path = Path(data.transcript_path).expanduser()
+        if not path.is_absolute():
+            return None
+        path = path.resolve()
+        return path if path.is_file() else None
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte, "~" with no home
+        return None
 
 
 def _previous_offset(journal: Journal) -> tuple[bool, int]:
@@ -129,7 +137,9 @@ def _previous_offset(journal: Journal) -> tuple[bool, int]:
 
 def _turn(data: HookInput, transcript: Path | None, start: int) -> tuple[str | None, Scan | None]:
     """The agent's last text (None when there is no way to read it) and what
-    it did since ``start`` in the transcript."""
+    it did since ``start`` in the transcript (from its start again if it is now shorter: rewritten)."""
+    if transcript is not None and start > transcript.stat().st_size:
+        start = 0
     turn = scan(transcript, start) if transcript is not None else None
     if data.last_assistant_message is not None:
         return data.last_assistant_message, turn

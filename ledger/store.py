@@ -3,17 +3,24 @@
 The ``events`` table is derived from the vocabulary (``ledger.schema``),
 filled by ``ledger.ingest``, and read through the views and detectors of
 ``ledger.sql``. The file can be deleted at any time: it is rebuilt from the
-journals.
+journals. A file DuckDB cannot read (corrupt, truncated) is moved aside as
+``ledger.duckdb.corrupt-<timestamp>`` and rebuilt the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import os
 import re
+import stat
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -21,7 +28,7 @@ import duckdb
 
 from ledger.errors import LedgerError, LedgerLocked
 from ledger.home import Home
-from ledger.ingest import IngestReport, ingest
+from ledger.ingest import IngestReport, ingest, sweep_scratch
 from ledger.schema import SCHEMA_VERSION as EVENTS_VERSION
 from ledger.schema import create_events_sql
 from ledger.sql import load_definitions
@@ -36,6 +43,8 @@ TABLES: Final = (
 )
 # A ledger file of another layout is emptied and re-ingested on open.
 SCHEMA_VERSION: Final = hashlib.sha256((EVENTS_VERSION + "".join(TABLES)).encode()).hexdigest()[:16]
+# What DuckDB says of a file it cannot read as a database (checksum mismatch, truncated, not one).
+DAMAGE_SIGNS: Final = ("corrupt database file", "not a valid duckdb database", "could not read enough bytes")
 
 
 def describe_holder(message: str) -> str:
@@ -51,6 +60,40 @@ def describe_holder(message: str) -> str:
     return f"PID {pid}" + (f" ({cmd[:80]})" if cmd else "")
 
 
+_UMASK_LOCK: Final = threading.RLock()
+
+
+@contextlib.contextmanager
+def owner_only() -> Iterator[None]:
+    """While it lasts, files this process creates get no group or other permissions: DuckDB creates
+    the ledger, its WAL (anew after every checkpoint) and its spill files with the umask. The umask
+    is process-wide, so the changes are serialised and always undone."""
+    with _UMASK_LOCK:
+        old = os.umask(0o077)
+        try:
+            yield
+        finally:
+            os.umask(old)
+
+
+def restrict(path: Path) -> None:
+    """Drop group and other permissions from the ledger file and its WAL (a ledger created by an
+    older version has the umask's)."""
+    for p in (path, path.with_name(path.name + ".wal")):
+        with contextlib.suppress(OSError):
+            mode = stat.S_IMODE(os.stat(p).st_mode)
+            if mode & 0o077:
+                os.chmod(p, mode & 0o700)
+
+
+def _connect_file(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    with owner_only():
+        con = duckdb.connect(str(path), read_only=read_only)
+    if not read_only:
+        restrict(path)
+    return con
+
+
 def connect(path: Path | None, *, read_only: bool = False, wait: float = 0.0) -> duckdb.DuckDBPyConnection:
     """Open a DuckDB file (or memory), waiting up to ``wait`` seconds for a lock."""
     if path is None:
@@ -58,9 +101,9 @@ def connect(path: Path | None, *, read_only: bool = False, wait: float = 0.0) ->
     deadline = time.monotonic() + wait
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            return _connect_file(path, read_only)  # owner-only permissions
         except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
+            if not is_lock_error(exc):
                 raise LedgerError(f"cannot open ledger {path}: {str(exc).splitlines()[0]}") from None
             if time.monotonic() >= deadline:
                 raise LedgerLocked(path, describe_holder(str(exc))) from None
@@ -70,6 +113,60 @@ def connect(path: Path | None, *, read_only: bool = False, wait: float = 0.0) ->
                 f"cannot open ledger {path}: {str(exc).splitlines()[0]} "
                 "(run 'ralph-ledger rebuild' to recreate it from the journals)"
             ) from None
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """Whether a DuckDB error says that another process holds the file ("lock", not "block")."""
+    return re.search(r"\block", str(exc).lower()) is not None
+
+
+def damage_of(exc: BaseException, path: Path) -> str:
+    """DuckDB's first line if ``exc`` (or an error it was raised from) says that the file ``path``
+    cannot be read as a database, else ``""``. A lock error never counts."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, duckdb.Error):
+            if is_lock_error(seen):
+                return ""
+            text = str(seen).strip()
+            low = text.lower()
+            mentions = "corrupt database file" in low or str(path) in text  # the former names no file
+            if mentions and any(sign in low for sign in DAMAGE_SIGNS):
+                return text.splitlines()[0]
+        seen = seen.__cause__ or seen.__context__
+    return ""
+
+
+def set_aside(path: Path, exc: BaseException) -> bool:
+    """If ``exc`` says that the ledger file ``path`` cannot be read as a database, move the file
+    (and its WAL) to ``<name>.corrupt-<UTC timestamp>`` and say so in one line on stderr. False
+    when ``exc`` is another error, or another process holds the file (then it is left alone)."""
+    damage = damage_of(exc, path)
+    if not damage:
+        return False
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return True  # already moved (by another process)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the lock DuckDB takes: nobody has it open
+        except OSError:
+            return False
+        aside = path.with_name(f"{path.name}.corrupt-{datetime.now(UTC):%Y%m%dT%H%M%S.%fZ}")
+        os.rename(path, aside)
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(f"{path}.wal", f"{aside}.wal")
+    finally:
+        os.close(fd)
+    print(
+        f"ralph-ledger: ledger {path} cannot be read ({damage}); moved it aside to {aside.name} "
+        "and rebuilding it from the journals",
+        file=sys.stderr,
+    )
+    return True
 
 
 class Ledger:
@@ -91,7 +188,8 @@ class Ledger:
         # insert in parallel without keeping file order: ~1.6x faster ingest.
         con.execute("SET preserve_insertion_order = false")
         if writable:
-            self._ensure_tables()
+            with self._private():
+                self._ensure_tables()
         load_definitions(self.con)
 
     # -- opening -----------------------------------------------------------
@@ -106,12 +204,21 @@ class Ledger:
     ) -> Ledger:
         """Open ``home``'s ledger file; if another process holds it, wait up to
         ``wait`` seconds, then either raise ``LedgerLocked`` or (``fallback``)
-        build an in-memory ledger from the journals, saying so on stderr."""
+        build an in-memory ledger from the journals, saying so on stderr.
+
+        A file DuckDB cannot read as a database (corrupt, truncated) is moved aside as
+        ``ledger.duckdb.corrupt-<timestamp>`` and replaced by an empty ledger, which the next
+        ``ingest`` fills from the journals; read-only, it raises ``LedgerError`` instead."""
         if read_only and not home.database.exists():
             raise LedgerError(f"no ledger at {home.database} yet (run 'ralph-ledger ingest')")
         try:
             home.ensure()
-            con = connect(home.database, read_only=read_only, wait=wait)
+            try:
+                return cls._open_file(home, read_only=read_only, wait=wait)
+            except (duckdb.Error, LedgerError) as exc:
+                if read_only or not set_aside(home.database, exc):
+                    raise
+            return cls._open_file(home, wait=wait)
         except LedgerLocked as exc:
             if not fallback:
                 raise
@@ -119,7 +226,15 @@ class Ledger:
             mem = cls.memory(home)
             mem.ingest()
             return mem
-        return cls(con, home, writable=not read_only, path=home.database)
+
+    @classmethod
+    def _open_file(cls, home: Home, *, read_only: bool = False, wait: float = 0.0) -> Ledger:
+        con = connect(home.database, read_only=read_only, wait=wait)
+        try:
+            return cls(con, home, writable=not read_only, path=home.database)
+        except BaseException:
+            con.close()
+            raise
 
     def close(self) -> None:
         """Close the DuckDB connection."""
@@ -152,17 +267,47 @@ class Ledger:
             raise LedgerError("this ledger was opened read-only; it cannot ingest")
         files = list(journals) if journals is not None else (self.home.journal_files() if self.home else [])
         tmp = self.home.tmp if self.home else Path(tempfile.gettempdir())
-        return ingest(self.con, files, tmp, live=live)
+        if self.home:
+            sweep_scratch(tmp)  # what ingests killed part-way left
+        with self._private():
+            return self._mending(lambda: ingest(self.con, files, tmp, live=live))
 
     def rebuild(self) -> IngestReport:
         """Forget everything ingested and read every journal again."""
-        con = self.con
-        con.execute("BEGIN TRANSACTION")
-        con.execute("DELETE FROM events")
-        con.execute("DELETE FROM ingest_positions")
-        con.execute("DELETE FROM ingest_errors")
-        con.execute("COMMIT")
-        return self.ingest()
+
+        def empty_then_ingest() -> IngestReport:
+            con = self.con
+            con.execute("BEGIN TRANSACTION")
+            con.execute("DELETE FROM events")
+            con.execute("DELETE FROM ingest_positions")
+            con.execute("DELETE FROM ingest_errors")
+            con.execute("COMMIT")
+            tmp = self.home.tmp if self.home else Path(tempfile.gettempdir())
+            return ingest(self.con, self.home.journal_files() if self.home else [], tmp)
+
+        if self.home:
+            sweep_scratch(self.home.tmp)
+        with self._private():
+            return self._mending(empty_then_ingest)
+
+    def _private(self) -> contextlib.AbstractContextManager[None]:
+        """``owner_only()`` around writes to a ledger file (they may create its WAL)."""
+        return owner_only() if self.path is not None else contextlib.nullcontext()
+
+    def _mending(self, work: Callable[[], IngestReport]) -> IngestReport:
+        """``work()``; if it finds the ledger file damaged, move the file aside and ingest every
+        journal into a new one."""
+        try:
+            return work()
+        except (duckdb.Error, LedgerError) as exc:
+            if self.path is None or self.home is None or not damage_of(exc, self.path):
+                raise
+            with contextlib.suppress(duckdb.Error):
+                self.con.close()
+            if not set_aside(self.path, exc):
+                raise
+            self.con = self._open_file(self.home).con
+        return ingest(self.con, self.home.journal_files(), self.home.tmp)
 
     # -- queries -----------------------------------------------------------
     def query(

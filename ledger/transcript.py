@@ -39,7 +39,8 @@ Decisions:
 - ``session_id`` is the last non-empty ``sessionId`` in the range read (summary and snapshot lines
   have none).
 - A missing or unreadable file raises ``OSError`` (``FileNotFoundError`` for a missing one) from both
-  functions: the caller decides whether that is fatal.
+  functions: the caller decides whether that is fatal. So does anything but a regular file (a FIFO,
+  a device such as ``/dev/zero``, a directory), without blocking: it could never be read to its end.
 
 This module imports only the standard library, msgspec and :mod:`ledger.events`: never DuckDB or
 pyarrow, since a Stop hook runs it on every stop.
@@ -47,7 +48,9 @@ pyarrow, since a Stop hook runs it on every stop.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, Final
 
@@ -328,6 +331,20 @@ def _lines_forward(f: BinaryIO, cap: int) -> Iterator[tuple[bytes | None, int]]:
             yield None, len(raw) + rest
 
 
+def _open_regular(path: PathArg, buffering: int) -> BinaryIO:
+    """``path`` opened for reading; ``OSError`` for anything but a regular file, without blocking on
+    a FIFO."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fsdecode(path))
+        os.set_blocking(fd, True)
+        return open(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def scan(path: PathArg, start: int = 0, *, max_line_bytes: int = MAX_LINE_BYTES) -> Scan:
     """Aggregate the complete lines of the transcript at ``path`` from byte offset ``start``.
 
@@ -339,7 +356,7 @@ def scan(path: PathArg, start: int = 0, *, max_line_bytes: int = MAX_LINE_BYTES)
         raise ValueError(f"start must be >= 0, got {start}")
     agg = _Aggregate()
     end = start
-    with open(path, "rb", buffering=_READ_BUFFER) as f:
+    with _open_regular(path, _READ_BUFFER) as f:
         f.seek(start)
         for raw, size in _lines_forward(f, max_line_bytes):
             agg.feed(raw)
@@ -475,7 +492,7 @@ def find_last_text(
     ``max_bytes``). Raises ``OSError`` (``FileNotFoundError`` if missing) when the file cannot be read.
     """
     search = _TextSearch()
-    with open(path, "rb", buffering=0) as f:
+    with _open_regular(path, 0) as f:
         lines = _BackwardLines(f, max_bytes, max_line_bytes)
         for raw in lines:
             if search.done_after(raw):

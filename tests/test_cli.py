@@ -165,7 +165,7 @@ def test_export_parquet_round_trip(
     assert "export: 161 events" in capsys.readouterr().out
     con = duckdb.connect()
     n = con.execute(
-        f"SELECT count(*), count(DISTINCT day) FROM read_parquet('{dest}/events/*/*.parquet', "
+        f"SELECT count(*), count(DISTINCT day) FROM read_parquet('{dest}/events/*/*/*.parquet', "
         "hive_partitioning = true)"
     ).fetchone()
     assert n == (161, 3)

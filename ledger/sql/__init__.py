@@ -30,11 +30,13 @@ class Definition:
     sql: str
     params: str = ""
 
-    def ddl(self) -> str:
-        """The statement installing it: ``CREATE OR REPLACE TEMP VIEW`` or ``TEMP MACRO ... AS TABLE``."""
+    def ddl(self, *, temp: bool = True) -> str:
+        """The statement installing it: ``CREATE OR REPLACE TEMP VIEW`` or ``TEMP MACRO ... AS TABLE``
+        (without ``TEMP`` when ``temp`` is false: a view or macro stored in the database)."""
+        scope = "TEMP " if temp else ""
         if self.kind == "view":
-            return f"CREATE OR REPLACE TEMP VIEW {self.name} AS\n{self.sql}"
-        return f"CREATE OR REPLACE TEMP MACRO {self.name}({self.params}) AS TABLE\n{self.sql}"
+            return f"CREATE OR REPLACE {scope}VIEW {self.name} AS\n{self.sql}"
+        return f"CREATE OR REPLACE {scope}MACRO {self.name}({self.params}) AS TABLE\n{self.sql}"
 
 
 @cache
@@ -53,10 +55,12 @@ def definitions() -> tuple[Definition, ...]:
     return tuple(out)
 
 
-def load_definitions(con: duckdb.DuckDBPyConnection) -> None:
-    """Install all views and macros; a definition may use ones installed later
-    in name order, so failures are retried until nothing more succeeds."""
+def load_definitions(con: duckdb.DuckDBPyConnection) -> list[Definition]:
+    """Install all views and macros and return them in the order they were installed; a
+    definition may use ones installed later in name order, so failures are retried until
+    nothing more succeeds."""
     pending = list(definitions())
+    installed: list[Definition] = []
     while pending:
         failed: list[tuple[Definition, duckdb.Error]] = []
         for d in pending:
@@ -64,7 +68,23 @@ def load_definitions(con: duckdb.DuckDBPyConnection) -> None:
                 con.execute(d.ddl())
             except duckdb.Error as exc:
                 failed.append((d, exc))
+            else:
+                installed.append(d)
         if len(failed) == len(pending):
             first, error = failed[0]
             raise RuntimeError(f"{first.kind} {first.name}.sql does not load: {error}")
         pending = [d for d, _ in failed]
+    return installed
+
+
+@cache
+def install_order() -> tuple[Definition, ...]:
+    """Every definition, each after the ones it uses (installed once over an empty ``events`` table)."""
+    from ledger.schema import create_events_sql
+
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(create_events_sql())
+        return tuple(load_definitions(con))
+    finally:
+        con.close()
