@@ -28,11 +28,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+import duckdb
 import msgspec
 
 from ledger.home import Home
 from ledger.journal import utc_now
-from ledger.readonly import QueryResult, run_readonly
+from ledger.readonly import QueryResult, ReadOnlyViolation, run_readonly
+from ledger.sql import load_definitions
 from ledger.store import Ledger
 
 SPARK_POINTS: Final = 20
@@ -243,6 +245,8 @@ class Monitor:
             raise ValueError("Monitor needs at least one source")
         self.now = now
         self._lock = threading.RLock()
+        self._query_lock = threading.Lock()
+        self._query_con: duckdb.DuckDBPyConnection | None = None
         self._dirs: list[Path] = []
         self._files: list[Path] = []
         homes: list[Home] = []
@@ -504,14 +508,35 @@ class Monitor:
             for r in rows
         ]
 
-    def query(self, sql: str) -> QueryResult:
-        """One read-only query (``ledger.readonly``); raises ``ReadOnlyViolation`` with a one-line message."""
-        with self._lock:
-            return run_readonly(self.ledger.con, sql, lock=False)
+    def query(self, sql: str, *, max_rows: int | None = None, timeout_s: float | None = None) -> QueryResult:
+        """One read-only query (``ledger.readonly``), at most ``max_rows`` rows, stopped after
+        ``timeout_s``; raises ``ReadOnlyViolation`` with a one-line message. It runs on a
+        connection of its own, so live ingest goes on while a slow query runs."""
+        with self._query_lock:
+            with self._lock:
+                if self._query_con is None:
+                    self._query_con = self.ledger.con.cursor()
+                    load_definitions(self._query_con)
+                con = self._query_con
+            timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
+            try:
+                return run_readonly(con, sql, lock=False, max_rows=max_rows)
+            except ReadOnlyViolation as exc:
+                if timer is not None and timer.finished.is_set() and "interrupt" in str(exc).lower():
+                    raise ReadOnlyViolation(f"query stopped after {timeout_s:g} s (time limit)") from None
+                raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
 
     def close(self) -> None:
         """Close the ledger."""
         with self._lock:
+            if self._query_con is not None:
+                self._query_con.close()
             self.ledger.close()
 
 

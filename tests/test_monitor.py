@@ -9,13 +9,16 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from ledger import events as E
 from ledger.home import Home
+from ledger.journal import Journal
 from ledger.monitor import EXAMPLE_QUERIES, Monitor, fleet_of
 from ledger.readonly import ReadOnlyViolation
 from ledger.replay import replay
@@ -220,3 +223,40 @@ def test_replay_tells_each_lines_recorded_time_before_writing_it(tmp_path: Path)
     stamps = [datetime.fromisoformat(json.loads(line)["ts"]).timestamp() for line in lines]
     assert [ts for ts, _ in seen] == stamps
     assert [n for _, n in seen] == list(range(len(stamps)))  # told before the line is written
+
+
+SLOW_SQL = "SELECT sum(a.range * b.range) FROM range(200000) a, range(200000) b"
+
+
+def test_query_caps_its_rows_and_stops_at_its_time_limit_without_blocking_ingest(tmp_path: Path) -> None:
+    journals = tmp_path / "j"
+    shutil.copytree(SAMPLES, journals, ignore=shutil.ignore_patterns("*.py", "*.md"))
+    m = Monitor([journals])
+    list(m.load())
+    capped = m.query("SELECT * FROM range(5000)", max_rows=100)
+    assert len(capped.rows) == 100 and capped.truncated
+    whole = m.query("SELECT * FROM range(50)", max_rows=100)
+    assert len(whole.rows) == 50 and not whole.truncated
+
+    outcome: list[str] = []
+
+    def slow() -> None:
+        try:
+            m.query(SLOW_SQL, timeout_s=1.5)
+            outcome.append("finished")
+        except ReadOnlyViolation as exc:
+            outcome.append(str(exc))
+
+    runner = threading.Thread(target=slow)
+    started = time.monotonic()
+    runner.start()
+    time.sleep(0.2)  # the query is running now
+    Journal.for_session(journals, "while-querying", fsync=False).append(
+        E.SessionStarted(session_id="while-querying", task="t", agent="a")
+    )
+    update = m.refresh()
+    refreshed = time.monotonic() - started
+    runner.join(30)
+    assert update.sessions == ["while-querying"] and refreshed < 1.5  # not held up by the query
+    assert outcome == ["query stopped after 1.5 s (time limit)"]
+    assert time.monotonic() - started < 15

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from tui.app import RalphApp
 
 MAX_ROWS: Final = 1000
+QUERY_TIMEOUT_S: Final = 60.0
 
 
 def first_line(exc: BaseException) -> str:
@@ -157,7 +158,8 @@ class SqlScreen(Screen[None]):
             message = QueryDone(sql, None, "the ledger is still opening; try again in a moment")
         else:
             try:
-                message = QueryDone(sql, monitor.query(sql), "")
+                result = monitor.query(sql, max_rows=MAX_ROWS, timeout_s=QUERY_TIMEOUT_S)
+                message = QueryDone(sql, result, "")
             except Exception as exc:  # one line in the console, never a traceback
                 message = QueryDone(sql, None, first_line(exc))
         if not get_current_worker().is_cancelled:
@@ -175,7 +177,7 @@ class SqlScreen(Screen[None]):
         result = message.result
         table: DataTable[Any] = self.query_one("#results", DataTable)
         table.clear(columns=True)
-        rows = [[cell(v) for v in row] for row in result.rows[:MAX_ROWS]]
+        rows = [[cell(v) for v in row] for row in result.rows]
         widths = fmt.column_widths(result.columns, rows)
         for i, (name, width) in enumerate(zip(result.columns, widths, strict=True)):
             table.add_column(name, key=f"c{i}", width=width)
@@ -183,8 +185,10 @@ class SqlScreen(Screen[None]):
             table.add_row(*row)
         self.result_columns = list(result.columns)
         self.result_rows = len(result.rows)
-        shown = f"first {MAX_ROWS:,} of " if len(result.rows) > MAX_ROWS else ""
-        status.update(f"{shown}{len(result.rows):,} row(s) · {len(result.columns)} column(s)")
+        count = f"the first {len(result.rows):,} rows (more not fetched)" if result.truncated else (
+            f"{len(result.rows):,} row(s)"
+        )
+        status.update(f"{count} · {len(result.columns)} column(s)")
 
     def show_error(self, error: str) -> None:
         """One line of error under the editor (empty clears it)."""

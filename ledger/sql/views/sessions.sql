@@ -14,14 +14,23 @@ SELECT
   arg_max(max_iterations, seq) FILTER (WHERE max_iterations IS NOT NULL) AS max_iterations,
   arg_max(score, seq) FILTER (WHERE type = 'validation_ran') AS last_score,
   arg_max(signal, seq) FILTER (WHERE type IN ('signal_resolved', 'guard_tripped')) AS last_signal,
-  coalesce(any_value(f.streak), 0) AS consecutive_failures,
+  coalesce(any_value(e.streak), 0) AS consecutive_failures,
   bool_or(type = 'override' AND kind = 'manual_stop') AS stop_requested,
   arg_max(reason, seq) FILTER (WHERE type = 'override' AND kind = 'manual_stop') AS stop_reason,
   min(ts) AS started_at,
   max(ts) AS updated_at,
-  count(*) AS events,
+  count(e.seq) AS events,
   coalesce(sum(tokens.input + tokens.output + tokens.cache_creation + tokens.cache_read)
            FILTER (WHERE type = 'agent_turn'), 0) AS tokens
-FROM events e
-LEFT JOIN failure_streak() f ON f.session_id = e.session_id
+FROM (
+  -- The failure streak comes in as extra rows rather than a join, so that a filter on session_id
+  -- reaches both branches (a LEFT JOIN kept it from the detector's side: 57 ms vs 19 ms for one
+  -- session of a 1M-event ledger).
+  SELECT session_id, type, seq, agent, task, iteration, max_iterations, score, signal, kind, reason, ts,
+         tokens, CAST(NULL AS BIGINT) AS streak
+  FROM events
+  UNION ALL
+  SELECT session_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, streak
+  FROM failure_streak()
+) e
 GROUP BY e.session_id
