@@ -77,3 +77,24 @@ def test_tui_bench_runs_in_quick_mode(tmp_path: Path) -> None:
     verdicts = [row[3] for row in cells[1:] if row[2]]  # the rows with a target
     assert len(verdicts) == 8 and set(verdicts) <= {"PASS", "FAIL"}
     assert not list(tmp_path.glob("tui-home-*")), "the temporary homes are removed"
+
+
+def test_one_command_runs_every_bench() -> None:
+    """bench/run_all.py runs each bench script (a new one cannot be left out), with arguments the
+    script's own parser accepts."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import run_all
+    finally:
+        sys.path.pop(0)
+    scripts = {script for _, script, _, _ in run_all.RUNS}
+    assert scripts == {p.name for p in (ROOT / "bench").glob("bench_*.py")}
+    for _, script, full, quick in run_all.RUNS:
+        for args in (full, quick):
+            probe = subprocess.run(
+                [sys.executable, str(ROOT / "bench" / script), *args, "--help"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert probe.returncode == 0 and "usage:" in probe.stdout, (script, args, probe.stderr[-300:])

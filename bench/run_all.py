@@ -1,0 +1,82 @@
+"""Every figure of the README's performance table, in one command.
+
+    .venv/bin/python bench/run_all.py            # the full runs (about 15 minutes on 2 cores)
+    .venv/bin/python bench/run_all.py --quick    # small runs of each, a minute or two
+
+Runs, one after another (never two at once: each measures a 2-core machine), the ledger bench
+(journal appends, bulk ingest, views and detectors next to SQLite), the Stop hook bench (whole
+process on a 3 MB transcript), the monitor bench (ralph-tui start-up, append-to-screen latency,
+peak RSS) and the load bench (many hook processes into one home while a reader ingests), and prints
+their tables under one header naming the machine. Exits 1 if any of them failed to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+BENCH: Final = Path(__file__).resolve().parent
+RUNS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]] = (
+    ("ledger: journal, ingest, views, detectors vs SQLite", "bench_ledger.py", (), ("--quick",)),
+    ("Stop hook: whole process, 3 MB transcript", "bench_hook.py", (), ("--runs", "10")),
+    ("ralph-tui: start-up, live latency, memory", "bench_tui.py", (), ("--quick",)),
+    ("load: hook processes into one home while a reader ingests", "bench_load.py", (), ("--quick",)),
+)
+"""(title, script, arguments of the full run, arguments of the quick run)."""
+
+
+def machine() -> str:
+    """One line naming the machine the figures come from."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}; load average before the runs {load}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every bench script and print its output under a heading."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--quick", action="store_true", help="small runs of each bench")
+    a = p.parse_args(argv)
+    print(f"# ralph-ledger performance ({'quick' if a.quick else 'full'} runs)\n")
+    print(f"machine: {machine()}\n")
+    failed = []
+    for title, script, full, quick in RUNS:
+        print(f"## {title} (bench/{script})\n", flush=True)
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, str(BENCH / script), *(quick if a.quick else full)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        print(proc.stdout.rstrip())
+        if proc.returncode != 0:
+            failed.append(script)
+            last = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
+            print(f"\n{script} exited {proc.returncode}: {last[0]}")
+        print(f"\n({script}: {time.monotonic() - started:.0f} s)\n", flush=True)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
