@@ -63,8 +63,9 @@ class Position:
 @dataclass(slots=True)
 class IngestReport:
     """What one ingest did: events inserted, journals given, bad lines, journals found truncated or
-    replaced (``reset``, re-read from the start), wall-clock seconds, and ``exact_batches`` (1 when
-    the line-by-line exact path was needed).
+    replaced (``reset``, re-read from the start), wall-clock seconds, ``exact_batches`` (1 when
+    the line-by-line exact path was needed), and ``seqs``: for each session that gained events,
+    its last seq before and after.
     """
 
     events: int = 0
@@ -73,6 +74,7 @@ class IngestReport:
     reset: list[str] = field(default_factory=list)
     seconds: float = 0.0
     exact_batches: int = 0
+    seqs: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -160,7 +162,7 @@ def _ingest_all(
     ok = False
     con.execute("BEGIN TRANSACTION")
     try:
-        mark = _scalar(con, "SELECT coalesce(max(rowid), -1) FROM events")
+        mark = -1 if mode == "exact" else _scalar(con, "SELECT coalesce(max(rowid), -1) FROM events")
         while (item := feed.get()) is not None:
             if isinstance(item, BaseException):
                 raise item
@@ -174,6 +176,9 @@ def _ingest_all(
         con.execute("COMMIT")
         ok = True
         report.events = sum(b.events for b in loaded)
+        report.seqs = {
+            w.session_id: (w.pos.last_seq, w.last_seq) for w in works if w.last_seq > w.pos.last_seq
+        }
         return True
     finally:
         if not ok:

@@ -318,8 +318,9 @@ class Monitor:
             size += n
             if size >= batch_bytes or i == len(work):
                 with self._lock:
-                    events += self.ledger.ingest(batch).events
-                    ids = sorted(self._last_seqs(batch))
+                    report = self.ledger.ingest(batch)
+                events += report.events
+                ids = sorted(report.seqs)
                 done += size
                 batch, size = [], 0
                 yield Progress(
@@ -338,24 +339,15 @@ class Monitor:
         if not files:
             return Update(sessions=[], alerts=[], events=0, bad_lines=[])
         with self._lock:
-            before = self._last_seqs(files)
             report = self.ledger.ingest(files, live=True)
-            after = self._last_seqs(files)
-            changed_ids = sorted(s for s, seq in after.items() if seq != before.get(s))
-            alerts = self._alerts({s: before.get(s, 0) for s in changed_ids})
+            changed_ids = sorted(report.seqs)
+            alerts = self._alerts({s: report.seqs[s][0] for s in changed_ids})
         return Update(
             sessions=changed_ids,
             alerts=alerts,
             events=report.events,
             bad_lines=[str(b) for b in report.bad_lines],
         )
-
-    def _last_seqs(self, files: list[Path]) -> dict[str, int]:
-        rows = self.ledger.con.execute(
-            "SELECT session_id, last_seq FROM ingest_positions WHERE journal IN (SELECT unnest(?))",
-            [[f.name for f in files]],
-        ).fetchall()
-        return {str(r[0]): int(r[1] or 0) for r in rows if r[0]}
 
     def _alerts(self, since: dict[str, int]) -> list[Alert]:
         if not since:

@@ -228,3 +228,19 @@ def test_an_ingest_duckdb_cannot_hold_raises_and_stores_nothing(home: Home) -> N
         assert ledger.rows("SELECT count(*) AS n FROM ingest_positions") == [{"n": 0}]
         ledger.con.execute("SET memory_limit = '1GB'")
         assert ledger.ingest().events == 3000
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_the_report_names_each_session_that_gained_events_with_its_seqs(home: Home, live: bool) -> None:
+    a = Journal.for_session(home.journals, "a", fsync=False)
+    b = Journal.for_session(home.journals, "b", fsync=False)
+    a.append(E.SessionStarted(session_id="a", task="t"), E.IterationStarted(session_id="a", iteration=1))
+    b.append(E.SessionStarted(session_id="b", task="t"))
+    with Ledger.open(home) as ledger:
+        assert ledger.ingest(live=live).seqs == {"a": (0, 2), "b": (0, 1)}
+        a.append(E.AgentTurn(session_id="a", iteration=1))
+        with (home.journals / "b.jsonl").open("a") as f:
+            f.write("not json\n")  # a bad line moves no seq
+        report = ledger.ingest(live=live)
+        assert report.seqs == {"a": (2, 3)} and len(report.bad_lines) == 1
+        assert ledger.ingest(live=live).seqs == {}

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from rich.text import Text
 from textual.widgets import DataTable, Input, RichLog
@@ -368,6 +370,24 @@ def test_ten_thousand_sessions_paint_only_the_rows_in_view(tmp_path: Path) -> No
             assert table.cursor_key == "s09999" and table.scroll_y > 9_000
             assert table.painted <= 2 * table.size.height
             await pilot.press("home")
+            # a few changed rows move into their places: the same order as sorting them all
+            rng = random.Random(7)
+            for sort_index, descending in ((0, True), (4, True), (4, False), (2, False)):
+                screen.sort_index, screen.descending = sort_index, descending
+                screen.resort()
+                for _ in range(5):
+                    changed = [
+                        msgspec.structs.replace(
+                            screen.rows[f"s{rng.randrange(10_000):05d}"],
+                            updated_at=NOW + timedelta(seconds=rng.randrange(-5000, 50)),
+                            last_score=float(rng.randrange(101)),
+                        )
+                        for _ in range(rng.randrange(1, 6))
+                    ]
+                    screen.apply(changed)
+                    assert screen.visible_ids() == screen.ordered()
+            screen.sort_index, screen.descending = 0, True
+            screen.resort()
             # a click on the "score" header sorts by score, highest first; a second click reverses
             score_x = 1 + sum(c.width + 1 for c in COLUMNS[:3]) + 1
             await pilot.click(VirtualTable, offset=(score_x, 0))
