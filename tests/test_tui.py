@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from textual.widgets import DataTable, Input, RichLog
 from ledger import events as E
 from ledger.home import Home
 from ledger.journal import Journal
-from ledger.monitor import SessionRow
+from ledger.monitor import SessionRow, fleet_of
 from ledger.store import Ledger
 from tests.test_tui_support import NOW, SAMPLE_FILES, copy_samples, fixed_clock, settle, until
 from tui import format as fmt
@@ -381,11 +382,13 @@ def test_ten_thousand_sessions_paint_only_the_rows_in_view(tmp_path: Path) -> No
                             screen.rows[f"s{rng.randrange(10_000):05d}"],
                             updated_at=NOW + timedelta(seconds=rng.randrange(-5000, 50)),
                             last_score=float(rng.randrange(101)),
+                            status=rng.choice(["running", "complete", "blocked", "escalated"]),
                         )
                         for _ in range(rng.randrange(1, 6))
                     ]
                     screen.apply(changed)
                     assert screen.visible_ids() == screen.ordered()
+                    assert screen.fleet == fleet_of(Counter(r.status for r in screen.rows.values()))
             screen.sort_index, screen.descending = 0, True
             screen.resort()
             # a click on the "score" header sorts by score, highest first; a second click reverses

@@ -328,7 +328,7 @@ class RalphApp(App[None]):
         changes = awatch(
             *paths,
             watch_filter=only_journals,
-            step=10,
+            step=5,
             debounce=DEBOUNCE_MS,
             stop_event=self._watch_stop,
             recursive=False,

@@ -157,6 +157,8 @@ class SessionsScreen(Screen[None]):
         self.load_progress: tuple[int, int] | None = None
         self._early: list[SessionRow] = []
         self.cell_cache: dict[str, dict[str, Text]] = {}
+        self.status_counts: Counter[str] = Counter()
+        """Sessions per status, kept as rows change (the fleet totals are counted from it)."""
         self.table = VirtualTable(COLUMNS, self.render_row, id="sessions")
         self._filter_timer: Timer | None = None
 
@@ -222,17 +224,22 @@ class SessionsScreen(Screen[None]):
             self.fleet = fleet or self.fleet
             return 0
         changed: list[str] = []
+        counts = self.status_counts
         for row in rows:
             sid = row.session_id
-            if self.rows.get(sid) == row:
+            old = self.rows.get(sid)
+            if old == row:
                 continue
+            if old is not None:
+                counts[old.status] -= 1
+            counts[row.status] += 1
             self.rows[sid] = row
             self.cell_cache.pop(sid, None)
             changed.append(sid)
         if fleet is not None:
             self.fleet = fleet
         elif changed:
-            self.fleet = fleet_of(Counter(r.status for r in self.rows.values()))
+            self.fleet = fleet_of(counts)
         if changed:
             self.table.invalidate(changed)
             if len(changed) <= MOVE_AT_MOST and self.table.row_count:
