@@ -50,6 +50,7 @@ from typing import Any, Final
 
 import duckdb
 import msgspec
+from tables import cpu_model, markdown_table  # bench/tables.py, beside this script
 
 from ledger import events as ev
 from ledger.home import Home
@@ -1025,33 +1026,12 @@ def query_row(name: str, duck: QueryStats, lite: QueryStats | None) -> Row:
 def render(rows: list[Row]) -> str:
     header = Row("measurement", "ralph-ledger (DuckDB)", "SQLite", "ratio", "target", "result")
     cells = [[c.measurement, c.ledger, c.sqlite, c.ratio, c.target, c.result] for c in (header, *rows)]
-    widths = [max(len(line[i]) for line in cells) for i in range(6)]
     right = {1, 2, 3}
-
-    def line(values: list[str]) -> str:
-        parts = [
-            v.rjust(w) if i in right else v.ljust(w)
-            for i, (v, w) in enumerate(zip(values, widths, strict=True))
-        ]
-        return "| " + " | ".join(parts) + " |"
-
-    sep = (
-        "|"
-        + "|".join(("-" * (w + 1) + ":") if i in right else "-" * (w + 2) for i, w in enumerate(widths))
-        + "|"
-    )
-    return "\n".join([line(cells[0]), sep, *(line(c) for c in cells[1:])])
+    return markdown_table(cells, right)
 
 
 def machine_info() -> str:
-    model = "unknown CPU"
-    try:
-        for text in Path("/proc/cpuinfo").read_text().splitlines():
-            if text.startswith("model name"):
-                model = text.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model()
     mem = ""
     try:
         kb = int(Path("/proc/meminfo").read_text().split()[1])

@@ -63,6 +63,8 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar, Final
 if TYPE_CHECKING:
     from tui.app import RalphApp
 
+from tables import cpu_model, markdown_table  # bench/tables.py, beside this script
+
 BENCH_DIR: Final = Path(__file__).resolve().parent
 SCRIPT: Final = Path(__file__).resolve()
 SIZE: Final = (120, 40)
@@ -888,22 +890,8 @@ def fmt_ms(ms: float) -> str:
 def render(rows: list[Row]) -> str:
     header = Row("metric", "value", "target", "result", "/ python -c pass", "/ import textual.app")
     cells = [[r.metric, r.value, r.target, r.result, r.vs_pass, r.vs_textual] for r in (header, *rows)]
-    widths = [max(len(line[i]) for line in cells) for i in range(6)]
     right = {1, 4, 5}
-
-    def line(values: list[str]) -> str:
-        parts = [
-            v.rjust(w) if i in right else v.ljust(w)
-            for i, (v, w) in enumerate(zip(values, widths, strict=True))
-        ]
-        return "| " + " | ".join(parts) + " |"
-
-    sep = (
-        "|"
-        + "|".join(("-" * (w + 1) + ":") if i in right else "-" * (w + 2) for i, w in enumerate(widths))
-        + "|"
-    )
-    return "\n".join([line(cells[0]), sep, *(line(c) for c in cells[1:])])
+    return markdown_table(cells, right)
 
 
 @dataclass(slots=True)
@@ -1090,14 +1078,7 @@ def report_rows(r: Results, cfg: Config) -> list[Row]:
 def machine_info() -> str:
     import textual
 
-    model = "unknown CPU"
-    try:
-        for text in Path("/proc/cpuinfo").read_text().splitlines():
-            if text.startswith("model name"):
-                model = text.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model()
     load = "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     return (
         f"machine: nproc={len(os.sched_getaffinity(0))}, {model}, {platform.system()} {platform.release()}, "

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from tables import cpu_model  # bench/tables.py, beside this script
+
 BENCH: Final = Path(__file__).resolve().parent
 RUNS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]] = (
     ("ledger: journal, ingest, views, detectors vs SQLite", "bench_ledger.py", (), ("--quick",)),
@@ -34,14 +36,7 @@ RUNS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]] = (
 
 def machine() -> str:
     """One line naming the machine the figures come from."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return (
         f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, "
