@@ -189,3 +189,25 @@ def fingerprint(con: duckdb.DuckDBPyConnection) -> tuple[Any, ...]:
         con.execute("SELECT database_name FROM duckdb_databases() ORDER BY ALL").fetchall(),
         con.execute("SELECT current_setting('enable_external_access')").fetchall(),
     )
+
+
+def odd_paths(root: Path) -> dict[str, str]:
+    """Paths (made under ``root``) that are not a readable regular file, each in its own way: what a
+    hook may be handed as a transcript path or a working directory."""
+    (root / "adir").mkdir()
+    os.mkfifo(root / "fifo")
+    (root / "loop1").symlink_to(root / "loop2")
+    (root / "loop2").symlink_to(root / "loop1")
+    (root / "to-fifo").symlink_to(root / "fifo")
+    return {
+        "directory": str(root / "adir"),
+        "fifo": str(root / "fifo"),
+        "symlink to a fifo": str(root / "to-fifo"),
+        "/dev/zero": "/dev/zero",
+        "symlink loop": str(root / "loop1"),
+        "nonexistent": str(root / "missing.jsonl"),
+        "relative": "relative/t.jsonl",
+        "home-relative": "~/no/such/transcript.jsonl",
+        "nul byte": str(root) + "/a\x00b",
+        "too long": "/" + "x" * 5000,
+    }

@@ -48,6 +48,7 @@ from tests.safety import (
     hook_process,
     hypothesis_settings,
     interrupting,
+    odd_paths,
     one_line,
     snapshot_journals,
     tree,
@@ -107,22 +108,7 @@ class HookBed:
             )
             + "\n"
         )
-        (root / "adir").mkdir()
-        os.mkfifo(root / "fifo")
-        (root / "loop1").symlink_to(root / "loop2")
-        (root / "loop2").symlink_to(root / "loop1")
-        self.paths = {  # transcript paths, readable or not
-            "file": str(self.transcript),
-            "dir": str(root / "adir"),
-            "fifo": str(root / "fifo"),
-            "/dev/zero": "/dev/zero",
-            "loop": str(root / "loop1"),
-            "missing": str(root / "missing.jsonl"),
-            "relative": "relative/t.jsonl",
-            "~": "~/no/such/transcript.jsonl",
-            "nul": str(root) + "/\x00nul",
-            "long": "/" + "x" * 5000,
-        }
+        self.paths = {"file": str(self.transcript), **odd_paths(root)}  # transcript paths, readable or not
         self.cwds = [
             str(self.project),
             str(root / "adir"),
@@ -255,10 +241,24 @@ def test_hook_mutated_events_fail_open(bed: HookBed, long_form: bool) -> None:
     check()
 
 
-@pytest.mark.parametrize("kind", ["dir", "fifo", "/dev/zero", "loop", "missing", "relative", "nul", "long"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "directory",
+        "fifo",
+        "symlink to a fifo",
+        "/dev/zero",
+        "symlink loop",
+        "nonexistent",
+        "relative",
+        "home-relative",
+        "nul byte",
+        "too long",
+    ],
+)
 def test_hook_unreadable_transcript_allows_the_stop(bed: HookBed, kind: str) -> None:
     """Drop-in mode does what the plugin does (its own message, the loop ends); nothing hangs."""
-    session = f"t-{kind.strip('/').replace('/', '-')}"
+    session = "t-" + "".join(c if c.isalnum() else "-" for c in kind.strip("/"))
     outcome = bed.stop(bed.event(session, transcript_path=bed.paths[kind]))
     assert outcome.stdout == "" and outcome.stderr.startswith(PLUGIN_MESSAGE + "Failed to extract")
     assert not (bed.project / STATE_FILE).exists()

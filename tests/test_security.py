@@ -39,6 +39,7 @@ from tests.safety import (
     one_line,
     tree,
 )
+from tests.safety import odd_paths as make_odd_paths
 
 TALLY = Tally("security suite")
 INJECTIONS = (
@@ -372,22 +373,7 @@ def test_the_loop_file_is_private(tmp_path: Path) -> None:
 @pytest.fixture
 def odd_paths(tmp_path: Path) -> dict[str, str]:
     """Paths that are not a readable regular file, each in its own way."""
-    (tmp_path / "adir").mkdir()
-    os.mkfifo(tmp_path / "fifo")
-    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
-    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
-    (tmp_path / "to-fifo").symlink_to(tmp_path / "fifo")
-    return {
-        "directory": str(tmp_path / "adir"),
-        "fifo": str(tmp_path / "fifo"),
-        "symlink to a fifo": str(tmp_path / "to-fifo"),
-        "/dev/zero": "/dev/zero",
-        "symlink loop": str(tmp_path / "loop1"),
-        "nonexistent": str(tmp_path / "missing.jsonl"),
-        "relative": "t.jsonl",
-        "nul byte": str(tmp_path) + "/a\x00b",
-        "too long": "/" + "x" * 5000,
-    }
+    return make_odd_paths(tmp_path)
 
 
 def test_transcript_paths_are_resolved_and_checked(tmp_path: Path, odd_paths: dict[str, str]) -> None:
