@@ -79,6 +79,8 @@ PING_KEY: Final = "f12"
 PING_EVERY_S: Final = 0.05
 LAG_SLEEP_S: Final = 0.01
 APPEND_GAP_S: Final = (0.05, 0.10)
+SPACED_GAP_S: Final = (0.3, 0.4)
+"""Appends one at a time: each is on screen before the next is written (no queueing)."""
 CHILD_TIMEOUT_S: Final = 900.0
 
 
@@ -119,6 +121,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, argparse.Name
     )
     p.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--expect", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--gap", default=",".join(f"{g:g}" for g in APPEND_GAP_S), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     quick = bool(a.quick)
     cfg = Config(
@@ -448,8 +451,10 @@ def last_line(path: Path) -> dict[str, Any]:
     return value
 
 
-def child_append(rec: Recorder, home: Path, count: int, seed: int) -> None:
-    """Append ``count`` events one at a time to random journals, ~50-100 ms apart."""
+def child_append(
+    rec: Recorder, home: Path, count: int, seed: int, gap: tuple[float, float] = APPEND_GAP_S
+) -> None:
+    """Append ``count`` events one at a time to random journals, ``gap`` seconds apart (a range)."""
     from ledger import events as ev
     from ledger.journal import Journal
 
@@ -470,7 +475,7 @@ def child_append(rec: Recorder, home: Path, count: int, seed: int) -> None:
         rec.emit(
             "append", sid=written.session_id, seq=written.seq, ts=written.ts.isoformat(), started=started
         )
-        time.sleep(rng.uniform(*APPEND_GAP_S))
+        time.sleep(rng.uniform(*gap))
 
 
 def child_ingest(rec: Recorder, home: Path) -> None:
@@ -489,7 +494,8 @@ def child_main(a: argparse.Namespace, cfg: Config) -> int:
     home: Path = a.home
     try:
         if a.child == "append":
-            child_append(rec, home, cfg.appends, cfg.seed)
+            low, high = (float(x) for x in a.gap.split(","))
+            child_append(rec, home, cfg.appends, cfg.seed, (low, high))
         elif a.child == "ingest":
             child_ingest(rec, home)
         else:
@@ -791,6 +797,7 @@ class LiveRun:
     timed: dict[str, list[float]] = field(default_factory=dict)
     catch_up_s: float = 0.0
     memory: Memory | None = None
+    spaced_ms: list[float] = field(default_factory=list)  # the same, for appends 300-400 ms apart
 
 
 def parse_ts(text: str) -> datetime:
@@ -844,12 +851,23 @@ def bench_live(cfg: Config, home: Home) -> LiveRun:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and match_appends(appends, child).missing:
             time.sleep(0.1)
+        spaced_gap = ",".join(f"{g:g}" for g in SPACED_GAP_S)
+        spacer = Child(
+            "append", home.root, "--appends", str(max(5, cfg.appends // 4)), "--seed", str(cfg.seed + 1),
+            "--gap", spaced_gap,
+        )
+        spacer.finish()
+        spaced = spacer.events("append")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and match_appends(spaced, child).missing:
+            time.sleep(0.1)
         time.sleep(0.5)
         child.send("quit\n")
         child.finish()
     finally:
         child.kill()
     run = match_appends(appends, child)
+    run.spaced_ms = match_appends(spaced, child).latency_ms
     run.catch_up_s = catch_up
     run.timed = child.timed(start=float(live["t"]))
     run.memory = Memory.of(child)
@@ -1013,6 +1031,14 @@ def live_rows(live: LiveRun, m: int) -> list[Row]:
         ),
         Row("append -> on screen, max", fmt_ms(max(lat)), result=f"{live.missing} never shown"),
     ]
+    if live.spaced_ms:
+        gap = f"{SPACED_GAP_S[0] * 1000:.0f}-{SPACED_GAP_S[1] * 1000:.0f} ms"
+        rows.append(
+            Row(
+                f"  one at a time ({len(live.spaced_ms)} appends {gap} apart): p50 / p95",
+                f"{fmt_ms(med(live.spaced_ms))} / {fmt_ms(percentile(live.spaced_ms, 95))}",
+            )
+        )
     for label, values in (
         ("append -> the watcher marks the file", live.notice_ms),
         ("append -> Refreshed posted (worker done)", live.posted_ms),

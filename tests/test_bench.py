@@ -70,6 +70,7 @@ def test_tui_bench_runs_in_quick_mode(tmp_path: Path) -> None:
     assert "|   spawn -> all 30 rows in the table" in out
     assert "| start-up, 600 events to ingest: spawn -> progress bar on screen" in out
     assert "append -> on screen, p50 (5 appends" in out
+    assert "one at a time (5 appends 300-400 ms apart): p50 / p95" in out
     assert "| sessions table: rows held / lines rendered by a full repaint" in out
     assert "| baseline: python -c pass" in out
     assert "0 never shown" in out
