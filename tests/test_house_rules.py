@@ -105,7 +105,17 @@ def test_the_cli_loads_duckdb_only_for_commands_that_need_it() -> None:
 # What the Claude Code Stop hook (a fresh process on every agent stop, bench/bench_hook.py) must not
 # import: DuckDB, pyarrow and PyYAML are heavy; json, argparse, hashlib and dataclasses cost it 1.5 to
 # 5 ms each (hence msgspec Structs).
-HOOK_MUST_NOT_IMPORT: Final = ("duckdb", "pyarrow", "yaml", "json", "argparse", "hashlib", "dataclasses")
+HOOK_MUST_NOT_IMPORT: Final = (
+    "duckdb",
+    "pyarrow",
+    "yaml",
+    "json",
+    "argparse",
+    "hashlib",
+    "dataclasses",
+    "typing_extensions",
+    "inspect",
+)
 _LOADED = f"sorted(m for m in {HOOK_MUST_NOT_IMPORT!r} if m in sys.modules)"
 
 
@@ -138,3 +148,14 @@ def test_a_stop_that_blocks_imports_nothing_slow(tmp_path: Path) -> None:
     )
     assert '"decision": "block"' in proc.stdout
     assert proc.stderr.strip() == "0 []"
+
+
+def test_msgspec_imported_lean_still_decodes_and_leaves_typing_extensions_importable() -> None:
+    code = (
+        "import sys, ledger.cli; from ledger import events as E; "
+        "assert 'typing_extensions' not in sys.modules; "
+        "e = E.decode(E.encode(E.ValidationRan(session_id='s', iteration=2, score=50.0, passed=False))); "
+        "import typing_extensions; print(type(e).__name__, e.iteration, typing_extensions.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["ValidationRan", "2", "typing_extensions"]
