@@ -14,16 +14,11 @@ import pytest
 
 from ledger import events as E
 from ledger.journal import Cursor, read_new
+from tests.helpers import AGENT_PREAMBLE
 
 NO_BREAKER = "[guards.circuit_breaker]\nenabled = false\n"
 NO_STALL = "[guards.validation_stall]\nenabled = false\n"
-PREAMBLE = """\
-import json, pathlib, sys, time
-state = pathlib.Path(sys.argv[1])
-prompt = sys.stdin.read()
-counter = state / "count"
-n = int(counter.read_text()) + 1 if counter.exists() else 1
-counter.write_text(str(n))
+PREAMBLE = AGENT_PREAMBLE + """\
 def flag(name, on=True):
     path = pathlib.Path(name + ".ok")
     path.touch() if on else path.unlink(missing_ok=True)

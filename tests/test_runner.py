@@ -24,17 +24,11 @@ from ledger.guards import GuardConfig, _Guard
 from ledger.home import Home
 from ledger.journal import Cursor, read_new
 from ledger.runner import RunResult, run_agent, run_loop
-from tests.helpers import ticking
+from tests.helpers import AGENT_PREAMBLE, ticking
 
 PROMPT = "Build the thing.\n"
 
-PREAMBLE = """\
-import pathlib, subprocess, sys, time
-state = pathlib.Path(sys.argv[1])
-prompt = sys.stdin.read()
-counter = state / "count"
-n = int(counter.read_text()) + 1 if counter.exists() else 1
-counter.write_text(str(n))
+PREAMBLE = AGENT_PREAMBLE + """\
 (state / f"prompt{n}.txt").write_text(prompt)
 """
 
