@@ -281,8 +281,12 @@ class Monitor:
         return [found[key] for key in sorted(found)]
 
     def _wanted(self, path: Path) -> bool:
+        if path.suffix != ".jsonl":
+            return False
+        if path in self._files or path.parent in self._dirs:  # the watcher's paths need no resolving
+            return True
         path = path.resolve()
-        return path.suffix == ".jsonl" and (path in self._files or path.parent in self._dirs)
+        return path in self._files or path.parent in self._dirs
 
     def _offsets(self) -> dict[str, int]:
         rows = self.ledger.con.execute("SELECT journal, byte_offset FROM ingest_positions").fetchall()

@@ -267,7 +267,7 @@ class Ledger:
             raise LedgerError("this ledger was opened read-only; it cannot ingest")
         files = list(journals) if journals is not None else (self.home.journal_files() if self.home else [])
         tmp = self.home.tmp if self.home else Path(tempfile.gettempdir())
-        if self.home:
+        if self.home and not live:  # (a live tail's frequent small ingests leave it to the others)
             sweep_scratch(tmp)  # what ingests killed part-way left
         with self._private():
             return self._mending(lambda: ingest(self.con, files, tmp, live=live))

@@ -44,6 +44,7 @@ DEFAULT_SPEED: Final = 20.0
 MAX_GAP_S: Final = 2.0
 BATCH_BYTES: Final = 8 << 20
 DEBOUNCE_MS: Final = 50
+SWITCH_INTERVAL_S: Final = 0.0005
 FIRST_SCREEN: Final = 200
 """Sessions read first (the most recent), before all of them."""
 MAX_TOASTS: Final = 4
@@ -163,6 +164,10 @@ class RalphApp(App[None]):
 
     def on_mount(self) -> None:
         """Install the SQL console and start opening the sources."""
+        # The workers make many short calls that release the GIL (DuckDB, file system); each takes it
+        # back only after the switch interval if the UI thread is busy (5 ms by default): a refresh
+        # measured 50 ms in the app at 5 ms, 26 ms at 0.2 ms, 22 ms in a process of its own.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         self.install_screen(self.sql_screen, "sql")
         self.sessions_screen.show_progress("opening…")
         self.open_and_load()

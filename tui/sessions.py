@@ -161,6 +161,7 @@ class SessionsScreen(Screen[None]):
         """Sessions per status, kept as rows change (the fleet totals are counted from it)."""
         self.table = VirtualTable(COLUMNS, self.render_row, id="sessions")
         self._filter_timer: Timer | None = None
+        self._fleet_line: Text | None = None
 
     @property
     def ralph(self) -> RalphApp:
@@ -282,7 +283,9 @@ class SessionsScreen(Screen[None]):
             line.append(f"  · filter “{self.filter_text}” {self.table.row_count}/{len(self.rows)}")
         if self.status_note:
             line.append(f"  · {self.status_note}", style=fmt.GREY)
-        self.query_one("#fleet", Static).update(line)
+        if line != self._fleet_line:  # an update lays the screen out again: only when it changed
+            self._fleet_line = line
+            self.query_one("#fleet", Static).update(line)
         self.query_one("#empty").set_class(bool(self.rows) and self.table.row_count == 0, "shown")
 
     def ordered(self) -> list[str]:
