@@ -263,14 +263,9 @@ class Ledger:
     def ingest(self, journals: Sequence[Path] | None = None, *, live: bool = False) -> IngestReport:
         """Ingest what is new in the journals (all of the home's by default); ``live`` for a tail's
         small, frequent appends (see ``ledger.ingest.ingest``)."""
-        if not self.writable:
-            raise LedgerError("this ledger was opened read-only; it cannot ingest")
-        files = list(journals) if journals is not None else (self.home.journal_files() if self.home else [])
-        tmp = self.home.tmp if self.home else Path(tempfile.gettempdir())
-        if self.home and not live:  # (a live tail's frequent small ingests leave it to the others)
-            sweep_scratch(tmp)  # what ingests killed part-way left
-        with self._private():
-            return self._mending(lambda: ingest(self.con, files, tmp, live=live))
+        files = list(journals) if journals is not None else self._journals()
+        # (a live tail's frequent small ingests leave the scratch sweep to the others)
+        return self._write(lambda: ingest(self.con, files, self._tmp(), live=live), sweep=not live)
 
     def rebuild(self) -> IngestReport:
         """Forget everything ingested and read every journal again."""
@@ -282,13 +277,25 @@ class Ledger:
             con.execute("DELETE FROM ingest_positions")
             con.execute("DELETE FROM ingest_errors")
             con.execute("COMMIT")
-            tmp = self.home.tmp if self.home else Path(tempfile.gettempdir())
-            return ingest(self.con, self.home.journal_files() if self.home else [], tmp)
+            return ingest(self.con, self._journals(), self._tmp())
 
-        if self.home:
+        return self._write(empty_then_ingest, sweep=True)
+
+    def _journals(self) -> list[Path]:
+        return self.home.journal_files() if self.home else []
+
+    def _tmp(self) -> Path:
+        return self.home.tmp if self.home else Path(tempfile.gettempdir())
+
+    def _write(self, work: Callable[[], IngestReport], *, sweep: bool) -> IngestReport:
+        """Run an ingest: owner-only files, a damaged file mended; first, with ``sweep``, remove
+        the scratch files that killed ingests left in the home."""
+        if not self.writable:
+            raise LedgerError("this ledger was opened read-only; it cannot ingest")
+        if self.home and sweep:
             sweep_scratch(self.home.tmp)
         with self._private():
-            return self._mending(empty_then_ingest)
+            return self._mending(work)
 
     def _private(self) -> contextlib.AbstractContextManager[None]:
         """``owner_only()`` around writes to a ledger file (they may create its WAL)."""

@@ -351,7 +351,7 @@ class SessionsScreen(Screen[None]):
     @on(VirtualTable.HeaderClicked, "#sessions")
     def _header_clicked(self, event: VirtualTable.HeaderClicked) -> None:
         for index, sort in enumerate(SORTS):
-            if sort.column == event.column:
+            if sort.column == event.key:
                 if index == self.sort_index:
                     self.descending = not self.descending
                 else:

@@ -75,8 +75,8 @@ class VirtualTable(ScrollView, can_focus=True):
 
     cursor_row: reactive[int] = reactive(0, always_update=True)
 
-    class Selected(Message):
-        """A row was chosen (Enter, or a click on the cursor's row)."""
+    class _Event(Message):
+        """Something happened to a row or column of the table."""
 
         def __init__(self, table: VirtualTable, key: str) -> None:
             super().__init__()
@@ -88,18 +88,11 @@ class VirtualTable(ScrollView, can_focus=True):
             """The table (for ``@on`` selectors)."""
             return self.table
 
-    class HeaderClicked(Message):
-        """A column header was clicked."""
+    class Selected(_Event):
+        """A row was chosen (Enter, or a click on the cursor's row): ``key`` is the row's."""
 
-        def __init__(self, table: VirtualTable, column: str) -> None:
-            super().__init__()
-            self.table = table
-            self.column = column
-
-        @property
-        def control(self) -> VirtualTable:
-            """The table (for ``@on`` selectors)."""
-            return self.table
+    class HeaderClicked(_Event):
+        """A column header was clicked: ``key`` is the column's."""
 
     def __init__(
         self,
