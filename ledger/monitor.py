@@ -120,6 +120,7 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     last_signal: str
     consecutive_failures: int
     tokens: int
+    """As the ``turn_tokens`` view defines them (input + output + cache), summed over the session."""
     started_at: datetime | None
     updated_at: datetime | None
     stop_requested: bool
@@ -162,7 +163,8 @@ class RuleCell(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class IterationRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One row of the iteration timeline."""
+    """One row of the iteration timeline; its tokens as the ``turn_tokens`` view defines them
+    (``tokens_total`` = input + output + cache, the number shown wherever tokens are)."""
 
     iteration: int
     started_at: datetime | None
@@ -176,6 +178,7 @@ class IterationRow(msgspec.Struct, frozen=True, kw_only=True):
     files_modified: list[str]
     tokens_input: int
     tokens_output: int
+    tokens_cache: int
     tokens_total: int
     rules: list[RuleCell]
 
@@ -630,6 +633,7 @@ def _iteration(r: dict[str, Any], rules: list[RuleCell]) -> IterationRow:
         files_modified=[str(f) for f in r["files_modified"] or []],
         tokens_input=int(r["tokens_input"] or 0),
         tokens_output=int(r["tokens_output"] or 0),
+        tokens_cache=int(r["tokens_cache"] or 0),
         tokens_total=int(r["tokens_total"] or 0),
         rules=rules,
     )

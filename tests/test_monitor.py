@@ -295,3 +295,21 @@ def test_bad_lines_and_rewritten_journals_are_told(tmp_path: Path) -> None:
     update = m.refresh([path])
     assert update.reset == [str(path)] and update.sessions == ["tdd-success"]
     assert m.refresh([path]).reset == []
+
+
+def test_tokens_have_one_definition_the_views_and_the_monitor_share(samples: Path) -> None:
+    """tokens = input + output + cache_creation + cache_read of each agent turn (``turn_tokens``),
+    summed per iteration and per session the same way: the sessions' totals are their iterations'."""
+    m = Monitor([samples])
+    list(m.load())
+    turns = m.query(
+        "SELECT sum(tokens.input + tokens.output + tokens.cache_creation + tokens.cache_read) FROM events"
+    ).rows[0][0]
+    sessions = m.sessions()
+    assert turns > 0 and sum(s.tokens for s in sessions) == turns
+    for s in sessions:
+        its = m.iterations(s.session_id)
+        assert sum(i.tokens_total for i in its) == s.tokens
+        assert all(i.tokens_total == i.tokens_input + i.tokens_output + i.tokens_cache for i in its)
+    cc = next(s for s in sessions if s.session_id.startswith("cc-"))
+    assert [i.tokens_total for i in m.iterations(cc.session_id)] == [58433, 220342, 96989]

@@ -28,7 +28,7 @@ from tui.help import HelpScreen
 from tui.session import SessionScreen
 from tui.sessions import COLUMNS, SORTS, SessionsScreen
 from tui.table import VirtualTable
-from tui.widgets import HeatGrid, ScorePlot
+from tui.widgets import HeatGrid, ScorePlot, TokenBars
 
 ESCALATED_SQL = "SELECT session_id, status FROM sessions WHERE status = 'escalated' ORDER BY 1"
 ESCALATED = ["circuit-breaker", "hook-failure", "max-iterations", "quality-regression", "validation-stall"]
@@ -582,3 +582,39 @@ def test_a_screenshot_goes_to_a_folder_that_exists_and_says_where(
             assert any(str(app.screenshots[0]) in n.message for n in app._notifications)
 
     asyncio.run(scenario())
+
+
+CC_SAMPLE = "cc-5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
+
+
+def test_tokens_are_one_number_in_the_chart_the_timeline_the_title_and_the_table(tmp_path: Path) -> None:
+    """The Claude Code sample's cache reads are most of its tokens: the per-iteration chart once drew
+    input + output only (1.2k) where the timeline said 58.4k. Every place now shows the same total,
+    and the chart says what it is made of."""
+    app = RalphApp([copy_samples(tmp_path / "j", [CC_SAMPLE])], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, lambda: app.loaded and CC_SAMPLE in app.sessions_screen.rows)
+            app.open_session(CC_SAMPLE)
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.loads > 0)
+            session = app.screen
+            assert isinstance(session, SessionScreen)
+            timeline = session.query_one("#timeline", DataTable)
+            numbers = [it.iteration for it in session.iterations]
+            in_timeline = [plain(timeline.get_cell(str(n), "tokens")) for n in numbers]
+            bars = session.query_one(TokenBars)
+            legend, *lines = bars.render().plain.splitlines()
+            assert legend.split() == ["█in", "█out", "█cache", "=", "tokens"]
+            assert [line.split()[-1] for line in lines] == in_timeline == ["58.4k", "220.3k", "97.0k"]
+            total = sum(it.tokens_total for it in session.iterations)
+            assert total == app.sessions_screen.rows[CC_SAMPLE].tokens
+            assert f"{fmt.tokens(total)} tokens" in session.query_one("#title").render().plain  # type: ignore[union-attr]
+            assert plain(
+                app.sessions_screen.render_row(CC_SAMPLE)[COLUMN_KEYS.index("tokens")]
+            ) == fmt.tokens(total)
+
+    asyncio.run(scenario())
+
+
+COLUMN_KEYS = [c.key for c in COLUMNS]
