@@ -618,3 +618,92 @@ def test_tokens_are_one_number_in_the_chart_the_timeline_the_title_and_the_table
 
 
 COLUMN_KEYS = [c.key for c in COLUMNS]
+
+
+def iteration_events(sid: str, n: int, feedback: str = "") -> list[E.Event]:
+    """One iteration of a live session: started, the agent's turn, validation, its signal."""
+    t = NOW + timedelta(seconds=n)
+    return [
+        E.IterationStarted(session_id=sid, ts=t, iteration=n),
+        E.AgentTurn(session_id=sid, ts=t, iteration=n, output_excerpt=f"turn {n}"),
+        E.ValidationRan(session_id=sid, ts=t, iteration=n, score=10.0 * n, passed=False),
+        E.SignalResolved(
+            session_id=sid, ts=t, iteration=n, signal="CONTINUE", feedback=[feedback] if feedback else []
+        ),
+    ]
+
+
+def test_the_session_screen_follows_a_live_session(tmp_path: Path) -> None:
+    """New iterations are selected as they come, unless the user moved to another one (and again once
+    they move back to the newest); the selected iteration's panel shows its events as they arrive."""
+    journals = tmp_path / "journals"
+    journal = Journal.for_session(journals, "live", fsync=False)
+    journal.append(*started("live"))
+    app = RalphApp([journals], now=fixed_clock)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: app.live and "live" in app.sessions_screen.rows)
+            app.open_session("live")
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.detail)
+            session = app.screen
+            assert isinstance(session, SessionScreen) and session.selected_iteration == 1
+
+            def detail_of(n: int) -> str:
+                d = session.detail
+                return "" if d is None or d.iteration != n else " ".join([d.output_excerpt, *d.feedback])
+
+            # the selected (newest) iteration's panel fills in as its events arrive
+            journal.append(*iteration_events("live", 1, "tests fail")[1:])
+            await until(pilot, lambda: detail_of(1) == "turn 1 tests fail")
+            # a new iteration is selected
+            journal.append(*iteration_events("live", 2, "still failing"))
+            await until(pilot, lambda: detail_of(2) == "turn 2 still failing")
+            timeline = session.query_one("#timeline", DataTable)
+            assert timeline.cursor_row == 1
+            # the user goes back to iteration 1: it stays selected while iteration 3 arrives
+            await pilot.press("up")
+            await until(pilot, lambda: detail_of(1) != "")
+            journal.append(*iteration_events("live", 3))
+            await until(pilot, lambda: len(session.iterations) == 3)
+            await settle(pilot, lambda: True)
+            assert session.selected_iteration == 1 and timeline.cursor_row == 0 and detail_of(1)
+            # back on the newest: following again
+            await pilot.press("down", "down")
+            await until(pilot, lambda: session.selected_iteration == 3)
+            journal.append(*iteration_events("live", 4, "four"))
+            await until(pilot, lambda: detail_of(4) == "turn 4 four")
+            assert timeline.cursor_row == 3
+
+    asyncio.run(scenario())
+
+
+def test_the_session_panels_grow_with_the_terminal(tmp_path: Path) -> None:
+    app = RalphApp([copy_samples(tmp_path / "j", ["thrashing"])], now=fixed_clock, watch=False)
+
+    def sizes(screen: SessionScreen) -> dict[str, tuple[int, int]]:
+        return {
+            name: (screen.query_one(f"#{name}").size.width, screen.query_one(f"#{name}").size.height)
+            for name in ("timeline", "detail-box", "right", "plot", "events")
+        }
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, lambda: app.loaded)
+            app.open_session("thrashing")
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.loads > 0)
+            session = app.screen
+            assert isinstance(session, SessionScreen)
+            small = sizes(session)
+            await pilot.resize_terminal(200, 60)
+            await settle(pilot, lambda: sizes(session) != small)
+            big = sizes(session)
+            for name in small:  # every panel is wider and taller (the timeline keeps its columns' width)
+                assert big[name][1] > small[name][1], (name, small[name], big[name])
+                if name not in ("timeline", "detail-box"):
+                    assert big[name][0] > small[name][0], (name, small[name], big[name])
+            assert big["detail-box"][0] > small["detail-box"][0]
+            plot = session.query_one(ScorePlot)
+            assert len(plot.render().plain.splitlines()) == plot.size.height  # the plot is drawn to its size
+
+    asyncio.run(scenario())
