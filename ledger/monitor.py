@@ -10,7 +10,10 @@ and read-only SQL. Every answer is a plain msgspec Struct, so a front end
 needs neither DuckDB nor SQL.
 
 Sources: a ledger home (a directory holding ``journals/``), a directory of
-``*.jsonl`` journals (``sample_sessions/``), or journal files. One home is
+``*.jsonl`` journals (``sample_sessions/``), or journal files; and ``homes``:
+homes named as such (``--home``, ``$RALPH_HOME``, ``./.ralph``), which may be
+empty or not exist yet (nothing is created: ``watch_roots`` says where to
+watch for their ``journals/`` to appear). One home is
 read through its ``ledger.duckdb`` (an in-memory copy when another process
 holds the file); anything else through an in-memory ledger, so a directory
 of samples is never written to.
@@ -31,7 +34,7 @@ from typing import Any, Final
 import duckdb
 import msgspec
 
-from ledger.home import Home
+from ledger.home import DEFAULT_HOME, Home
 from ledger.journal import utc_now
 from ledger.readonly import QueryResult, ReadOnlyViolation, run_readonly
 from ledger.sql import load_definitions
@@ -220,6 +223,17 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     trigger: str
     created_at: datetime | None
     expired: bool
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """The ledger home a front end watches, chosen as ralph-ledger chooses it (``Home.resolve``):
+    ``home``, else ``$RALPH_HOME``, else ``./.ralph``, absolute, ``~`` expanded."""
+    return Home.resolve(home).root
+
+
+def default_home_here(cwd: Path | None = None) -> Path:
+    """``./.ralph`` of ``cwd`` (the current directory): the home used when none is named."""
+    return (cwd or Path.cwd()).absolute() / DEFAULT_HOME
 
 
 def _aware(value: Any) -> datetime | None:

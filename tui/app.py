@@ -32,8 +32,7 @@ from textual.screen import Screen
 from textual.worker import get_current_worker
 from watchfiles import Change, awatch
 
-from ledger.home import DEFAULT_HOME, Home
-from ledger.monitor import Monitor, Update
+from ledger.monitor import Monitor, Update, default_home_here, resolve_home
 from ledger.replay import replay
 from tui import format as fmt
 from tui.commands import RalphCommands, speed_label
@@ -88,8 +87,8 @@ def welcome_text(monitor: Monitor, cwd: Path | None = None) -> Text:
     out.append("A session shows here within a second of its journal appearing.\n\n")
     if monitor.homes:
         home = monitor.homes[0]
-        here = (cwd or Path.cwd()).resolve() / DEFAULT_HOME
-        option = "" if home == here else f" --home {shlex.quote(str(home))}"
+        here = {default_home_here(cwd), default_home_here(cwd).resolve()}
+        option = "" if home in here else f" --home {shlex.quote(str(home))}"
         out.append("Start a loop (in another terminal, in the project):\n")
         out.append(f"  ralph-ledger{option} run -- AGENT_CMD ...", style="bold")
         out.append("   the loop runner; the task on stdin\n", style=fmt.GREY)
@@ -623,7 +622,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             hint = f" (to wait for a home yet to be made: ralph-tui --home {shlex.quote(str(missing[0]))})"
             print(f"ralph-tui: {missing[0]}: {what}{hint}", file=sys.stderr)
             return 1
-        homes = [Home.resolve(args.home).root] if args.home or not sources else []
+        homes = [resolve_home(args.home)] if args.home or not sources else []
         app = RalphApp(sources, homes=homes)
     try:
         app.run()
