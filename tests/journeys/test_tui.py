@@ -4,6 +4,7 @@ the tests read the screen as the user sees it, press keys, and read the exit cod
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -72,8 +73,10 @@ class Terminal:
         return int(self.rc_file.read_text())
 
     def close(self) -> None:
-        """End the tmux server (and anything still running in it)."""
+        """End the tmux server (and anything still running in it) and remove its socket."""
         self.tmux("kill-server")
+        folder = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        (folder / self.socket).unlink(missing_ok=True)
 
 
 @pytest.fixture
