@@ -10,7 +10,10 @@ and read-only SQL. Every answer is a plain msgspec Struct, so a front end
 needs neither DuckDB nor SQL.
 
 Sources: a ledger home (a directory holding ``journals/``), a directory of
-``*.jsonl`` journals (``sample_sessions/``), or journal files. One home is
+``*.jsonl`` journals (``sample_sessions/``), or journal files; and ``homes``:
+homes named as such (``--home``, ``$RALPH_HOME``, ``./.ralph``), which may be
+empty or not exist yet (nothing is created: ``watch_roots`` says where to
+watch for their ``journals/`` to appear). One home is
 read through its ``ledger.duckdb`` (an in-memory copy when another process
 holds the file); anything else through an in-memory ledger, so a directory
 of samples is never written to.
@@ -31,7 +34,7 @@ from typing import Any, Final
 import duckdb
 import msgspec
 
-from ledger.home import Home
+from ledger.home import DEFAULT_HOME, Home
 from ledger.journal import utc_now
 from ledger.readonly import QueryResult, ReadOnlyViolation, run_readonly
 from ledger.sql import load_definitions
@@ -95,13 +98,15 @@ class Alert(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Update(msgspec.Struct, frozen=True, kw_only=True):
-    """What one ``refresh`` ingested: the sessions that changed, their alerts, the events and the bad
-    lines (``path:line: reason``)."""
+    """What one ``refresh`` ingested: the sessions that changed, their alerts, the events, the bad
+    lines (``path:line: reason``) and the journals found truncated or rewritten (``reset``: their
+    paths; their sessions were read again from the start)."""
 
     sessions: list[str]
     alerts: list[Alert]
     events: int
     bad_lines: list[str]
+    reset: list[str] = []
 
 
 class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -118,6 +123,7 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     last_signal: str
     consecutive_failures: int
     tokens: int
+    """As the ``turn_tokens`` view defines them (input + output + cache), summed over the session."""
     started_at: datetime | None
     updated_at: datetime | None
     stop_requested: bool
@@ -160,7 +166,8 @@ class RuleCell(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class IterationRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One row of the iteration timeline."""
+    """One row of the iteration timeline; its tokens as the ``turn_tokens`` view defines them
+    (``tokens_total`` = input + output + cache, the number shown wherever tokens are)."""
 
     iteration: int
     started_at: datetime | None
@@ -174,6 +181,7 @@ class IterationRow(msgspec.Struct, frozen=True, kw_only=True):
     files_modified: list[str]
     tokens_input: int
     tokens_output: int
+    tokens_cache: int
     tokens_total: int
     rules: list[RuleCell]
 
@@ -217,6 +225,17 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     expired: bool
 
 
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """The ledger home a front end watches, chosen as ralph-ledger chooses it (``Home.resolve``):
+    ``home``, else ``$RALPH_HOME``, else ``./.ralph``, absolute, ``~`` expanded."""
+    return Home.resolve(home).root
+
+
+def default_home_here(cwd: Path | None = None) -> Path:
+    """``./.ralph`` of ``cwd`` (the current directory): the home used when none is named."""
+    return (cwd or Path.cwd()).absolute() / DEFAULT_HOME
+
+
 def _aware(value: Any) -> datetime | None:
     """DuckDB's naive UTC timestamps as aware datetimes."""
     if isinstance(value, datetime):
@@ -236,12 +255,13 @@ class Monitor:
 
     def __init__(
         self,
-        sources: Sequence[Path],
+        sources: Sequence[Path] = (),
         *,
+        homes: Sequence[Path] = (),
         now: Callable[[], datetime] = utc_now,
         memory_limit: str | None = MEMORY_LIMIT,
     ) -> None:
-        if not sources:
+        if not sources and not homes:
             raise ValueError("Monitor needs at least one source")
         self.now = now
         self._lock = threading.RLock()
@@ -249,20 +269,27 @@ class Monitor:
         self._query_con: duckdb.DuckDBPyConnection | None = None
         self._dirs: list[Path] = []
         self._files: list[Path] = []
-        homes: list[Home] = []
+        self.homes: list[Path] = []
+        """The ledger homes read (``journals/`` watched), whether they exist yet or not."""
+        found: list[Home] = []
         for source in sources:
             path = Path(source).expanduser().resolve()
             if path.is_file():
                 self._files.append(path)
             elif (path / "journals").is_dir() or (path / "ledger.duckdb").exists():
-                homes.append(Home.resolve(path))
-                self._dirs.append(path / "journals")
+                found.append(Home.resolve(path))
             elif path.is_dir():
                 self._dirs.append(path)
             else:
                 raise FileNotFoundError(f"{path}: no such ledger home, journal directory or journal")
-        if len(homes) == 1 and len(sources) == 1:
-            self.ledger = Ledger.open(homes[0], fallback=True)
+        # A home named as one (--home, $RALPH_HOME, ./.ralph) is one even when it is empty or does not
+        # exist yet: its journals/ is watched for the first loop's journal, and it is not created.
+        found += [Home.resolve(Path(h).expanduser().resolve()) for h in homes]
+        for home in found:
+            self.homes.append(home.root)
+            self._dirs.append(home.journals)
+        if len(found) == 1 and len(sources) + len(homes) == 1 and found[0].root.is_dir():
+            self.ledger = Ledger.open(found[0], fallback=True)
         else:
             self.ledger = Ledger.memory(None)
         if memory_limit and self.ledger.path is not None:  # a file-backed ledger can spill to disk
@@ -271,8 +298,24 @@ class Monitor:
     # -- what to read ----------------------------------------------------------
     @property
     def watch_paths(self) -> list[Path]:
-        """The directories to watch for changes (a file source's directory included)."""
+        """The directories to watch for changes (a file source's directory included); a home's
+        ``journals/`` is among them even before it exists."""
         return sorted({*self._dirs, *(f.parent for f in self._files)})
+
+    def watch_roots(self) -> list[Path]:
+        """What a watcher watches now: each of ``watch_paths``, or while one does not exist yet, its
+        nearest existing ancestor (so the watcher sees the directory appear, then watches it)."""
+        roots: set[Path] = set()
+        for path in self.watch_paths:
+            while not path.is_dir() and path.parent != path:
+                path = path.parent
+            roots.add(path)
+        return sorted(roots)
+
+    def awaited(self, path: Path) -> bool:
+        """Whether a change at ``path`` concerns a watched directory (it, or a folder on its way, was
+        created or removed): a watcher of ``watch_roots`` then starts again."""
+        return any(w.is_relative_to(path) for w in self.watch_paths)
 
     def journal_files(self) -> list[Path]:
         """Every journal of the sources, now."""
@@ -336,21 +379,33 @@ class Monitor:
                     sessions=ids,
                 )
 
+    def bad_lines(self) -> list[str]:
+        """Every bad line the ledger holds for these journals (``path:line: reason``, by journal and
+        line): found by this monitor's load or by an earlier ingest of the home's ledger."""
+        paths = {f.name: f for f in self.journal_files()}
+        with self._lock:
+            rows = self.ledger.con.execute(
+                "SELECT journal, line_no, reason FROM ingest_errors ORDER BY journal, line_no"
+            ).fetchall()
+        return [f"{paths[j]}:{n}: {reason}" for j, n, reason in rows if j in paths]
+
     def refresh(self, changed: Iterable[Path] | None = None) -> Update:
         """Ingest what was appended to ``changed`` journals (every journal when ``None``)."""
         files = self.journal_files() if changed is None else sorted({p for p in changed if self._wanted(p)})
         files = [f for f in files if f.exists()]
         if not files:
-            return Update(sessions=[], alerts=[], events=0, bad_lines=[])
+            return Update(sessions=[], alerts=[], events=0, bad_lines=[], reset=[])
         with self._lock:
             report = self.ledger.ingest(files, live=True)
             changed_ids = sorted(report.seqs)
             alerts = self._alerts({s: report.seqs[s][0] for s in changed_ids})
+        by_name = {f.name: f for f in files}
         return Update(
-            sessions=changed_ids,
+            sessions=sorted({*changed_ids, *(Path(name).stem for name in report.reset)}),
             alerts=alerts,
             events=report.events,
             bad_lines=[str(b) for b in report.bad_lines],
+            reset=[str(by_name.get(name, name)) for name in report.reset],
         )
 
     def _alerts(self, since: dict[str, int]) -> list[Alert]:
@@ -592,6 +647,7 @@ def _iteration(r: dict[str, Any], rules: list[RuleCell]) -> IterationRow:
         files_modified=[str(f) for f in r["files_modified"] or []],
         tokens_input=int(r["tokens_input"] or 0),
         tokens_output=int(r["tokens_output"] or 0),
+        tokens_cache=int(r["tokens_cache"] or 0),
         tokens_total=int(r["tokens_total"] or 0),
         rules=rules,
     )

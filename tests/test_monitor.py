@@ -260,3 +260,56 @@ def test_query_caps_its_rows_and_stops_at_its_time_limit_without_blocking_ingest
     assert update.sessions == ["while-querying"] and refreshed < 1.5  # not held up by the query
     assert outcome == ["query stopped after 1.5 s (time limit)"]
     assert time.monotonic() - started < 15
+
+
+def test_a_home_that_does_not_exist_yet_is_watched_from_its_nearest_folder(tmp_path: Path) -> None:
+    """A home named as one (not found yet, or empty) is neither created nor mistaken for a journal
+    directory: its journals/ is watched through the nearest existing folder until it appears."""
+    home = tmp_path / "project" / ".ralph"
+    m = Monitor(homes=[home])
+    assert m.homes == [home] and m.watch_paths == [home / "journals"]
+    assert m.watch_roots() == [tmp_path] and not home.exists()
+    assert m.awaited(tmp_path / "project") and not m.awaited(tmp_path / "other")
+    assert list(m.load()) == [] and m.sessions() == []
+    Journal.for_session(home / "journals", "first", fsync=False).append(
+        E.SessionStarted(session_id="first", task="t", agent="a")
+    )
+    assert m.watch_roots() == [home / "journals"]
+    assert m.refresh().sessions == ["first"] and [s.session_id for s in m.sessions()] == ["first"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert Monitor(homes=[empty]).watch_paths == [empty / "journals"]  # not a directory of journals
+
+
+def test_bad_lines_and_rewritten_journals_are_told(tmp_path: Path) -> None:
+    d = tmp_path / "j"
+    d.mkdir()
+    shutil.copy(SAMPLES / "tdd-success.jsonl", d / "tdd-success.jsonl")
+    (d / "x.jsonl").write_text("not json\n")
+    m = Monitor([d])
+    list(m.load())
+    bad = m.bad_lines()
+    assert len(bad) == 1 and bad[0].startswith(f"{d / 'x.jsonl'}:1: ")
+    path = d / "tdd-success.jsonl"
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:2]))
+    update = m.refresh([path])
+    assert update.reset == [str(path)] and update.sessions == ["tdd-success"]
+    assert m.refresh([path]).reset == []
+
+
+def test_tokens_have_one_definition_the_views_and_the_monitor_share(samples: Path) -> None:
+    """tokens = input + output + cache_creation + cache_read of each agent turn (``turn_tokens``),
+    summed per iteration and per session the same way: the sessions' totals are their iterations'."""
+    m = Monitor([samples])
+    list(m.load())
+    turns = m.query(
+        "SELECT sum(tokens.input + tokens.output + tokens.cache_creation + tokens.cache_read) FROM events"
+    ).rows[0][0]
+    sessions = m.sessions()
+    assert turns > 0 and sum(s.tokens for s in sessions) == turns
+    for s in sessions:
+        its = m.iterations(s.session_id)
+        assert sum(i.tokens_total for i in its) == s.tokens
+        assert all(i.tokens_total == i.tokens_input + i.tokens_output + i.tokens_cache for i in its)
+    cc = next(s for s in sessions if s.session_id.startswith("cc-"))
+    assert [i.tokens_total for i in m.iterations(cc.session_id)] == [58433, 220342, 96989]

@@ -30,6 +30,7 @@ ORDER = {
     "loop_metrics": "agent",
     "success_by_iterations": "agent, iterations",
     "validation_stall": "session_id, iteration",
+    "turn_tokens": "session_id, seq",
 }
 
 

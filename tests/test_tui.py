@@ -28,7 +28,7 @@ from tui.help import HelpScreen
 from tui.session import SessionScreen
 from tui.sessions import COLUMNS, SORTS, SessionsScreen
 from tui.table import VirtualTable
-from tui.widgets import HeatGrid, ScorePlot
+from tui.widgets import HeatGrid, ScorePlot, TokenBars
 
 ESCALATED_SQL = "SELECT session_id, status FROM sessions WHERE status = 'escalated' ORDER BY 1"
 ESCALATED = ["circuit-breaker", "hook-failure", "max-iterations", "quality-regression", "validation-stall"]
@@ -439,3 +439,271 @@ def test_a_large_ledger_shows_its_latest_sessions_and_totals_first(
     asyncio.run(scenario())
     assert applied[0] == (3, 13)  # three rows, the totals of all thirteen
     assert (13, 13) in applied
+
+
+# -- a fresh home, bad lines, rewritten journals, quitting, screenshots -------------------------------------
+def started(sid: str, t0: datetime = NOW) -> list[E.Event]:
+    """The first two events of a session."""
+    return [
+        E.SessionStarted(session_id=sid, ts=t0, task="count to three", agent="bot"),
+        E.IterationStarted(session_id=sid, ts=t0, iteration=1, max_iterations=3),
+    ]
+
+
+@pytest.mark.parametrize("state", ["missing", "empty"])
+def test_a_fresh_home_shows_the_empty_state_then_its_first_session(tmp_path: Path, state: str) -> None:
+    """A home that does not exist yet (or an empty folder): the empty state names what is watched and
+    how to start a loop; the first journal written there shows up live; nothing is created before."""
+    home = tmp_path / "project" / ".ralph"
+    if state == "empty":
+        home.mkdir(parents=True)
+    else:
+        (tmp_path / "project").mkdir()
+    app = RalphApp(homes=[home], now=fixed_clock)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: app.live)
+            screen = app.sessions_screen
+            welcome = screen.query_one("#welcome")
+            assert welcome.display and welcome.has_class("shown") and not screen.table.display
+            text = screen.welcome.plain if screen.welcome else ""
+            assert str(home / "journals") in text and "ralph-ledger" in text and "run -- AGENT_CMD" in text
+            assert ("does not exist yet" in text) == (state == "missing")
+            assert home.exists() == (state == "empty")  # the monitor creates no home
+            Journal.for_session(home / "journals", "first", fsync=False).append(*started("first"))
+            await until(pilot, lambda: "first" in screen.rows, timeout=5)
+            assert not screen.query_one("#welcome").has_class("shown") and screen.table.display
+            assert screen.visible_ids() == ["first"]
+
+    asyncio.run(scenario())
+
+
+def test_the_command_line_watches_the_default_home_or_home_even_before_it_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ralph-tui`` with no ./.ralph, ``--home DIR`` and $RALPH_HOME start the app on that home
+    (as ralph-ledger resolves it) instead of exiting 1."""
+    opened: list[tuple[list[Path], list[Path]]] = []
+    monkeypatch.setattr(RalphApp, "run", lambda self, **kw: opened.append((self.sources, self.homes)))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RALPH_HOME", raising=False)
+    assert main([]) == 0
+    assert main(["--home", "elsewhere"]) == 0
+    monkeypatch.setenv("RALPH_HOME", str(tmp_path / "env-home"))
+    assert main([]) == 0
+    assert main(["--home", "~/x"]) == 0
+    assert opened == [
+        ([], [tmp_path / ".ralph"]),
+        ([], [tmp_path / "elsewhere"]),
+        ([], [tmp_path / "env-home"]),
+        ([], [Path("~/x").expanduser()]),
+    ]
+    assert not (tmp_path / ".ralph").exists()
+    assert main(["--home", "h", "--replay", str(ROOT_SAMPLES)]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ingested", [False, True])
+def test_bad_lines_found_at_start_up_are_reported(tmp_path: Path, ingested: bool) -> None:
+    """Bad lines in the backlog (read now, or by an earlier ingest of the home's ledger) are reported
+    at start-up, not only those appended later."""
+    home = Home.resolve(tmp_path / "home")
+    copy_samples(home.journals, ["tdd-success"])
+    with (home.journals / "tdd-success.jsonl").open("a") as f:
+        f.write("this is not json\n")
+    if ingested:
+        with Ledger.open(home) as ledger:
+            assert len(ledger.ingest().bad_lines) == 1
+    app = RalphApp([home.root], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30), notifications=True) as pilot:
+            await settle(pilot, lambda: app.loaded)
+            journal = home.journals / "tdd-success.jsonl"
+            line = journal.read_text().count("\n")
+            assert [b.split(": ")[0] for b in app.bad_lines] == [f"{journal}:{line}"]
+            assert [n.title for n in app._notifications] == ["bad journal line"]
+
+    asyncio.run(scenario())
+
+
+def test_a_journal_rewritten_or_emptied_while_watched_is_announced(tmp_path: Path) -> None:
+    journals = copy_samples(tmp_path / "journals", ["tdd-success", "thrashing"])
+    app = RalphApp([journals], now=fixed_clock)
+    path = journals / "thrashing.jsonl"
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30), notifications=True) as pilot:
+            await until(pilot, lambda: app.live and len(app.sessions_screen.rows) == 2)
+            screen = app.sessions_screen
+            assert screen.rows["thrashing"].status == "blocked"
+            lines = path.read_text().splitlines(keepends=True)
+            path.write_text("".join(lines[:3]))  # rewritten shorter: the session went back in time
+            await until(pilot, lambda: screen.rows["thrashing"].status == "running")
+            assert len(app.resets) == 1 and app.resets[0].startswith(f"{path} was truncated or rewritten")
+            assert any(n.title == "journal rewritten" and str(path) in n.message for n in app._notifications)
+            path.write_text("")  # emptied: the session is gone
+            await until(pilot, lambda: "thrashing" not in screen.rows)
+            assert len(app.resets) == 2 and screen.visible_ids() == ["tdd-success"]
+
+    asyncio.run(scenario())
+
+
+def test_ctrl_c_quits(tmp_path: Path) -> None:
+    app = RalphApp([tmp_path], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, lambda: app.loaded)
+            await pilot.press("ctrl+c")
+            await pilot.pause()
+            assert not app.is_running
+
+    asyncio.run(scenario())
+
+
+def test_a_screenshot_goes_to_a_folder_that_exists_and_says_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Textual's default folder (the downloads folder) may not exist: the screenshot then goes to the
+    current directory, and a notification names the file."""
+    monkeypatch.setattr("tui.app.user_downloads_path", lambda: tmp_path / "no-downloads")
+    monkeypatch.chdir(tmp_path)
+    app = RalphApp([tmp_path], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(80, 24), notifications=True) as pilot:
+            await settle(pilot, lambda: app.loaded)
+            app.action_screenshot()
+            await pilot.pause()
+            assert len(app.screenshots) == 1 and app.screenshots[0].parent == tmp_path
+            assert app.screenshots[0].read_text().startswith("<svg")
+            assert any(str(app.screenshots[0]) in n.message for n in app._notifications)
+
+    asyncio.run(scenario())
+
+
+CC_SAMPLE = "cc-5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
+
+
+def test_tokens_are_one_number_in_the_chart_the_timeline_the_title_and_the_table(tmp_path: Path) -> None:
+    """The Claude Code sample's cache reads are most of its tokens: the per-iteration chart once drew
+    input + output only (1.2k) where the timeline said 58.4k. Every place now shows the same total,
+    and the chart says what it is made of."""
+    app = RalphApp([copy_samples(tmp_path / "j", [CC_SAMPLE])], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, lambda: app.loaded and CC_SAMPLE in app.sessions_screen.rows)
+            app.open_session(CC_SAMPLE)
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.loads > 0)
+            session = app.screen
+            assert isinstance(session, SessionScreen)
+            timeline = session.query_one("#timeline", DataTable)
+            numbers = [it.iteration for it in session.iterations]
+            in_timeline = [plain(timeline.get_cell(str(n), "tokens")) for n in numbers]
+            bars = session.query_one(TokenBars)
+            legend, *lines = bars.render().plain.splitlines()
+            assert legend.split() == ["█in", "█out", "█cache", "=", "tokens"]
+            assert [line.split()[-1] for line in lines] == in_timeline == ["58.4k", "220.3k", "97.0k"]
+            total = sum(it.tokens_total for it in session.iterations)
+            assert total == app.sessions_screen.rows[CC_SAMPLE].tokens
+            assert f"{fmt.tokens(total)} tokens" in session.query_one("#title").render().plain  # type: ignore[union-attr]
+            assert plain(
+                app.sessions_screen.render_row(CC_SAMPLE)[COLUMN_KEYS.index("tokens")]
+            ) == fmt.tokens(total)
+
+    asyncio.run(scenario())
+
+
+COLUMN_KEYS = [c.key for c in COLUMNS]
+
+
+def iteration_events(sid: str, n: int, feedback: str = "") -> list[E.Event]:
+    """One iteration of a live session: started, the agent's turn, validation, its signal."""
+    t = NOW + timedelta(seconds=n)
+    return [
+        E.IterationStarted(session_id=sid, ts=t, iteration=n),
+        E.AgentTurn(session_id=sid, ts=t, iteration=n, output_excerpt=f"turn {n}"),
+        E.ValidationRan(session_id=sid, ts=t, iteration=n, score=10.0 * n, passed=False),
+        E.SignalResolved(
+            session_id=sid, ts=t, iteration=n, signal="CONTINUE", feedback=[feedback] if feedback else []
+        ),
+    ]
+
+
+def test_the_session_screen_follows_a_live_session(tmp_path: Path) -> None:
+    """New iterations are selected as they come, unless the user moved to another one (and again once
+    they move back to the newest); the selected iteration's panel shows its events as they arrive."""
+    journals = tmp_path / "journals"
+    journal = Journal.for_session(journals, "live", fsync=False)
+    journal.append(*started("live"))
+    app = RalphApp([journals], now=fixed_clock)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: app.live and "live" in app.sessions_screen.rows)
+            app.open_session("live")
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.detail)
+            session = app.screen
+            assert isinstance(session, SessionScreen) and session.selected_iteration == 1
+
+            def detail_of(n: int) -> str:
+                d = session.detail
+                return "" if d is None or d.iteration != n else " ".join([d.output_excerpt, *d.feedback])
+
+            # the selected (newest) iteration's panel fills in as its events arrive
+            journal.append(*iteration_events("live", 1, "tests fail")[1:])
+            await until(pilot, lambda: detail_of(1) == "turn 1 tests fail")
+            # a new iteration is selected
+            journal.append(*iteration_events("live", 2, "still failing"))
+            await until(pilot, lambda: detail_of(2) == "turn 2 still failing")
+            timeline = session.query_one("#timeline", DataTable)
+            assert timeline.cursor_row == 1
+            # the user goes back to iteration 1: it stays selected while iteration 3 arrives
+            await pilot.press("up")
+            await until(pilot, lambda: detail_of(1) != "")
+            journal.append(*iteration_events("live", 3))
+            await until(pilot, lambda: len(session.iterations) == 3)
+            await settle(pilot, lambda: True)
+            assert session.selected_iteration == 1 and timeline.cursor_row == 0 and detail_of(1)
+            # back on the newest: following again
+            await pilot.press("down", "down")
+            await until(pilot, lambda: session.selected_iteration == 3)
+            journal.append(*iteration_events("live", 4, "four"))
+            await until(pilot, lambda: detail_of(4) == "turn 4 four")
+            assert timeline.cursor_row == 3
+
+    asyncio.run(scenario())
+
+
+def test_the_session_panels_grow_with_the_terminal(tmp_path: Path) -> None:
+    app = RalphApp([copy_samples(tmp_path / "j", ["thrashing"])], now=fixed_clock, watch=False)
+
+    def sizes(screen: SessionScreen) -> dict[str, tuple[int, int]]:
+        return {
+            name: (screen.query_one(f"#{name}").size.width, screen.query_one(f"#{name}").size.height)
+            for name in ("timeline", "detail-box", "right", "plot", "events")
+        }
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, lambda: app.loaded)
+            app.open_session("thrashing")
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.loads > 0)
+            session = app.screen
+            assert isinstance(session, SessionScreen)
+            small = sizes(session)
+            await pilot.resize_terminal(200, 60)
+            await settle(pilot, lambda: sizes(session) != small)
+            big = sizes(session)
+            for name in small:  # every panel is wider and taller (the timeline keeps its columns' width)
+                assert big[name][1] > small[name][1], (name, small[name], big[name])
+                if name not in ("timeline", "detail-box"):
+                    assert big[name][0] > small[name][0], (name, small[name], big[name])
+            assert big["detail-box"][0] > small["detail-box"][0]
+            plot = session.query_one(ScorePlot)
+            assert len(plot.render().plain.splitlines()) == plot.size.height  # the plot is drawn to its size
+
+    asyncio.run(scenario())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar, Final
 
+from platformdirs import user_downloads_path
+from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
@@ -30,7 +32,7 @@ from textual.screen import Screen
 from textual.worker import get_current_worker
 from watchfiles import Change, awatch
 
-from ledger.monitor import Monitor, Update
+from ledger.monitor import Monitor, Update, default_home_here, resolve_home
 from ledger.replay import replay
 from tui import format as fmt
 from tui.commands import RalphCommands, speed_label
@@ -69,6 +71,42 @@ def only_journals(change: Change, path: str) -> bool:
     return path.endswith(".jsonl")
 
 
+def welcome_text(monitor: Monitor, cwd: Path | None = None) -> Text:
+    """The empty state: what is watched (and whether it exists yet), and how to start a loop there."""
+    out = Text()
+    out.append("No sessions yet.\n\n", style="bold")
+    for path in monitor.watch_paths:
+        out.append("Watching ")
+        out.append(str(path), style="bold")
+        home = next((h for h in monitor.homes if path == h / "journals"), None)
+        if home is not None and not home.exists():
+            out.append("  (the home does not exist yet: ralph-tui creates nothing)", style=fmt.GREY)
+        elif not path.is_dir():
+            out.append("  (does not exist yet)", style=fmt.GREY)
+        out.append("\n")
+    out.append("A session shows here within a second of its journal appearing.\n\n")
+    if monitor.homes:
+        home = monitor.homes[0]
+        here = {default_home_here(cwd), default_home_here(cwd).resolve()}
+        option = "" if home in here else f" --home {shlex.quote(str(home))}"
+        out.append("Start a loop (in another terminal, in the project):\n")
+        out.append(f"  ralph-ledger{option} run -- AGENT_CMD ...", style="bold")
+        out.append("   the loop runner; the task on stdin\n", style=fmt.GREY)
+        out.append(f'  ralph-ledger{option} loop start "TASK"', style="bold")
+        out.append("   in Claude Code (after ralph-ledger init claude-code)\n", style=fmt.GREY)
+    else:
+        out.append("Journals (*.jsonl) written to a watched directory show here.\n")
+    out.append("\n? help · q quit", style=fmt.GREY)
+    return out
+
+
+def screenshot_folder() -> Path:
+    """Where a screenshot is saved: the user's downloads folder when it exists, else the current
+    directory (Textual's default folder may not exist, and then the screenshot is lost)."""
+    downloads = user_downloads_path()
+    return downloads if downloads.is_dir() else Path.cwd()
+
+
 def journal_files(paths: Sequence[Path]) -> list[Path]:
     """The journals named: a directory stands for its ``*.jsonl`` files."""
     files: list[Path] = []
@@ -98,6 +136,7 @@ class RalphApp(App[None]):
     COMMANDS: ClassVar = App.COMMANDS | {RalphCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False),
         Binding("s", "sql", "SQL"),
         Binding("question_mark", "help", "Help"),
         Binding("t", "toggle_theme", "Theme"),
@@ -109,6 +148,7 @@ class RalphApp(App[None]):
         self,
         sources: Sequence[Path] = (),
         *,
+        homes: Sequence[Path] = (),
         replay_files: Sequence[Path] = (),
         replay_dir: Path | None = None,
         speed: float = DEFAULT_SPEED,
@@ -126,10 +166,11 @@ class RalphApp(App[None]):
                 replay_dir = Path(tempfile.mkdtemp(prefix="ralph-tui-replay-"))
                 self._own_replay_dir = True
             replay_dir.mkdir(parents=True, exist_ok=True)
-            sources = [replay_dir]
-        if not sources:
+            sources, homes = [replay_dir], ()
+        if not sources and not homes:
             raise ValueError("ralph-tui needs a ledger home, a journal directory or journals to replay")
         self.sources = list(sources)
+        self.homes = list(homes)
         self.replay_dir = replay_dir
         self.speed = speed
         self._sleep = sleep
@@ -148,6 +189,9 @@ class RalphApp(App[None]):
         self.replay_done = False
         self.alerts: list[str] = []
         self.errors: list[str] = []
+        self.bad_lines: list[str] = []
+        self.resets: list[str] = []
+        self.screenshots: list[Path] = []
         self.updates = 0
         # the refresh worker's queue of changed files (single flight)
         self._dirty: set[Path] = set()
@@ -267,7 +311,7 @@ class RalphApp(App[None]):
         """Open the monitor and ingest the backlog in batches, posting each batch's sessions."""
         worker = get_current_worker()
         try:
-            monitor = Monitor(self.sources, now=self._clock)
+            monitor = Monitor(self.sources, homes=self.homes, now=self._clock)
             self.post_message(Opened(monitor))
             # the first screen: the latest sessions and the totals, then every session held
             first = monitor.recent_sessions(FIRST_SCREEN)
@@ -281,10 +325,12 @@ class RalphApp(App[None]):
                 self.post_message(Loaded(progress, monitor.sessions(progress.sessions)))
                 if worker.is_cancelled:
                     return
+            bad = monitor.bad_lines()
         except Exception as exc:
-            self.post_message(Failed(f"cannot open {', '.join(map(str, self.sources))}: {first_line(exc)}"))
+            names = ", ".join(map(str, [*self.sources, *self.homes]))
+            self.post_message(Failed(f"cannot open {names}: {first_line(exc)}"))
             return
-        self.post_message(LoadDone())
+        self.post_message(LoadDone(bad))
 
     def on_opened(self, message: Opened) -> None:
         """Keep the monitor; say that the sessions are being read."""
@@ -306,9 +352,13 @@ class RalphApp(App[None]):
         self.sessions_screen.apply(message.rows, message.fleet)
 
     def on_load_done(self, message: LoadDone) -> None:
-        """The backlog is in: hide the progress bar, start watching (then replaying)."""
+        """The backlog is in: hide the progress bar, report its bad lines, show the empty state if
+        there is no session, start watching (then replaying)."""
         self.loaded = True
         self.sessions_screen.show_progress("")
+        self.report_bad_lines(message.bad_lines)
+        if self.monitor is not None and not self.replaying:
+            self.sessions_screen.show_welcome(welcome_text(self.monitor))
         if self.watch_files:
             self.watch_journals()
         elif self.replaying:
@@ -324,37 +374,45 @@ class RalphApp(App[None]):
     # -- live tail ------------------------------------------------------------------------------------
     @work(exclusive=True, group="watch", exit_on_error=False)
     async def watch_journals(self) -> None:
-        """Watch the journal directories; each batch of changes marks files for the refresh worker."""
-        assert self.monitor is not None
-        paths = [p for p in self.monitor.watch_paths if p.is_dir()]
-        if not paths:
-            self.post_message(Watching())
-            return
-        changes = awatch(
-            *paths,
-            watch_filter=only_journals,
-            step=5,
-            debounce=DEBOUNCE_MS,
-            stop_event=self._watch_stop,
-            recursive=False,
-        ).__aiter__()
-        pending = asyncio.ensure_future(anext(changes))
-        for _ in range(3):  # awatch creates its (synchronous) watcher before its first await
-            await asyncio.sleep(0)
-        self.post_message(Watching())
-        try:
-            while True:
-                batch = await pending
-                self.mark_dirty({Path(path) for _, path in batch})
-                pending = asyncio.ensure_future(anext(changes))
-        except StopAsyncIteration:
-            return
-        finally:
-            pending.cancel()
+        """Watch the journal directories; each batch of changes marks files for the refresh worker.
+        A directory that does not exist yet (a home before its first loop) is waited for by watching
+        its nearest existing ancestor; once it appears the watcher starts again on it."""
+        monitor = self.monitor
+        assert monitor is not None
+
+        def wanted(change: Change, path: str) -> bool:
+            return path.endswith(".jsonl") or monitor.awaited(Path(path))
+
+        while not self._watch_stop.is_set():
+            roots = monitor.watch_roots()
+            changes = awatch(
+                *roots,
+                watch_filter=wanted,
+                step=5,
+                debounce=DEBOUNCE_MS,
+                stop_event=self._watch_stop,
+                recursive=False,
+            ).__aiter__()
+            pending = asyncio.ensure_future(anext(changes))
+            for _ in range(3):  # awatch creates its (synchronous) watcher before its first await
+                await asyncio.sleep(0)
+            self.post_message(Watching())  # (again after a restart: read what came meanwhile)
+            try:
+                while monitor.watch_roots() == roots:
+                    batch = await pending
+                    self.mark_dirty({Path(path) for _, path in batch if path.endswith(".jsonl")})
+                    pending = asyncio.ensure_future(anext(changes))
+            except StopAsyncIteration:
+                return
+            finally:
+                pending.cancel()
 
     def on_watching(self, message: Watching) -> None:
-        """Catch up with anything appended while loading, then follow; a replay starts now."""
+        """Catch up with anything appended while loading (or while the watcher started again), then
+        follow; a replay starts the first time."""
         self.mark_dirty(None)
+        if self.live:
+            return
         self.live = True
         if self.replaying:
             self.run_replay()
@@ -397,6 +455,8 @@ class RalphApp(App[None]):
         self.updates += 1
         update = message.update
         self.sessions_screen.apply(message.rows)
+        if update.reset:  # a journal emptied has no session any more
+            self.sessions_screen.drop(set(update.sessions) - {r.session_id for r in message.rows})
         self.raise_alerts(update)
         changed = set(update.sessions)
         for screen in self.screen_stack:
@@ -414,10 +474,35 @@ class RalphApp(App[None]):
         if len(update.alerts) > MAX_TOASTS:
             hidden = len(update.alerts) - MAX_TOASTS
             self.notify(f"and {hidden} more alert(s)", title="alerts", severity="warning", markup=False)
-        if update.bad_lines:
-            first = update.bad_lines[0]
-            more = f" (and {len(update.bad_lines) - 1} more)" if len(update.bad_lines) > 1 else ""
-            self.notify(f"{first}{more}", title="bad journal line", severity="warning", markup=False)
+        self.report_bad_lines(update.bad_lines)
+        for path in update.reset:
+            message = f"{path} was truncated or rewritten while watched: its session was read again"
+            self.resets.append(message)
+            self.notify(message, title="journal rewritten", severity="warning", markup=False)
+
+    def report_bad_lines(self, bad_lines: Sequence[str]) -> None:
+        """One notification for journal lines that could not be read (the first, and how many more)."""
+        if not bad_lines:
+            return
+        self.bad_lines += bad_lines
+        first = bad_lines[0]
+        more = f" (and {len(bad_lines) - 1} more)" if len(bad_lines) > 1 else ""
+        self.notify(f"{first}{more}", title="bad journal line", severity="warning", markup=False)
+
+    def deliver_screenshot(
+        self, filename: str | None = None, path: str | None = None, time_format: str | None = None
+    ) -> str | None:
+        """Save an SVG screenshot to a folder that exists (``screenshot_folder``) and say where."""
+        folder = Path(path) if path else screenshot_folder()
+        try:
+            saved = Path(self.save_screenshot(filename, str(folder), time_format))
+        except OSError as exc:
+            error = f"cannot save a screenshot in {folder}: {exc.strerror}"
+            self.notify(error, title="screenshot", severity="error", markup=False)
+            return None
+        self.screenshots.append(saved)
+        self.notify(f"saved {saved}", title="screenshot", markup=False)
+        return str(saved)
 
     # -- replay ------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="replay", exit_on_error=False)
@@ -473,11 +558,6 @@ class RalphApp(App[None]):
             screen.show_progress(label, self.replay_lines, self.replay_total)
 
 
-def default_home() -> Path:
-    """``$RALPH_HOME``, else ``./.ralph``."""
-    return Path(os.environ.get("RALPH_HOME") or ".ralph")
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(
@@ -489,7 +569,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="*",
         type=Path,
         metavar="HOME",
-        help="ledger homes, journal directories or journals (default: $RALPH_HOME or ./.ralph)",
+        help="ledger homes, journal directories or journals (default: --home)",
+    )
+    parser.add_argument(
+        "--home",
+        type=Path,
+        metavar="DIR",
+        help="the ledger home to watch, as in ralph-ledger (default: $RALPH_HOME or ./.ralph); "
+        "it may not exist yet: its first loop shows up as it starts",
     )
     parser.add_argument(
         "--replay",
@@ -515,7 +602,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("ralph-tui: --speed must be >= 0", file=sys.stderr)
         return 2
     if args.replay:
-        if args.homes:
+        if args.homes or args.home:
             print("ralph-tui: give either HOME ... or --replay FILE_OR_DIR ..., not both", file=sys.stderr)
             return 2
         try:
@@ -528,13 +615,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         app = RalphApp(replay_files=files, speed=args.speed)
     else:
-        sources = list(args.homes) or [default_home()]
+        sources = list(args.homes)
         missing = [s for s in sources if not s.exists()]
         if missing:
             what = "no such ledger home, journal directory or journal"
-            print(f"ralph-tui: {missing[0]}: {what}", file=sys.stderr)
+            hint = f" (to wait for a home yet to be made: ralph-tui --home {shlex.quote(str(missing[0]))})"
+            print(f"ralph-tui: {missing[0]}: {what}{hint}", file=sys.stderr)
             return 1
-        app = RalphApp(sources)
+        homes = [resolve_home(args.home)] if args.home or not sources else []
+        app = RalphApp(sources, homes=homes)
     try:
         app.run()
     finally:

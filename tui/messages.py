@@ -55,7 +55,11 @@ class Loaded(Message):
 
 
 class LoadDone(Message):
-    """The backlog is ingested."""
+    """The backlog is ingested; ``bad_lines``: the journals' bad lines (``path:line: reason``)."""
+
+    def __init__(self, bad_lines: list[str] | None = None) -> None:
+        super().__init__()
+        self.bad_lines = bad_lines or []
 
 
 class Refreshed(Message):

@@ -139,21 +139,27 @@ class SessionScreen(Screen[None]):
 
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012 (an instance variable in Textual)
 
+    # The panels share the screen in proportions, so they grow with the terminal and reflow on a
+    # resize; a short terminal (under 30 rows) gives the detail and the event log fixed heights.
     DEFAULT_CSS = """
     SessionScreen { layout: vertical; }
-    SessionScreen.-short #detail-box { height: 7; }
-    SessionScreen.-short #events { height: 5; }
+    SessionScreen.-short #detail-box { height: 7; min-height: 7; }
+    SessionScreen.-short #events { height: 5; min-height: 5; }
+    SessionScreen.-short #plot { height: 8; }
     SessionScreen #title { height: 1; padding: 0 1; background: $boost; }
     SessionScreen #body { height: 1fr; }
     SessionScreen #left { width: 2fr; }
     SessionScreen #timeline { height: 1fr; min-height: 4; }
-    SessionScreen #detail-box { height: 9; border: round $primary 40%; border-title-color: $text-accent; }
-    SessionScreen #right { width: 1fr; min-width: 28; max-width: 44; }
+    SessionScreen #detail-box {
+        height: 1fr; min-height: 9; border: round $primary 40%; border-title-color: $text-accent;
+    }
+    SessionScreen #right { width: 1fr; min-width: 28; }
     SessionScreen #right > * { border: round $primary 40%; border-title-color: $text-accent; }
-    SessionScreen #plot { height: 8; }
+    SessionScreen #plot { height: 40%; min-height: 8; }
     SessionScreen #checkpoints { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     SessionScreen #events {
-        height: 8; overflow-x: hidden; border: round $primary 40%; border-title-color: $text-accent;
+        height: 25%; min-height: 8; overflow-x: hidden; border: round $primary 40%;
+        border-title-color: $text-accent;
     }
     """
 
@@ -164,6 +170,8 @@ class SessionScreen(Screen[None]):
         self.iterations: list[IterationRow] = []
         self.rule_names: list[str] = []
         self.selected_iteration: int | None = None
+        self.following = True
+        """The selection follows the newest iteration (until the user moves it to another one)."""
         self.detail: IterationDetail | None = None
         self.last_seq = 0
         self.loads = 0
@@ -271,12 +279,11 @@ class SessionScreen(Screen[None]):
         numbers = [it.iteration for it in self.iterations]
         if not numbers:
             return
-        follow = self.selected_iteration is None or self.selected_iteration not in numbers
+        follow = self.following or self.selected_iteration not in numbers
         target = numbers[-1] if follow else self.selected_iteration
         assert target is not None
         table.move_cursor(row=numbers.index(target), animate=False)
-        if follow or self.detail is None or self.detail.iteration != target:
-            self.select(target)
+        self.select(target)  # (again: its events may have changed its detail)
 
     def select(self, iteration: int) -> None:
         """Show this iteration's detail."""
@@ -286,9 +293,12 @@ class SessionScreen(Screen[None]):
 
     @on(DataTable.RowHighlighted, "#timeline")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key.value is None:
-            return
+        table = self.query_one("#timeline", DataTable)
+        if event.row_key.value is None or event.cursor_row != table.cursor_row:
+            return  # (a highlight from before the table was filled again)
         iteration = int(event.row_key.value)
+        # on the newest iteration the selection follows the next ones; elsewhere it stays put
+        self.following = event.cursor_row == table.row_count - 1
         if iteration != self.selected_iteration:
             self.select(iteration)
 

@@ -143,6 +143,8 @@ class SessionsScreen(Screen[None]):
     SessionsScreen #sessions { height: 1fr; }
     SessionsScreen #empty { height: 1; padding: 0 1; color: $text-muted; display: none; }
     SessionsScreen #empty.shown { display: block; }
+    SessionsScreen #welcome { height: auto; padding: 1 2; display: none; }
+    SessionsScreen #welcome.shown { display: block; }
     """
 
     def __init__(self) -> None:
@@ -162,6 +164,9 @@ class SessionsScreen(Screen[None]):
         self.table = VirtualTable(COLUMNS, self.render_row, id="sessions")
         self._filter_timer: Timer | None = None
         self._fleet_line: Text | None = None
+        self.welcome: Text | None = None
+        self._welcome_shown: Text | None = None
+        """The empty state (what is watched, how to start a loop), shown while there is no session."""
 
     @property
     def ralph(self) -> RalphApp:
@@ -182,6 +187,7 @@ class SessionsScreen(Screen[None]):
             yield Input(placeholder="id, agent, task or status · Enter keeps it · Esc clears", id="filter")
         yield self.table
         yield Label("no sessions match", id="empty")
+        yield Static(id="welcome")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -250,6 +256,23 @@ class SessionsScreen(Screen[None]):
         self.show_fleet()
         return len(changed)
 
+    def drop(self, ids: Iterable[str]) -> None:
+        """Drop these sessions (their journals were emptied)."""
+        gone = [sid for sid in ids if sid in self.rows]
+        for sid in gone:
+            self.status_counts[self.rows.pop(sid).status] -= 1
+            self.cell_cache.pop(sid, None)
+        if gone:
+            self.fleet = fleet_of(self.status_counts)
+            self.resort()
+            self.show_fleet()
+
+    def show_welcome(self, text: Text | None) -> None:
+        """The empty state to show while there is no session (``None``: none)."""
+        self.welcome = text
+        if self.is_mounted:
+            self.show_fleet()
+
     def render_row(self, sid: str) -> list[Text]:
         """The cells of one session (computed when the row is first painted, then kept)."""
         cached = self.cell_cache.get(sid)
@@ -287,6 +310,16 @@ class SessionsScreen(Screen[None]):
             self._fleet_line = line
             self.query_one("#fleet", Static).update(line)
         self.query_one("#empty").set_class(bool(self.rows) and self.table.row_count == 0, "shown")
+        welcome = self.query_one("#welcome", Static)
+        empty = not self.rows and self.welcome is not None
+        if empty and self._welcome_shown is not self.welcome:
+            self._welcome_shown = self.welcome
+            welcome.update(self.welcome or "")
+        welcome.set_class(empty, "shown")
+        if self.table.display == empty:
+            self.table.display = not empty
+            if not empty and self.focused is None:
+                self.table.focus()
 
     def ordered(self) -> list[str]:
         """The sessions that match the filter, in the current sort order."""

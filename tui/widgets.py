@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from rich.text import Text
 from textual.widget import Widget
@@ -105,41 +106,54 @@ class HeatGrid(Widget):
         return 1 + max(1, len(self.heat.files)) if self.heat.files else 1
 
 
+TOKEN_PARTS: Final = (("in", "#5b8def"), ("out", "#b07cd8"), ("cache", "#5f8f8f"))
+"""The parts of an iteration's tokens, as drawn (the ``turn_tokens`` view defines them)."""
+
+
 class TokenBars(Widget):
-    """Tokens per iteration as horizontal bars (input + output)."""
+    """Tokens per iteration as horizontal bars: input, output and cache stacked, labelled with their
+    total (input + output + cache: the same number as the timeline, the title and the sessions table)."""
 
     DEFAULT_CSS = "TokenBars { height: auto; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.rows: list[tuple[int, int, int]] = []
+        self.rows: list[tuple[int, tuple[int, int, int], int]] = []
 
     def show(self, iterations: Sequence[IterationRow]) -> None:
         """Draw these iterations' token counts."""
-        self.rows = [(i.iteration, i.tokens_input, i.tokens_output) for i in iterations]
+        self.rows = [
+            (i.iteration, (i.tokens_input, i.tokens_output, i.tokens_cache), i.tokens_total)
+            for i in iterations
+        ]
         self.refresh(layout=True)
 
     def render(self) -> Text:
-        """``  3 ██████░░ 12.3k`` per iteration."""
-        if not self.rows or not any(i + o for _, i, o in self.rows):
+        """A legend, then ``  3 ██████░░ 12.3k`` per iteration."""
+        if not self.rows or not any(total for _, _, total in self.rows):
             return Text("no token usage recorded", style=GREY)
-        top = max(i + o for _, i, o in self.rows)
-        width = max(4, self.size.width - 12)
+        top = max(max(total, sum(parts)) for _, parts, total in self.rows)
+        width = max(4, self.size.width - 11)
         out = Text(no_wrap=True, overflow="crop")
-        for n, tin, tout in self.rows:
-            cells_in = round(tin / top * width) if top else 0
-            cells_out = round(tout / top * width) if top else 0
+        for name, colour in TOKEN_PARTS:
+            out.append("█", style=colour)
+            out.append(f"{name} ", style=GREY)
+        out.append("= tokens\n", style=GREY)
+        for n, parts, total in self.rows:
             out.append(f"{n:>3} ", style=GREY)
-            out.append("█" * cells_in, style="#5b8def")
-            out.append("█" * cells_out, style="#b07cd8")
-            out.append(" " * max(0, width - cells_in - cells_out))
-            out.append(f" {tokens(tin + tout):>6}\n")
+            drawn = 0
+            for count, (_, colour) in zip(parts, TOKEN_PARTS, strict=True):
+                cells = round(count / top * width) if top else 0
+                out.append("█" * cells, style=colour)
+                drawn += cells
+            out.append(" " * max(0, width - drawn))
+            out.append(f" {tokens(total):>6}\n")
         out.rstrip()
         return out
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
-        """One line per iteration."""
-        return max(1, len(self.rows))
+        """The legend and one line per iteration (one line saying there are no tokens)."""
+        return 1 + len(self.rows) if any(total for _, _, total in self.rows) else 1
 
 
 def checkpoints_text(checkpoints: Sequence[Checkpoint]) -> Text:

@@ -19,11 +19,22 @@ SELECT
   arg_max(decision, seq) FILTER (WHERE type = 'stop_decided') AS stop_decision,
   count(*) FILTER (WHERE type = 'guard_tripped') AS guard_trips,
   coalesce(list(guard ORDER BY seq) FILTER (WHERE type = 'guard_tripped'), []::VARCHAR[]) AS guards,
-  coalesce(sum(tokens.input) FILTER (WHERE type = 'agent_turn'), 0) AS tokens_input,
-  coalesce(sum(tokens.output) FILTER (WHERE type = 'agent_turn'), 0) AS tokens_output,
-  coalesce(sum(tokens.input + tokens.output + tokens.cache_creation + tokens.cache_read)
-           FILTER (WHERE type = 'agent_turn'), 0) AS tokens_total
-FROM events e
+  -- tokens as turn_tokens defines them: tokens_total = tokens_input + tokens_output + tokens_cache
+  coalesce(sum(e.input), 0) AS tokens_input,
+  coalesce(sum(e.output), 0) AS tokens_output,
+  coalesce(sum(e.cache), 0) AS tokens_cache,
+  coalesce(sum(e.tokens), 0) AS tokens_total
+FROM (
+  -- the turns' tokens come in as extra rows rather than a join (which took twice as long)
+  SELECT session_id, iteration, seq, ts, type, files_modified, tool_count, promise, action, signal,
+         decision, guard, CAST(NULL AS BIGINT) AS input, CAST(NULL AS BIGINT) AS output,
+         CAST(NULL AS BIGINT) AS cache, CAST(NULL AS BIGINT) AS tokens
+  FROM events
+  UNION ALL
+  SELECT session_id, iteration, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, input, output,
+         cache, tokens
+  FROM turn_tokens
+) e
 LEFT JOIN iteration_scores s USING (session_id, iteration)
 WHERE e.iteration > 0
 GROUP BY session_id, iteration

@@ -1,0 +1,13 @@
+-- One row per agent turn and its tokens: the one definition of "tokens" that every view, guard and
+-- screen uses. tokens = input + output + cache_creation + cache_read: every token the model read or
+-- wrote in the turn (what the token_budget guard counts); cache = cache_creation + cache_read.
+SELECT
+  session_id,
+  iteration,
+  seq,
+  tokens.input AS input,
+  tokens.output AS output,
+  tokens.cache_creation + tokens.cache_read AS cache,
+  tokens.input + tokens.output + tokens.cache_creation + tokens.cache_read AS tokens
+FROM events
+WHERE type = 'agent_turn'
