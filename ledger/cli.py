@@ -399,7 +399,8 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     ``.claude/ralph-loop.local.md``, which the hook honours as a drop-in.
     """
     from ledger.claude_code import UsageError, new_state, parse_loop_args, write_state
-    from ledger.hook_loop import LoopFile, has_config, read_loop_file, write_loop_file
+    from ledger.config import has_config
+    from ledger.hook_loop import LoopFile, read_loop_file, write_loop_file
     from ledger.stop_hook import LOOP_FILE, STATE_FILE
 
     try:

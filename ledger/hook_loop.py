@@ -31,7 +31,6 @@ drop-in mode does not.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -72,21 +71,6 @@ class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
 
 class LoopFileError(ValueError):
     """The loop file is unreadable or malformed; one line naming it."""
-
-
-def has_config(project: Path) -> bool:
-    """Whether ``project`` has a ralph configuration (``ralph.toml`` or ``[tool.ralph]``)."""
-    if (project / "ralph.toml").is_file():
-        return True
-    pyproject = project / "pyproject.toml"
-    if not pyproject.is_file():
-        return False
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
-    tool = data.get("tool")
-    return isinstance(tool, dict) and "ralph" in tool
 
 
 def read_loop_file(path: Path) -> LoopFile | None:
