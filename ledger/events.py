@@ -76,11 +76,13 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type
 
 
 class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_started"):
-    """A loop began; carries the loop's configuration."""
+    """A loop began; carries the loop's configuration. ``command`` is the agent command the loop
+    runner (``ralph-ledger run``) starts each iteration, empty for loops driven otherwise."""
 
     task: str = ""
     task_id: str = ""
     agent: str = ""
+    command: list[str] = []
     max_iterations: int = 15
     completion_promises: list[str] = []
     rules: list[RuleSpec] = []

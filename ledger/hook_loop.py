@@ -43,6 +43,7 @@ from ledger.config import ConfigError, LoopConfig, find_config
 from ledger.engine import Engine, EngineError, ValidateResult
 from ledger.home import Home
 from ledger.journal import Journal, journal_path
+from ledger.prompts import next_prompt
 from ledger.stop_hook import (
     HookInput,
     HookInputError,
@@ -124,14 +125,6 @@ def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
     )
 
 
-def next_prompt(loop: LoopFile, result: ValidateResult) -> str:
-    """What the agent is told next: the prompt, then what the validation said."""
-    extra = result.next_prompt or "\n".join(f"- {line}" for line in result.feedback)
-    if not extra:
-        return loop.prompt
-    return f"{loop.prompt}\n\nFeedback from iteration {result.iteration}:\n{extra}"
-
-
 def status_line(result: ValidateResult, iteration: int, max_iterations: int) -> str:
     """The one-line system message shown to the user while the loop continues."""
     failing = [r.name for r in result.results if not r.passed]
@@ -202,7 +195,11 @@ def _decide(
                     system_message=message,
                 )
             )
-            block = {"decision": "block", "reason": next_prompt(loop, result), "systemMessage": message}
+            block = {
+                "decision": "block",
+                "reason": next_prompt(loop.prompt, result),
+                "systemMessage": message,
+            }
             return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
     path.unlink(missing_ok=True)
     message = _ending(n, result, refused)
