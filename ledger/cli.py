@@ -171,7 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"kill an iteration's agent after this long (default {DEFAULT_RUN_TIMEOUT_S:g})",
     )
-    s.add_argument("agent_cmd", nargs="*", metavar="-- AGENT_CMD", help="the agent command and its arguments")
+    s.add_argument(
+        "agent_cmd",
+        nargs="*",
+        metavar="-- AGENT_CMD",
+        help="the agent command and its arguments (with --resume: the session's recorded one)",
+    )
     return p
 
 

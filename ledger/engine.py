@@ -169,9 +169,11 @@ class Engine:
         return s
 
     # -- lifecycle -----------------------------------------------------------
-    def start(self, session_id: str, config: LoopConfig, *, command: Sequence[str] = ()) -> NextResult:
-        """iteration_start: record the loop's configuration (and ``command``, the agent command a
-        runner starts each iteration) and begin iteration 1."""
+    def start(
+        self, session_id: str, config: LoopConfig, *, prompt: str = "", command: Sequence[str] = ()
+    ) -> NextResult:
+        """iteration_start: record the loop's configuration (and the ``prompt`` and agent ``command``
+        a runner feeds and starts each iteration) and begin iteration 1."""
         path = journal_path(self.home.journals, session_id)
         if path.exists() and not _only_errors(path):
             raise EngineError(f"session {session_id!r} already exists")
@@ -191,6 +193,7 @@ class Engine:
                 session_id=session_id,
                 task=config.task,
                 agent=config.agent,
+                prompt=prompt,
                 command=list(command),
                 max_iterations=max_it,
                 completion_promises=config.completion_promises,

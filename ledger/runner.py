@@ -341,9 +341,9 @@ def files_changed(before: dict[str, str] | None, after: dict[str, str] | None) -
 
 # ----------------------------------------------------------------------------- the loop
 def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
-    """The prompt (the task) and the agent command the session recorded when it started; ``("", [])``
-    for what a session started by an older version did not record. Raises ``EngineError`` when there
-    is no such session."""
+    """The prompt and the agent command the session recorded when it started (a session that
+    recorded no prompt answers its task; no command, ``[]``). Raises ``EngineError`` when there is
+    no such session."""
     path = engine.journal(session_id).path
     if not path.exists():
         raise EngineError(
@@ -352,7 +352,7 @@ def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
     started = [e for e in read_new(path, Cursor()).events if isinstance(e, ev.SessionStarted)]
     if not started:
         raise EngineError(f"session {session_id!r} has no session_started event")
-    return started[-1].task, list(started[-1].command)
+    return started[-1].prompt or started[-1].task, list(started[-1].command)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,8 +392,8 @@ def run_loop(
 ) -> RunResult:
     """Run the agent until the engine completes, blocks or escalates the session (exit codes above).
 
-    A new session records ``prompt`` as its task, the agent command, and the command's program as
-    its agent (unless the configuration names one). Every iteration gets the prompt composed by
+    A new session records ``prompt``, the agent command, ``prompt`` as its task and the command's
+    program as its agent (unless the configuration names them). Every iteration gets the prompt composed by
     ``ledger.prompts.next_prompt``: ``prompt`` then what the previous iteration taught the loop.
     With ``resume`` the session must exist and be running: ``start`` is skipped and its current
     iteration runs again, with the prompt it had. SIGINT, SIGTERM and SIGHUP (in the main thread)
@@ -412,11 +412,11 @@ def run_loop(
     else:
         config = msgspec.structs.replace(
             config,
-            task=prompt,
+            task=config.task or prompt,
             agent=config.agent or Path(agent_cmd[0]).name,
             max_iterations=config.effective_max_iterations(),  # the default of the configured agent
         )
-        started = engine.start(session_id, config, command=agent_cmd)
+        started = engine.start(session_id, config, prompt=prompt, command=agent_cmd)
         n, max_it = started.iteration, started.max_iterations
         stdin_text = prompt
     loop = _Loop(engine, session_id, out)

@@ -467,16 +467,19 @@ def test_a_runner_session_records_its_task_agent_and_command(engine: Engine, sta
     cmd = agent(state, 'print("<promise>COMPLETE</promise>")\n')
     loop(engine, cmd, LoopConfig())
     (started,) = [e for e in events_of(engine, "s1") if isinstance(e, E.SessionStarted)]
-    assert (started.task, started.agent, started.command) == (PROMPT, Path(sys.executable).name, cmd)
+    assert (started.prompt, started.command) == (PROMPT, cmd)
+    assert (started.task, started.agent) == (PROMPT, Path(sys.executable).name)
     assert recorded(engine, "s1") == (PROMPT, cmd)
     row = engine.status("s1")
     assert (row["task"], row["agent"]) == (PROMPT, Path(sys.executable).name)
 
 
-def test_a_configured_agent_name_is_kept(engine: Engine, state: Path) -> None:
-    loop(engine, agent(state, 'print("<promise>COMPLETE</promise>")\n'), LoopConfig(agent="qa"))
+def test_a_configured_task_and_agent_name_are_kept(engine: Engine, state: Path) -> None:
+    cmd = agent(state, 'print("<promise>COMPLETE</promise>")\n')
+    loop(engine, cmd, LoopConfig(task="login form", agent="qa"))
     row = engine.status("s1")
-    assert (row["agent"], row["max_iterations"]) == ("qa", 10)
+    assert (row["task"], row["agent"], row["max_iterations"]) == ("login form", "qa", 10)
+    assert recorded(engine, "s1") == (PROMPT, cmd)  # the prompt itself, for --resume
 
 
 def test_cli_resume_needs_neither_prompt_nor_command(
@@ -485,7 +488,7 @@ def test_cli_resume_needs_neither_prompt_nor_command(
     """A running session (as an interruption leaves one) resumes from its record alone."""
     monkeypatch.chdir(work)
     cmd = agent(state, 'print("<promise>COMPLETE</promise>")\n')
-    Engine(home, work_dir=work).start("r1", LoopConfig(task=PROMPT), command=cmd)
+    Engine(home, work_dir=work).start("r1", LoopConfig(task="label"), prompt=PROMPT, command=cmd)
     monkeypatch.setattr(sys, "stdin", io.StringIO("not the prompt"))  # not read: the session has it
     assert run_cli(home, "--resume", "r1") == 0
     assert "r1: COMPLETE after 1 iteration(s)" in capsys.readouterr().out
