@@ -551,6 +551,18 @@ def _check_agent(agent_cmd: list[str], missing: str) -> None:
         raise CliError(f"ralph-ledger run: agent command not found: {agent_cmd[0]}", 2)
 
 
+def _detach_hung_up() -> None:
+    """Point stdout and stderr at ``/dev/null`` where they are a terminal that hung up (SIGHUP: it
+    closed), so the last line and the exit status are not lost to an I/O error."""
+    for fd in (1, 2):
+        try:
+            os.write(fd, b"")
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)
+
+
 def cmd_run(home: Home, args: argparse.Namespace) -> None:
     """``run``: run the agent command in a loop (``ledger.runner``), streaming its output to stdout.
 
@@ -610,6 +622,8 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     except EngineError as exc:
         raise CliError(f"ralph-ledger run: {exc}") from None
     summary = f"{result.session_id}: {result.signal or 'interrupted'} after {result.iterations} iteration(s)"
+    if not result.signal:
+        _detach_hung_up()
     if result.exit_code != 0:
         raise CliError(f"ralph-ledger run: {summary}: {result.reason}", result.exit_code)
     print(f"ralph-ledger run: {summary}: {result.reason}")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,7 +85,7 @@ class Loop:
         return [e["type"] for e in self.project.journal("s1")]
 
 
-def wait_for(path: Path, proc: subprocess.Popen[str], seconds: float = 20) -> list[int]:
+def wait_for(path: Path, proc: subprocess.Popen[Any], seconds: float = 20) -> list[int]:
     """The pids written to ``path`` once it appears (while ``proc`` still runs)."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -283,3 +284,36 @@ def test_usage_errors_exit_2_with_one_line(
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(message)
     assert not (loop.state / "count").exists() and not (project.home / "journals").exists()
+
+
+def test_sighup_when_the_terminal_closes(project: Project, tmp_path: Path) -> None:
+    """The loop runs in a terminal (a pseudo-terminal) that closes: the journal has the interrupted
+    turn and the override, and the exit status is still 129, not an I/O error's 1."""
+    import pty
+
+    loop = Loop(project, tmp_path, HANG)
+    master, slave = pty.openpty()
+    argv = [script("ralph-ledger"), "run", "--session", "s1", "--prompt", "PROMPT.md", "--", *loop.cmd]
+    proc = subprocess.Popen(
+        argv,
+        cwd=project.dir,
+        env=clean_env(),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
+    os.close(slave)
+    try:
+        pids = wait_for(loop.state / "pids", proc)
+    finally:
+        os.close(master)  # the terminal window closes
+    proc.send_signal(signal.SIGHUP)
+    assert proc.wait(timeout=20) == 129
+    assert all_dead(pids), "the agent or its child survived"
+    turn, override = project.journal("s1")[-2:]
+    assert (turn["stop_reason"], override["kind"], override["reason"]) == (
+        "interrupted",
+        "interrupted",
+        "interrupted (SIGHUP)",
+    )
