@@ -257,6 +257,10 @@ def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
         raise ConfigError(f"{path}: name: expected a string, got {kind}")
     agent = str(name or path.stem)
     block = convert(meta.get("iteration", {}), AgentIteration, str(path), "iteration")
+    if block.max_iterations is not None and block.max_iterations < 1:
+        raise ConfigError(
+            f"{path}: iteration.maxIterations: expected a whole number >= 1, got {block.max_iterations}"
+        )
     rules = base.rules
     if block.validation_rules:
         known = {str(r.get("name")): r for r in base.rules}

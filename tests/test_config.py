@@ -146,6 +146,10 @@ def test_agent_defaults_per_agent(tmp_path: Path) -> None:
         ),
         ("---\niteration:\n  maxIters: 3\n---\n", "iteration.maxIters: unknown key"),
         (
+            "---\niteration:\n  maxIterations: 0\n---\n",
+            "iteration.maxIterations: expected a whole number >= 1, got 0",
+        ),
+        (
             "---\niteration:\n  validationRules: [nope]\n---\n",
             "iteration.validationRules: no rule named 'nope'",
         ),
