@@ -151,17 +151,32 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("run", help="run an agent command in a loop until the engine stops it")
     s.add_argument("--prompt", metavar="FILE", help="file holding the prompt (default: read stdin)")
     g = s.add_mutually_exclusive_group()
-    g.add_argument("--session", metavar="ID", help="id of the new session (default: run-<UTC timestamp>)")
-    g.add_argument("--resume", metavar="ID", help="continue this running (e.g. interrupted) session")
+    g.add_argument(
+        "--session",
+        type=session_id_arg,
+        metavar="ID",
+        help="id of the new session (default: run-<UTC timestamp>)",
+    )
+    g.add_argument(
+        "--resume",
+        type=session_id_arg,
+        metavar="ID",
+        help="continue this running (e.g. interrupted) session, with its recorded prompt and agent command",
+    )
     s.add_argument("--max-iterations", type=positive_int, metavar="N", help="override the configuration")
     s.add_argument(
         "--timeout",
-        type=non_negative_float,
+        type=positive_seconds,
         default=DEFAULT_RUN_TIMEOUT_S,
         metavar="SECONDS",
         help=f"kill an iteration's agent after this long (default {DEFAULT_RUN_TIMEOUT_S:g})",
     )
-    s.add_argument("agent_cmd", nargs="*", metavar="-- AGENT_CMD", help="the agent command and its arguments")
+    s.add_argument(
+        "agent_cmd",
+        nargs="*",
+        metavar="-- AGENT_CMD",
+        help="the agent command and its arguments (with --resume: the session's recorded one)",
+    )
     return p
 
 
@@ -399,7 +414,8 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     ``.claude/ralph-loop.local.md``, which the hook honours as a drop-in.
     """
     from ledger.claude_code import UsageError, new_state, parse_loop_args, write_state
-    from ledger.hook_loop import LoopFile, has_config, read_loop_file, write_loop_file
+    from ledger.config import has_config
+    from ledger.hook_loop import LoopFile, read_loop_file, write_loop_file
     from ledger.stop_hook import LOOP_FILE, STATE_FILE
 
     try:
@@ -473,14 +489,20 @@ def _loop_mode(words: list[str]) -> tuple[list[str], str | None]:
     return rest, mode
 
 
-def _read_prompt(path: str | None) -> str:
-    """The prompt from ``--prompt FILE``, else from a piped stdin; ``CliError`` (exit 2) if there is none."""
+def _read_prompt(path: str | None, *, required: bool = True) -> str:
+    """The prompt from ``--prompt FILE``, else from a piped stdin; ``CliError`` (exit 2) if there is none.
+
+    Unless ``required`` (``--resume`` has the recorded prompt), stdin is not read and ``""`` means
+    "none given".
+    """
     if path is not None:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             reason = getattr(exc, "strerror", None) or exc
             raise CliError(f"ralph-ledger run: --prompt {path}: cannot read: {reason}", 2) from None
+    elif not required:
+        return ""
     elif sys.stdin is None or sys.stdin.isatty():
         raise CliError("ralph-ledger run: no prompt: pass --prompt FILE or pipe the prompt on stdin", 2)
     else:
@@ -490,38 +512,100 @@ def _read_prompt(path: str | None) -> str:
     return text
 
 
+def session_id_arg(text: str) -> str:
+    """argparse type for ``--session`` / ``--resume``: a valid session id, else
+    ``argparse.ArgumentTypeError`` (a usage error)."""
+    import argparse
+
+    from ledger.journal import check_session_id
+
+    try:
+        return check_session_id(text)
+    except JournalError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("invalid session id ")) from None
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type for ``--timeout``: a finite number of seconds > 0, else
+    ``argparse.ArgumentTypeError``."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
+def _check_agent(agent_cmd: list[str], missing: str) -> None:
+    """``CliError`` (exit 2) when there is no agent command (``missing`` says why) or its program is
+    not found."""
+    import shutil
+
+    if not agent_cmd:
+        raise CliError(f"ralph-ledger run: {missing} after -- (see --help)", 2)
+    if shutil.which(agent_cmd[0]) is None:
+        raise CliError(f"ralph-ledger run: agent command not found: {agent_cmd[0]}", 2)
+
+
+def _detach_hung_up() -> None:
+    """Point stdout and stderr at ``/dev/null`` where they are a terminal that hung up (SIGHUP: it
+    closed), so the last line and the exit status are not lost to an I/O error."""
+    for fd in (1, 2):
+        try:
+            os.write(fd, b"")
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)
+
+
 def cmd_run(home: Home, args: argparse.Namespace) -> None:
     """``run``: run the agent command in a loop (``ledger.runner``), streaming its output to stdout.
 
     Prints the outcome on completion; any other outcome raises ``CliError`` with the runner's exit
-    code (3 blocked, 4 escalated, 130 interrupted). Raises ``CliError`` (exit 2) for a missing agent
-    command, a zero timeout or a missing prompt, (exit 1) for a bad configuration or a session the
-    engine refuses to start or resume.
+    code (3 blocked, 4 escalated, 130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP). With
+    ``--resume`` the prompt and the agent command the session recorded are used unless given again.
+    Raises ``CliError`` (exit 2) for bad usage (no agent command, no prompt, an agent program not
+    found), (exit 1) for a configuration that would fail (checked in full before the agent starts)
+    or a session the engine refuses to start or resume.
     """
-    import shutil
     from datetime import UTC, datetime
 
     import msgspec
 
-    from ledger.config import ConfigError, find_config
+    from ledger.config import ConfigError, LoopConfig, config_path, load_checked
     from ledger.engine import Engine, EngineError
-    from ledger.runner import run_loop
+    from ledger.runner import recorded, run_loop
 
-    if not args.agent_cmd:
-        raise CliError("ralph-ledger run: missing the agent command after -- (see --help)", 2)
-    if args.timeout <= 0:
-        raise CliError(f"ralph-ledger run: --timeout must be > 0 seconds, got {args.timeout:g}", 2)
-    if shutil.which(args.agent_cmd[0]) is None:
-        raise CliError(f"ralph-ledger run: agent command not found: {args.agent_cmd[0]}", 2)
-    prompt = _read_prompt(args.prompt)
+    engine = Engine(home, work_dir=Path.cwd())
+    agent_cmd = list(args.agent_cmd)
+    if not args.resume:
+        _check_agent(agent_cmd, "missing the agent command")
+        prompt = _read_prompt(args.prompt)
+    else:  # what is not given again is what the session recorded
+        prompt = _read_prompt(args.prompt, required=False)
+        try:
+            task, command = recorded(engine, args.resume)
+        except EngineError as exc:
+            raise CliError(f"ralph-ledger run: {exc}") from None
+        prompt, agent_cmd = prompt or task, agent_cmd or command
+        _check_agent(agent_cmd, f"session {args.resume} recorded no agent command: pass it")
+        if not prompt.strip():
+            raise CliError(
+                f"ralph-ledger run: session {args.resume} recorded no prompt: pass --prompt FILE", 2
+            )
     try:
-        config = find_config(Path.cwd())
+        path = config_path(Path.cwd())
+        config = LoopConfig() if path is None else load_checked(path, runner=True)
     except ConfigError as exc:
-        raise CliError(f"ralph-ledger: {exc}") from None
+        raise CliError(f"ralph-ledger run: {exc}") from None
     if args.max_iterations is not None:
         config = msgspec.structs.replace(config, max_iterations=args.max_iterations)
     session = args.resume or args.session or f"run-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-    engine = Engine(home, work_dir=Path.cwd())
     try:
         if args.resume and args.max_iterations is not None:
             engine.set_max_iterations(session, args.max_iterations, "run --resume --max-iterations")
@@ -529,7 +613,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
             engine,
             session,
             config,
-            list(args.agent_cmd),
+            agent_cmd,
             prompt,
             iteration_timeout_s=args.timeout,
             out=sys.stdout,
@@ -538,6 +622,8 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     except EngineError as exc:
         raise CliError(f"ralph-ledger run: {exc}") from None
     summary = f"{result.session_id}: {result.signal or 'interrupted'} after {result.iterations} iteration(s)"
+    if not result.signal:
+        _detach_hung_up()
     if result.exit_code != 0:
         raise CliError(f"ralph-ledger run: {summary}: {result.reason}", result.exit_code)
     print(f"ralph-ledger run: {summary}: {result.reason}")

@@ -13,8 +13,10 @@ the engine's own specification, which also sets the 15 default.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -97,6 +99,13 @@ def load_toml(path: Path) -> LoopConfig:
     return _check_rules(convert(data, LoopConfig, str(path)), str(path))
 
 
+def load_checked(path: Path, *, runner: bool = False) -> LoopConfig:
+    """``load_toml``, then ``check_config``: a configuration that will not fail once a loop runs."""
+    config = load_toml(path)
+    check_config(config, str(path), "tool.ralph." if path.name == "pyproject.toml" else "", runner=runner)
+    return config
+
+
 def _check_rules(config: LoopConfig, source: str, prefix: str = "") -> LoopConfig:
     """``config``, once its rule tables decode (``ledger.rules``): a bad rule is a one-line error
     here, not when a loop starts."""
@@ -107,15 +116,108 @@ def _check_rules(config: LoopConfig, source: str, prefix: str = "") -> LoopConfi
     return config
 
 
-def find_config(project: Path) -> LoopConfig:
-    """The project's configuration: ``ralph.toml``, else ``[tool.ralph]``, else defaults."""
+def config_path(project: Path) -> Path | None:
+    """The file holding the project's configuration: ``ralph.toml``, else a ``pyproject.toml`` with
+    a ``[tool.ralph]`` table, else ``None``. A ``pyproject.toml`` that cannot be read or parsed is
+    returned too, so that loading it reports why."""
     ralph = project / "ralph.toml"
     if ralph.is_file():
-        return load_toml(ralph)
+        return ralph
     pyproject = project / "pyproject.toml"
-    if pyproject.is_file():
-        return load_toml(pyproject)
-    return LoopConfig()
+    if not pyproject.is_file():
+        return None
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return pyproject
+    tool = data.get("tool")
+    return pyproject if isinstance(tool, dict) and "ralph" in tool else None
+
+
+def has_config(project: Path) -> bool:
+    """Whether ``project`` has a ralph configuration (``config_path`` finds one)."""
+    return config_path(project) is not None
+
+
+def find_config(project: Path) -> LoopConfig:
+    """The project's configuration (``config_path``), checked in full; defaults when there is none."""
+    path = config_path(project)
+    return LoopConfig() if path is None else load_checked(path)
+
+
+def _positive(value: float, integer: bool) -> str | None:
+    """What is wrong with a threshold that must be > 0 (``None`` when it is fine)."""
+    if integer:
+        return None if value >= 1 else f"expected a whole number >= 1, got {value}"
+    if not math.isfinite(value) or value <= 0:
+        return f"expected a finite number of seconds > 0, got {value}"
+    return None
+
+
+def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: bool = False) -> None:
+    """Raise ``ConfigError`` for the first setting that would fail or never take effect once a loop
+    runs: ``max_iterations`` < 1, an empty promise, an unknown hook name, an invalid regular expression,
+    a zero or negative threshold, thresholds of a disabled guard. With ``runner``, also the settings
+    the loop runner never uses (``max_stop_retries``). The message is one line: ``source``, the key
+    (after ``prefix``), what is expected."""
+    from ledger.hooks import PRESET_FNS  # here: the hooks module is not needed to read a file
+
+    def bad(key: str, what: str) -> ConfigError:
+        return ConfigError(f"{source}: {prefix}{key}: {what}")
+
+    if config.max_iterations is not None and config.max_iterations < 1:
+        raise bad("max_iterations", f"expected a whole number >= 1, got {config.max_iterations}")
+    for i, word in enumerate(config.completion_promises):
+        if not word.strip():
+            raise bad(f"completion_promises[{i}]", "expected a promise word, got an empty string")
+    for i, name in enumerate(config.hooks):
+        if name not in PRESET_FNS:
+            known = ", ".join(sorted(PRESET_FNS))
+            raise bad(f"hooks[{i}]", f"unknown hook {name!r} (expected one of: {known})")
+    for i, rule in enumerate(config.rules):
+        pattern = rule.get("pattern")
+        if rule.get("type") == "content_pattern" and isinstance(pattern, str):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise bad(f"rules[{i}].pattern", f"invalid regular expression {pattern!r}: {exc}") from None
+    _check_guards(config.guards, bad, runner)
+
+
+def _check_guards(guards: GuardConfig, bad: Callable[[str, str], ConfigError], runner: bool) -> None:
+    """``check_config``'s part for ``[guards]``."""
+    for name in guards.__struct_fields__:
+        guard = getattr(guards, name)
+        default = type(guard)()
+        for key in guard.__struct_fields__:
+            value = getattr(guard, key)
+            if key == "enabled" or isinstance(value, bool):
+                continue
+            if name == "quality_regression" and key == "min_drop":
+                fine = math.isfinite(value) and value >= 0
+                problem = None if fine else f"expected a number >= 0, got {value}"
+            elif name == "quality_regression" and key == "span" and value < 2:
+                problem = f"expected a whole number >= 2 (a fall takes two scores), got {value}"
+            elif name == "token_budget" and not guard.enabled:
+                problem = None if value >= 0 else f"expected a whole number >= 1, got {value}"
+            else:
+                problem = _positive(value, isinstance(value, int))
+            if problem:
+                raise bad(f"guards.{name}.{key}", problem)
+        changed = [
+            k for k in guard.__struct_fields__ if k != "enabled" and getattr(guard, k) != getattr(default, k)
+        ]
+        if changed and not guard.enabled:
+            raise bad(
+                f"guards.{name}.{changed[0]}",
+                f"never takes effect while guards.{name}.enabled is false (set enabled = true, or remove it)",
+            )
+        if runner and name == "max_stop_retries" and changed:
+            raise bad(
+                f"guards.{name}.{changed[0]}",
+                "never takes effect in `ralph-ledger run` (it counts stops blocked within one iteration; "
+                "the runner never blocks a stop): remove it",
+            )
 
 
 def frontmatter(text: str, source: str) -> dict[str, Any]:
@@ -155,6 +257,10 @@ def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
         raise ConfigError(f"{path}: name: expected a string, got {kind}")
     agent = str(name or path.stem)
     block = convert(meta.get("iteration", {}), AgentIteration, str(path), "iteration")
+    if block.max_iterations is not None and block.max_iterations < 1:
+        raise ConfigError(
+            f"{path}: iteration.maxIterations: expected a whole number >= 1, got {block.max_iterations}"
+        )
     rules = base.rules
     if block.validation_rules:
         known = {str(r.get("name")): r for r in base.rules}

@@ -169,8 +169,11 @@ class Engine:
         return s
 
     # -- lifecycle -----------------------------------------------------------
-    def start(self, session_id: str, config: LoopConfig) -> NextResult:
-        """iteration_start: record the loop's configuration and begin iteration 1."""
+    def start(
+        self, session_id: str, config: LoopConfig, *, prompt: str = "", command: Sequence[str] = ()
+    ) -> NextResult:
+        """iteration_start: record the loop's configuration (and the ``prompt`` and agent ``command``
+        a runner feeds and starts each iteration) and begin iteration 1."""
         path = journal_path(self.home.journals, session_id)
         if path.exists() and not _only_errors(path):
             raise EngineError(f"session {session_id!r} already exists")
@@ -190,6 +193,8 @@ class Engine:
                 session_id=session_id,
                 task=config.task,
                 agent=config.agent,
+                prompt=prompt,
+                command=list(command),
                 max_iterations=max_it,
                 completion_promises=config.completion_promises,
                 rules=[spec(r) for r in rules],

@@ -76,11 +76,14 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type
 
 
 class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_started"):
-    """A loop began; carries the loop's configuration."""
+    """A loop began; carries the loop's configuration. ``prompt`` and ``command`` are what the loop
+    runner (``ralph-ledger run``) feeds and starts each iteration, empty for loops driven otherwise."""
 
     task: str = ""
     task_id: str = ""
     agent: str = ""
+    prompt: str = ""
+    command: list[str] = []
     max_iterations: int = 15
     completion_promises: list[str] = []
     rules: list[RuleSpec] = []
@@ -208,7 +211,8 @@ class CheckpointExpired(Event, frozen=True, kw_only=True, gc=False, tag="checkpo
 
 
 class Override(Event, frozen=True, kw_only=True, gc=False, tag="override"):
-    """A human intervened: ``kind`` is ``manual_stop`` or ``max_iterations``."""
+    """A human intervened: ``kind`` is ``manual_stop``, ``max_iterations`` or ``interrupted`` (the loop
+    runner was stopped by a signal; the session stays resumable)."""
 
     kind: str
     reason: str = ""

@@ -31,7 +31,6 @@ drop-in mode does not.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +43,7 @@ from ledger.config import ConfigError, LoopConfig, find_config
 from ledger.engine import Engine, EngineError, ValidateResult
 from ledger.home import Home
 from ledger.journal import Journal, journal_path
+from ledger.prompts import next_prompt
 from ledger.stop_hook import (
     HookInput,
     HookInputError,
@@ -72,21 +72,6 @@ class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
 
 class LoopFileError(ValueError):
     """The loop file is unreadable or malformed; one line naming it."""
-
-
-def has_config(project: Path) -> bool:
-    """Whether ``project`` has a ralph configuration (``ralph.toml`` or ``[tool.ralph]``)."""
-    if (project / "ralph.toml").is_file():
-        return True
-    pyproject = project / "pyproject.toml"
-    if not pyproject.is_file():
-        return False
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
-    tool = data.get("tool")
-    return isinstance(tool, dict) and "ralph" in tool
 
 
 def read_loop_file(path: Path) -> LoopFile | None:
@@ -138,14 +123,6 @@ def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
         max_iterations=loop.max_iterations or config.max_iterations,
         completion_promises=promises,
     )
-
-
-def next_prompt(loop: LoopFile, result: ValidateResult) -> str:
-    """What the agent is told next: the prompt, then what the validation said."""
-    extra = result.next_prompt or "\n".join(f"- {line}" for line in result.feedback)
-    if not extra:
-        return loop.prompt
-    return f"{loop.prompt}\n\nFeedback from iteration {result.iteration}:\n{extra}"
 
 
 def status_line(result: ValidateResult, iteration: int, max_iterations: int) -> str:
@@ -218,7 +195,11 @@ def _decide(
                     system_message=message,
                 )
             )
-            block = {"decision": "block", "reason": next_prompt(loop, result), "systemMessage": message}
+            block = {
+                "decision": "block",
+                "reason": next_prompt(loop.prompt, result),
+                "systemMessage": message,
+            }
             return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
     path.unlink(missing_ok=True)
     message = _ending(n, result, refused)

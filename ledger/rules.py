@@ -302,6 +302,9 @@ def _run_command(rule: CommandRule, ctx: RuleContext) -> _Outcome:
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         return _Outcome.error(f"timed out after {rule.timeout_s:g} s; process group killed")
+    except BaseException:  # Ctrl-C, or a signal the loop runner turns into one: nothing keeps running
+        _kill_group(proc)
+        raise
     if proc.returncode == 0:
         return _Outcome(True)
     return _Outcome(False, _tail(out.decode(errors="replace"), rule.feedback_lines) or _exit_text(proc))

@@ -395,7 +395,10 @@ def agent_command(sb: Sandbox, turns: Sequence[Turn]) -> list[str]:
     program.write_text(AGENT_PROGRAM, encoding="utf-8")
     plan = [{"output": t.output, "write": dict(t.write)} for t in turns]
     (sb.agent_dir / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
-    return [sys.executable, str(program), str(sb.agent_dir / "plan.json"), str(sb.agent_dir / "count")]
+    # relative to the repository (the agent's work dir) and through the python shim: the recorded
+    # command names no path of the sandbox
+    rel = Path(os.path.relpath(sb.agent_dir, sb.repo))
+    return ["python", str(rel / program.name), str(rel / "plan.json"), str(rel / "count")]
 
 
 class Terminal(io.StringIO):

@@ -6,7 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from ledger.config import ConfigError, LoopConfig, find_config, load_agent, load_toml, promise_word
+from ledger.config import (
+    ConfigError,
+    LoopConfig,
+    config_path,
+    find_config,
+    has_config,
+    load_agent,
+    load_checked,
+    load_toml,
+    promise_word,
+)
 
 RALPH = """
 max_iterations = 12
@@ -136,6 +146,10 @@ def test_agent_defaults_per_agent(tmp_path: Path) -> None:
         ),
         ("---\niteration:\n  maxIters: 3\n---\n", "iteration.maxIters: unknown key"),
         (
+            "---\niteration:\n  maxIterations: 0\n---\n",
+            "iteration.maxIterations: expected a whole number >= 1, got 0",
+        ),
+        (
             "---\niteration:\n  validationRules: [nope]\n---\n",
             "iteration.validationRules: no rule named 'nope'",
         ),
@@ -158,3 +172,135 @@ def test_promise_word() -> None:
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_toml(tmp_path / "missing.toml")
+
+
+# ----------------------------------------------------------------------------- one discovery, checked in full
+@pytest.mark.parametrize(
+    ("files", "found"),
+    [
+        ({}, None),
+        ({"ralph.toml": ""}, "ralph.toml"),
+        ({"pyproject.toml": "[project]\nname = 'x'\n"}, None),  # a Python project, no loop configuration
+        ({"pyproject.toml": "[tool.ralph]\nmax_iterations = 7\n"}, "pyproject.toml"),
+        ({"pyproject.toml": "[tool.ralph\n"}, "pyproject.toml"),  # broken: loading it says why
+        ({"ralph.toml": "", "pyproject.toml": "[tool.ralph]\n"}, "ralph.toml"),
+    ],
+)
+def test_config_path_is_what_find_config_and_has_config_read(
+    tmp_path: Path, files: dict[str, str], found: str | None
+) -> None:
+    """One discovery rule: ``has_config`` (which picks ``loop start``'s mode) and ``find_config`` (which
+    the runner and the hook load) agree on every project; they used to differ on a ``pyproject.toml``
+    without ``[tool.ralph]`` (loaded) and a broken one (ignored by one, an error for the other)."""
+    for name, text in files.items():
+        write(tmp_path / name, text)
+    assert config_path(tmp_path) == (tmp_path / found if found else None)
+    assert has_config(tmp_path) is (found is not None)
+    if found == "pyproject.toml" and "max_iterations" not in files["pyproject.toml"]:
+        with pytest.raises(ConfigError, match=r"pyproject.toml: not valid TOML"):
+            find_config(tmp_path)
+    elif found is None:
+        assert find_config(tmp_path) == LoopConfig()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("max_iterations = 0\n", "ralph.toml: max_iterations: expected a whole number >= 1, got 0"),
+        ("max_iterations = -3\n", "ralph.toml: max_iterations: expected a whole number >= 1, got -3"),
+        (
+            "hooks = ['default', 'valdation']\n",
+            "ralph.toml: hooks[1]: unknown hook 'valdation' (expected one of: default, promise, validation)",
+        ),
+        (
+            "completion_promises = ['DONE', ' ']\n",
+            "ralph.toml: completion_promises[1]: expected a promise word",
+        ),
+        (
+            "[[rules]]\nname = 'p'\ntype = 'content_pattern'\npattern = 'ok('\n",
+            "ralph.toml: rules[0].pattern: invalid regular expression 'ok(': missing ), unterminated",
+        ),
+        (
+            "[guards.circuit_breaker]\nthreshold = 0\n",
+            "ralph.toml: guards.circuit_breaker.threshold: expected a whole number >= 1, got 0",
+        ),
+        (
+            "[guards.circuit_breaker]\nreset_timeout_s = -1.0\n",
+            "guards.circuit_breaker.reset_timeout_s: expected a finite number of seconds > 0, got -1.0",
+        ),
+        (
+            "[guards.time_limit]\nseconds = 0\n",
+            "guards.time_limit.seconds: expected a finite number of seconds > 0, got 0",
+        ),
+        (
+            "[guards.time_limit]\nseconds = nan\n",
+            "guards.time_limit.seconds: expected a finite number of seconds > 0, got nan",
+        ),
+        (
+            "[guards.thrashing]\nmin_iterations = -2\n",
+            "guards.thrashing.min_iterations: expected a whole number >= 1, got -2",
+        ),
+        (
+            "[guards.validation_stall]\nspan = 0\n",
+            "guards.validation_stall.span: expected a whole number >= 1, got 0",
+        ),
+        (
+            "[guards.quality_regression]\nspan = 1\n",
+            "guards.quality_regression.span: expected a whole number >= 2",
+        ),
+        (
+            "[guards.quality_regression]\nmin_drop = -5.0\n",
+            "guards.quality_regression.min_drop: expected a number >= 0, got -5.0",
+        ),
+        (
+            "[guards.error_threshold]\nlimit = 0\n",
+            "guards.error_threshold.limit: expected a whole number >= 1, got 0",
+        ),
+        (
+            "[guards.token_budget]\nenabled = true\n",
+            "guards.token_budget.tokens: expected a whole number >= 1, got 0",
+        ),
+        (
+            "[guards.token_budget]\ntokens = 100000\n",
+            "guards.token_budget.tokens: never takes effect while guards.token_budget.enabled is false",
+        ),
+        (
+            "[guards.thrashing]\nenabled = false\nmin_iterations = 3\n",
+            "guards.thrashing.min_iterations: never takes effect while guards.thrashing.enabled is false",
+        ),
+    ],
+)
+def test_settings_that_would_fail_or_never_apply_are_errors(tmp_path: Path, text: str, message: str) -> None:
+    """Every setting that would fail once a loop runs, or could never take effect, is one line naming
+    the file, the key and what is expected, at load time (they used to load silently)."""
+    write(tmp_path / "ralph.toml", text)
+    with pytest.raises(ConfigError) as caught:
+        find_config(tmp_path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"{tmp_path / 'ralph.toml'}: ")
+
+
+def test_checks_name_the_pyproject_table(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", "[tool.ralph]\nhooks = ['nope']\n")
+    with pytest.raises(ConfigError, match=r"pyproject.toml: tool.ralph.hooks\[0\]: unknown hook 'nope'"):
+        find_config(tmp_path)
+
+
+def test_sound_settings_pass_the_checks(tmp_path: Path) -> None:
+    """Disabling a guard alone, default thresholds, a valid regex and every preset hook are fine."""
+    text = RALPH + "[guards.thrashing]\nenabled = false\n[guards.max_stop_retries]\nlimit = 5\n"
+    text = "hooks = ['default', 'promise', 'validation']\n" + text.replace('hooks = ["default"]\n', "")
+    text += "[[rules]]\nname = 'p'\ntype = 'content_pattern'\npattern = '^ok$'\n"
+    write(tmp_path / "ralph.toml", text)
+    assert find_config(tmp_path).guards.max_stop_retries.limit == 5  # the hook's check: it applies there
+
+
+def test_the_runner_refuses_stop_retry_settings(tmp_path: Path) -> None:
+    """``max_stop_retries`` counts stops blocked within one iteration: the loop runner never blocks a
+    stop, so settings for it can never take effect there."""
+    path = write(tmp_path / "ralph.toml", "[guards.max_stop_retries]\nlimit = 5\n")
+    assert load_checked(path).guards.max_stop_retries.limit == 5
+    with pytest.raises(
+        ConfigError, match=r"guards.max_stop_retries.limit: never takes effect in `ralph-ledger run`"
+    ):
+        load_checked(path, runner=True)

@@ -7,11 +7,14 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,17 +23,23 @@ from ledger import events as E
 from ledger.cli import main
 from ledger.config import LoopConfig
 from ledger.engine import Engine, EngineError
-from ledger.guards import GuardConfig, _Guard
+from ledger.guards import CircuitBreaker, GuardConfig, _Guard
 from ledger.home import Home
+from ledger.hooks import HookResult
 from ledger.journal import Cursor, read_new
-from ledger.runner import RunResult, run_agent, run_loop
+from ledger.prompts import next_prompt
+from ledger.rules import RuleContext, parse_rules, run_rules
+from ledger.runner import RunResult, recorded, run_agent, run_loop
 from tests.helpers import AGENT_PREAMBLE, ticking
 
 PROMPT = "Build the thing.\n"
 
-PREAMBLE = AGENT_PREAMBLE + """\
+PREAMBLE = (
+    AGENT_PREAMBLE
+    + """\
 (state / f"prompt{n}.txt").write_text(prompt)
 """
+)
 
 
 @pytest.fixture
@@ -230,8 +239,11 @@ def test_next_prompt_is_fed_on_stdin(engine: Engine, state: Path) -> None:
     result, _ = loop(engine, cmd, LoopConfig(rules=[flag], hooks=["default"]))
     assert (result.exit_code, result.iterations) == (0, 2)
     assert (state / "prompt1.txt").read_text() == PROMPT
-    second = (state / "prompt2.txt").read_text()
-    assert second.startswith("Fix the failing validation rules") and "tests" in second
+    # the task, then what the hook said (its feedback line is not repeated): never the feedback alone
+    assert (state / "prompt2.txt").read_text() == (
+        "Build the thing.\n\nFeedback from iteration 1:\n"
+        "Fix the failing validation rules: tests: exited with code 1 (no output)"
+    )
 
 
 class InterruptingOut(io.StringIO):
@@ -273,7 +285,13 @@ def test_ctrl_c_kills_the_agent_and_the_session_resumes(engine: Engine, state: P
 
     resumed, _ = loop(engine, cmd, LoopConfig(), resume=True)
     assert (resumed.exit_code, resumed.signal, resumed.iterations) == (0, "COMPLETE", 2)
-    assert [t.iteration for t in turns(engine, "s1")] == [1, 2]
+    # the interrupted run's partial turn is kept, then the iteration runs again
+    assert [(t.iteration, t.stop_reason) for t in turns(engine, "s1")] == [
+        (1, "exit 0"),
+        (2, "interrupted"),
+        (2, "exit 0"),
+    ]
+    assert "agent-started" in turns(engine, "s1")[1].output_excerpt
     assert engine.status("s1")["status"] == "complete"
     with pytest.raises(EngineError, match="is complete"):
         loop(engine, cmd, LoopConfig(), resume=True)
@@ -304,7 +322,11 @@ def prompt_file(tmp_path: Path) -> Path:
         (["--max-iterations", "many", "--", "true"], "--max-iterations: expected a whole number"),
         (["--max-iterations", "0", "--", "true"], "expected a number >= 1"),
         (["--timeout", "soon", "--", "true"], "--timeout: expected a number of seconds"),
-        (["--timeout", "0", "--", "true"], "--timeout must be > 0"),
+        (["--timeout", "0", "--", "true"], "--timeout: expected a number of seconds > 0, got '0'"),
+        (["--timeout", "-1", "--", "true"], "--timeout: expected a number of seconds > 0"),
+        (["--timeout", "inf", "--", "true"], "--timeout: expected a number of seconds > 0"),
+        (["--session", "../x", "--", "true"], "argument --session: '../x': expected 1-128 characters"),
+        (["--resume", "a/b", "--", "true"], "argument --resume: 'a/b': expected 1-128 characters"),
         (["--session", "a", "--resume", "b", "--", "true"], "not allowed with argument"),
         (["--", "no-such-agent-xyz"], "agent command not found: no-such-agent-xyz"),
         (["--prompt", "missing.md", "--", "true"], "--prompt missing.md: cannot read"),
@@ -366,3 +388,177 @@ def test_cli_blocked_and_max_iterations_exit_codes(
     assert "is blocked; only a running session resumes" in capsys.readouterr().err
     assert run_cli(home, "--prompt", str(prompt_file), "--session", "blk", "--", *blocked) == 1
     assert "already exists" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the next prompt
+def learned(feedback: list[str], hint: str = "", iteration: int = 4) -> Any:
+    """A stand-in for a ``ValidateResult``: what ``next_prompt`` reads."""
+    return SimpleNamespace(iteration=iteration, next_prompt=hint, feedback=feedback)
+
+
+@pytest.mark.parametrize(
+    ("hint", "feedback", "expected"),
+    [
+        ("", [], "Build the thing.\n"),  # nothing learned: the task, unchanged
+        ("Build the thing.", [], "Build the thing.\n"),  # a hook answering with the task adds nothing
+        ("", ["tests: 2 failed"], "Build the thing.\n\nFeedback from iteration 4:\n- tests: 2 failed"),
+        (
+            "Fix the failing validation rules: tests: 2 failed",
+            ["thrashing: app.py modified in 5 iterations", "tests: 2 failed"],
+            "Build the thing.\n\nFeedback from iteration 4:\n"
+            "Fix the failing validation rules: tests: 2 failed\n- thrashing: app.py modified in 5 iterations",
+        ),
+        (
+            "Keep going",
+            ["tests: 2 failed"],
+            "Build the thing.\n\nFeedback from iteration 4:\nKeep going\n- tests: 2 failed",
+        ),
+    ],
+)
+def test_next_prompt_is_the_task_then_what_was_learned(hint: str, feedback: list[str], expected: str) -> None:
+    assert next_prompt(PROMPT, learned(feedback, hint)) == expected
+
+
+def test_the_runner_and_the_hook_compose_with_one_function() -> None:
+    """The Claude Code ledger-native hook used its own composition (the hook's next prompt replaced
+    the feedback); the runner sent the hook's next prompt alone. Both now call ``next_prompt``."""
+    import ledger.hook_loop
+    import ledger.runner
+
+    assert vars(ledger.hook_loop)["next_prompt"] is next_prompt is vars(ledger.runner)["next_prompt"]
+
+
+def test_a_hooks_next_prompt_and_the_feedback_follow_the_task(home: Home, work: Path, state: Path) -> None:
+    keep = HookResult("continue", "not yet", next_prompt="Keep going")
+    engine = Engine(
+        home, work_dir=work, clock=ticking(), fsync=False, custom_hooks={"keep": lambda ctx: keep}
+    )
+    cmd = agent(state, 'if n == 2: print("<promise>COMPLETE</promise>")\n')
+    config = LoopConfig(
+        rules=[failing_rule()], guards=GuardConfig(circuit_breaker=CircuitBreaker(enabled=False))
+    )
+    loop(engine, cmd, config)
+    assert (state / "prompt2.txt").read_text() == (
+        "Build the thing.\n\nFeedback from iteration 1:\nKeep going\n- tests: exited with code 1 (no output)"
+    )
+
+
+def test_a_resumed_iteration_gets_the_prompt_it_had(engine: Engine, state: Path) -> None:
+    """Interrupted in iteration 2 and resumed, iteration 2 runs again with the task and what
+    iteration 1 taught the loop, not the bare task."""
+    cmd = agent(
+        state,
+        "if n == 2:\n"
+        + "".join(f"    {line}\n" for line in HANG.splitlines())
+        + 'if n == 3: print("<promise>COMPLETE</promise>")\n',
+    )
+    config = LoopConfig(rules=[failing_rule()], hooks=["default"])
+    out = InterruptingOut("agent-started")
+    result = run_loop(engine, "s1", config, cmd, PROMPT, iteration_timeout_s=30, out=out)
+    assert (result.exit_code, result.iterations) == (130, 2)
+    resumed, _ = loop(engine, cmd, config, resume=True)
+    assert resumed.exit_code == 0
+    second, again = (state / "prompt2.txt").read_text(), (state / "prompt3.txt").read_text()
+    assert second == again and second.startswith(PROMPT + "\nFeedback from iteration 1:\n")
+
+
+# ----------------------------------------------------------------------------- what a session records
+def test_a_runner_session_records_its_task_agent_and_command(engine: Engine, state: Path) -> None:
+    cmd = agent(state, 'print("<promise>COMPLETE</promise>")\n')
+    loop(engine, cmd, LoopConfig())
+    (started,) = [e for e in events_of(engine, "s1") if isinstance(e, E.SessionStarted)]
+    assert (started.prompt, started.command) == (PROMPT, cmd)
+    assert (started.task, started.agent) == (PROMPT, Path(sys.executable).name)
+    assert recorded(engine, "s1") == (PROMPT, cmd)
+    row = engine.status("s1")
+    assert (row["task"], row["agent"]) == (PROMPT, Path(sys.executable).name)
+
+
+def test_a_configured_task_and_agent_name_are_kept(engine: Engine, state: Path) -> None:
+    cmd = agent(state, 'print("<promise>COMPLETE</promise>")\n')
+    loop(engine, cmd, LoopConfig(task="login form", agent="qa"))
+    row = engine.status("s1")
+    assert (row["task"], row["agent"], row["max_iterations"]) == ("login form", "qa", 10)
+    assert recorded(engine, "s1") == (PROMPT, cmd)  # the prompt itself, for --resume
+
+
+def test_cli_resume_needs_neither_prompt_nor_command(
+    home: Home, work: Path, state: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A running session (as an interruption leaves one) resumes from its record alone."""
+    monkeypatch.chdir(work)
+    cmd = agent(state, 'print("<promise>COMPLETE</promise>")\n')
+    Engine(home, work_dir=work).start("r1", LoopConfig(task="label"), prompt=PROMPT, command=cmd)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("not the prompt"))  # not read: the session has it
+    assert run_cli(home, "--resume", "r1") == 0
+    assert "r1: COMPLETE after 1 iteration(s)" in capsys.readouterr().out
+    assert (state / "prompt1.txt").read_text() == PROMPT
+
+
+def test_cli_resume_of_a_session_without_a_recorded_command(
+    home: Home, work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session started before commands were recorded (or by the hook) needs the command again."""
+    monkeypatch.chdir(work)
+    Engine(home, work_dir=work).start("old", LoopConfig(task=PROMPT))
+    assert run_cli(home, "--resume", "old") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ralph-ledger run: session old recorded no agent command: pass it after -- (see --help)"]
+    assert run_cli(home, "--resume", "nope") == 1
+    assert "no session 'nope'" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- signals
+def _signal_when(path: Path, signum: int) -> threading.Thread:
+    """A thread that sends ``signum`` to this process once ``path`` exists."""
+
+    def wait() -> None:
+        end = time.monotonic() + 20
+        while not path.exists() and time.monotonic() < end:
+            time.sleep(0.02)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signum)
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_sigterm_ends_the_loop_like_ctrl_c_and_the_handlers_are_restored(engine: Engine, state: Path) -> None:
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
+    thread = _signal_when(state / "child.pid", signal.SIGTERM)
+    result, out = loop(engine, agent(state, HANG), LoopConfig(), iteration_timeout_s=30)
+    thread.join()
+    assert (result.exit_code, result.signal, result.reason) == (143, "", "interrupted (SIGTERM)")
+    assert "interrupted (SIGTERM); resume with --resume s1" in out
+    assert _wait_dead(int((state / "child.pid").read_text())), "the agent's child survived"
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == before
+    kinds = [
+        (type(e).__name__, getattr(e, "stop_reason", getattr(e, "kind", ""))) for e in events_of(engine, "s1")
+    ]
+    assert kinds[-2:] == [("AgentTurn", "interrupted"), ("Override", "interrupted")]
+
+
+RULE_HANG = """\
+import os, pathlib, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+pathlib.Path(sys.argv[1]).write_text(f"{os.getpid()} {child.pid}")
+time.sleep(60)
+"""
+
+
+def test_ctrl_c_during_a_command_rule_ends_its_process_group(tmp_path: Path, work: Path) -> None:
+    """A rule's command leads its own session, out of reach of the terminal's Ctrl-C: interrupted
+    while waiting for it, the rule ends the command's group before passing the interrupt on."""
+    script = tmp_path / "rule.py"
+    script.write_text(RULE_HANG)
+    pids = tmp_path / "rule.pids"
+    rule = parse_rules(
+        [{"name": "slow", "type": "command", "argv": [sys.executable, str(script), str(pids)]}], "t"
+    )
+    thread = _signal_when(pids, signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        run_rules(rule, RuleContext(work))
+    thread.join()
+    for pid in map(int, pids.read_text().split()):
+        assert _wait_dead(pid), f"rule process {pid} survived"
