@@ -33,7 +33,8 @@ from watchfiles import Change, awatch
 from ledger.monitor import Monitor, Update
 from ledger.replay import replay
 from tui import format as fmt
-from tui.commands import RalphCommands, speed_label
+from tui.alerts import AlertEntry, AlertsScreen
+from tui.commands import MAX_SPEED, MIN_SPEED, RalphCommands, faster, slower, speed_label, valid_speed
 from tui.help import HelpScreen
 from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, ReplayProgress, Watching
 from tui.session import SessionScreen
@@ -101,9 +102,17 @@ class RalphApp(App[None]):
         Binding("s", "sql", "SQL"),
         Binding("question_mark", "help", "Help"),
         Binding("t", "toggle_theme", "Theme"),
+        Binding("a", "alerts", "Alerts"),
         Binding("plus", "faster", "Faster"),
         Binding("minus", "slower", "Slower"),
+        Binding("p", "pause", "Pause"),
     ]
+    CSS = """
+    /* the replay's / backlog's progress: the bar shrinks, the percentage always shows */
+    #loading-label { max-width: 70%; text-wrap: nowrap; text-overflow: ellipsis; }
+    #loading ProgressBar { min-width: 10; }
+    #loading ProgressBar Bar { width: 1fr; min-width: 3; }
+    """
 
     def __init__(
         self,
@@ -147,6 +156,12 @@ class RalphApp(App[None]):
         self.replay_total = 0
         self.replay_done = False
         self.alerts: list[str] = []
+        self.alert_history: list[AlertEntry] = []
+        """Every alert since start-up, oldest first (the alerts screen shows them newest first)."""
+        self.paused = False
+        self._resume = threading.Event()
+        self._resume.set()
+        self._paused_at: float | None = None
         self.errors: list[str] = []
         self.updates = 0
         # the refresh worker's queue of changed files (single flight)
@@ -196,9 +211,14 @@ class RalphApp(App[None]):
         if at is None:
             return utc_now()
         recorded, written = at
-        return datetime.fromtimestamp(recorded + time.monotonic() - written, UTC)
+        now = self._paused_at if self._paused_at is not None else time.monotonic()
+        return datetime.fromtimestamp(recorded + now - written, UTC)
 
     def _replayed(self, recorded: float) -> None:
+        """Called by the replay before each line: waits while paused, then notes the line's time."""
+        while not self._resume.wait(0.1):
+            if self._stop.is_set():
+                return
         self._replayed_at = (recorded, time.monotonic())
 
     def session_ids(self) -> list[str]:
@@ -242,22 +262,45 @@ class RalphApp(App[None]):
         """Switch between the light and the dark theme."""
         self.theme = LIGHT if self.current_theme.dark else DARK
 
+    def action_alerts(self) -> None:
+        """Show (or close) the alert history."""
+        if isinstance(self.screen, AlertsScreen):
+            self.pop_screen()
+        else:
+            self.push_screen(AlertsScreen())
+
     def action_faster(self) -> None:
-        """Replay twice as fast."""
-        self.set_speed(self.speed * 2 if self.speed else 0.0)
+        """Replay twice as fast (up to no waiting at all)."""
+        self.set_speed(faster(self.speed))
 
     def action_slower(self) -> None:
-        """Replay half as fast."""
-        self.set_speed(self.speed / 2 if self.speed else 64.0)
+        """Replay half as fast (down to the slowest speed)."""
+        self.set_speed(slower(self.speed))
 
     def set_speed(self, speed: float) -> None:
-        """The replay's speed (0: no waiting)."""
-        self.speed = max(0.0, speed)
+        """The replay's speed (0: no waiting), kept within the speeds a replay can play at."""
+        self.speed = 0.0 if speed <= 0 else min(MAX_SPEED, max(MIN_SPEED, speed))
+        self.show_replay()
+
+    def action_pause(self) -> None:
+        """Pause the replay (no line is written, the clock stands still), or resume it."""
+        if self.replay_done:
+            return
+        self.paused = not self.paused
+        if self.paused:
+            self._paused_at = time.monotonic()
+            self._resume.clear()
+        else:
+            if self._paused_at is not None and self._replayed_at is not None:
+                recorded, written = self._replayed_at
+                self._replayed_at = (recorded, written + time.monotonic() - self._paused_at)
+            self._paused_at = None
+            self._resume.set()
         self.show_replay()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Replay keys only while replaying."""
-        if action in ("faster", "slower"):
+        if action in ("faster", "slower", "pause"):
             return self.replaying
         return True
 
@@ -405,15 +448,22 @@ class RalphApp(App[None]):
 
     def raise_alerts(self, update: Update) -> None:
         """A notification per completion, block, escalation or guard trip; one for bad lines."""
+        now = self.now()
         for n, alert in enumerate(update.alerts):
             message = " ".join(alert.message.split())
             self.alerts.append(message)
+            self.alert_history.append(AlertEntry(alert.ts or now, alert.session_id, alert.kind, message))
             if n < MAX_TOASTS:
                 severity = SEVERITY.get(alert.kind, "information")
                 self.notify(fmt.truncate(message, 240), title=alert.kind, severity=severity, markup=False)
         if len(update.alerts) > MAX_TOASTS:
             hidden = len(update.alerts) - MAX_TOASTS
             self.notify(f"and {hidden} more alert(s)", title="alerts", severity="warning", markup=False)
+        self.alert_history += [AlertEntry(now, "", "bad line", line) for line in update.bad_lines]
+        if update.alerts or update.bad_lines:
+            for screen in self.screen_stack:
+                if isinstance(screen, AlertsScreen):
+                    screen.refresh_alerts()
         if update.bad_lines:
             first = update.bad_lines[0]
             more = f" (and {len(update.bad_lines) - 1} more)" if len(update.bad_lines) > 1 else ""
@@ -446,9 +496,10 @@ class RalphApp(App[None]):
 
     def _replay_sleep(self, gap: float) -> None:
         """Wait a recorded gap at the current speed (capped), or not at all at speed 0."""
-        if self.speed <= 0:
+        speed = self.speed
+        if speed <= 0:
             return
-        wait = min(gap / self.speed, MAX_GAP_S)
+        wait = min(gap / speed, MAX_GAP_S)
         if self._sleep is not None:
             self._sleep(wait)
         else:
@@ -456,6 +507,8 @@ class RalphApp(App[None]):
 
     def on_replay_progress(self, message: ReplayProgress) -> None:
         """Show how far the replay has come."""
+        if self._stop.is_set() or not self.is_running:  # quitting: the screens are going away
+            return
         self.replay_lines, self.replay_total = message.lines, message.total
         self.replay_done = message.done
         self.show_replay()
@@ -469,7 +522,8 @@ class RalphApp(App[None]):
             screen.show_progress("")
             screen.note(f"replayed {self.replay_lines} lines")
         else:
-            label = f"replaying {speed_label(self.speed)}: {self.replay_lines}/{self.replay_total} lines"
+            state = "paused (p resumes)" if self.paused else "replaying"
+            label = f"{state} {speed_label(self.speed)}: {self.replay_lines}/{self.replay_total} lines"
             screen.show_progress(label, self.replay_lines, self.replay_total)
 
 
@@ -502,8 +556,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--speed",
         type=float,
         default=DEFAULT_SPEED,
-        help=f"replay speed: recorded gaps / N, each at most {MAX_GAP_S:g} s; 0 = no waiting "
-        f"(default {DEFAULT_SPEED:g})",
+        help=f"replay speed: recorded gaps / N, each at most {MAX_GAP_S:g} s; N from {MIN_SPEED:g} to "
+        f"{MAX_SPEED:g}, or 0 = no waiting (default {DEFAULT_SPEED:g}); + / - change it, p pauses",
     )
     return parser.parse_args(argv)
 
@@ -511,8 +565,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ... [--speed N]``."""
     args = parse_args(argv)
-    if args.speed < 0:
-        print("ralph-tui: --speed must be >= 0", file=sys.stderr)
+    if not valid_speed(args.speed):
+        print(
+            f"ralph-tui: --speed {args.speed:g}: expected 0 (no waiting) or {MIN_SPEED:g} to {MAX_SPEED:g}",
+            file=sys.stderr,
+        )
         return 2
     if args.replay:
         if args.homes:

@@ -20,9 +20,11 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         (
             ("?", "this help"),
             ("s", "SQL console"),
+            ("a", "alert history"),
             ("t", "light / dark theme"),
             ("ctrl+p", "command palette"),
             ("+ -", "replay faster / slower"),
+            ("p", "pause / resume the replay"),
             ("q", "quit"),
         ),
     ),
