@@ -242,7 +242,8 @@ class RalphApp(App[None]):
 
     # -- actions -------------------------------------------------------------------------------------
     def action_sql(self) -> None:
-        """Open the SQL console."""
+        """Open the SQL console (the focus in its editor)."""
+        self.sql_screen.opening()
         if self.screen is self.sql_screen:
             return
         if self.sql_screen in self.screen_stack:

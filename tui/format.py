@@ -27,6 +27,7 @@ STATUS: Final[dict[str, tuple[str, str]]] = {
 
 SIGNALS: Final[dict[str, str]] = {"CONTINUE": BLUE, "COMPLETE": GREEN, "BLOCKED": AMBER, "ESCALATE": RED}
 
+
 def status_text(status: str, *, word: bool = True) -> Text:
     """``● running`` in the status colour (symbol only when ``word`` is false)."""
     symbol, colour = STATUS.get(status, ("?", GREY))

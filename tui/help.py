@@ -47,12 +47,23 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         ),
     ),
     (
+        "Alerts (a)",
+        (
+            ("enter", "open the alert's session"),
+            ("esc a", "back"),
+        ),
+    ),
+    (
         "SQL console",
         (
             ("ctrl+r", "run the query"),
+            ("esc", "cancel it while it runs · back"),
+            ("ctrl+↑ ↓", "query history"),
             ("ctrl+l", "example queries"),
             ("ctrl+t", "focus the results"),
-            ("esc", "back"),
+            ("enter", "result: view the whole cell"),
+            ("c y", "result: copy the cell / row"),
+            ("ctrl+s", "export to .csv / .json"),
         ),
     ),
 )
@@ -81,8 +92,8 @@ def help_table() -> Table:
     grid.add_column()
     grid.add_column()
     sections = [section(name, keys) for name, keys in KEYS]
-    for left, right in zip(sections[::2], sections[1::2], strict=True):
-        grid.add_row(left, right)
+    for n in range(0, len(sections), 2):
+        grid.add_row(*sections[n : n + 2])
     return grid
 
 
