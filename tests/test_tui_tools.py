@@ -8,9 +8,18 @@ import threading
 from pathlib import Path
 
 import pytest
+from textual.color import Color
 from textual.widgets import DataTable
 
-from tests.test_tui_support import SAMPLE_FILES, fixed_clock, screen_text, settle, until
+from tests.test_tui_support import (
+    SAMPLE_FILES,
+    copy_samples,
+    fixed_clock,
+    screen_strips,
+    screen_text,
+    settle,
+    until,
+)
 from tui.alerts import AlertsScreen
 from tui.app import RalphApp, main
 from tui.commands import MAX_SPEED, MIN_SPEED
@@ -162,3 +171,98 @@ def test_the_alert_history_says_when_there_are_none_and_fills_live(tmp_path: Pat
             assert not any("No alerts yet" in line for line in screen_text(app))
 
     asyncio.run(scenario())
+
+
+# -- status colours ----------------------------------------------------------------------------------------
+GLYPHS = {"●": "running", "✔": "complete", "■": "blocked", "▲": "escalated"}
+
+
+def wcag_ratio(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    """The WCAG 2 contrast ratio, computed here from its definition."""
+
+    def lum(rgb: tuple[int, int, int]) -> float:
+        channels = [c / 255 for c in rgb]
+        r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    high, low = sorted((lum(a), lum(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def status_colours(app: RalphApp) -> list[tuple[str, bool, tuple[int, int, int], tuple[int, int, int]]]:
+    """(status, on the cursor row, foreground, background) of every status cell on screen, as painted."""
+    table = app.sessions_screen.table
+    cursor = table.cursor_key
+    found = []
+    for strip in screen_strips(app):
+        text = strip.text
+        row = next((sid for sid in app.sessions_screen.rows if f" {sid} " in text), None)
+        if row is None:
+            continue
+        for segment in strip:
+            glyph = segment.text.strip()[:1]
+            if glyph in GLYPHS and segment.style is not None:
+                assert segment.style.color is not None and segment.style.bgcolor is not None
+                fg, bg = segment.style.color.get_truecolor(), segment.style.bgcolor.get_truecolor()
+                found.append((GLYPHS[glyph], row == cursor, tuple(fg), tuple(bg)))
+                break
+    return found  # type: ignore[return-value]
+
+
+def test_status_colours_are_readable_on_the_cursor_row_and_in_both_themes(tmp_path: Path) -> None:
+    """Contrast >= 4.5:1 (WCAG AA) between each painted status and its painted background: every
+    status on normal rows and on the cursor row, focused and not, dark and light."""
+    app = RalphApp([copy_samples(tmp_path / "j")], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot, lambda: app.loaded and len(app.sessions_screen.rows) == 13)
+            screen = app.sessions_screen
+            table = screen.table
+            by_status: dict[str, str] = {}
+            for sid, row in sorted(screen.rows.items()):
+                if len(sid) < 24:  # the whole id on screen
+                    by_status.setdefault(row.status, sid)
+            assert set(by_status) == set(GLYPHS.values())
+            for theme in ("textual-dark", "textual-light"):
+                app.theme = theme
+                seen = set()
+                for focused in (True, False):
+                    if focused:
+                        table.focus()
+                    else:
+                        app.set_focus(None)
+                    for sid in by_status.values():
+                        table.move_to(sid)
+                        await pilot.pause()
+                        for status, on_cursor, fg, bg in status_colours(app):
+                            ratio = wcag_ratio(fg, bg)
+                            assert ratio >= 4.5, (theme, status, on_cursor, focused, fg, bg, round(ratio, 2))
+                            seen.add((status, on_cursor))
+                assert seen == {(s, c) for s in GLYPHS.values() for c in (True, False)}, theme
+
+    asyncio.run(scenario())
+
+
+def test_status_colours_come_from_the_theme(tmp_path: Path) -> None:
+    """The theme picker changes the status colours: each theme paints ``complete`` in its own success
+    colour (as is, where that is readable already)."""
+    app = RalphApp([copy_samples(tmp_path / "j", ["tdd-success", "thrashing"])], now=fixed_clock, watch=False)
+    painted: dict[str, tuple[int, int, int]] = {}
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot, lambda: app.loaded and len(app.sessions_screen.rows) == 2)
+            app.sessions_screen.table.move_to("thrashing")
+            for theme in ("textual-dark", "nord", "gruvbox", "solarized-light"):
+                app.theme = theme
+                await pilot.pause()
+                complete = [fg for status, cursor, fg, _ in status_colours(app) if status == "complete"]
+                assert len(complete) == 1
+                painted[theme] = complete[0]
+                if theme == "nord":
+                    success = Color.parse(app.theme_variables["text-success"])
+                    assert complete[0] == (success.r, success.g, success.b)
+
+    asyncio.run(scenario())
+    assert len(set(painted.values())) == 4, painted

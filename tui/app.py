@@ -25,6 +25,7 @@ from typing import ClassVar, Final
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import get_current_worker
@@ -34,6 +35,7 @@ from ledger.monitor import Monitor, Update
 from ledger.replay import replay
 from tui import format as fmt
 from tui.alerts import AlertEntry, AlertsScreen
+from tui.colours import ThemeColours
 from tui.commands import MAX_SPEED, MIN_SPEED, RalphCommands, faster, slower, speed_label, valid_speed
 from tui.help import HelpScreen
 from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, ReplayProgress, Watching
@@ -149,6 +151,7 @@ class RalphApp(App[None]):
         self.monitor: Monitor | None = None
         self.sessions_screen = SessionsScreen()
         self.sql_screen = SqlScreen()
+        self.theme_colours = ThemeColours(self)
         # state the handlers keep (tests read it)
         self.loaded = False
         self.live = False
@@ -173,6 +176,10 @@ class RalphApp(App[None]):
         self._watch_stop = asyncio.Event()
 
     # -- screens -----------------------------------------------------------------------------------
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then the status colours in the theme's colours (readable everywhere)."""
+        return [*super().get_line_filters(), self.theme_colours]
+
     def get_default_screen(self) -> Screen[None]:
         """The sessions screen is the bottom of the stack."""
         return self.sessions_screen
