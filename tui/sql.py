@@ -42,6 +42,11 @@ HISTORY_SIZE: Final = 100
 EXPORT_FORMATS: Final = {".csv": "csv", ".json": "json"}
 
 
+def clock() -> float:
+    """The clock a query's elapsed time is measured with (monotonic seconds)."""
+    return time.monotonic()
+
+
 def first_line(exc: BaseException) -> str:
     """An exception as one line (never a traceback)."""
     text = str(exc).strip()
@@ -129,7 +134,7 @@ class ValueViewer(ModalScreen[None]):
     ValueViewer > Vertical {
         width: 90%; height: 80%; border: round $primary; background: $surface; padding: 0 1;
     }
-    ValueViewer TextArea { height: 1fr; border: none; }
+    ValueViewer #value, ValueViewer #value:focus { height: 1fr; border: none; }
     """
 
     def __init__(self, title: str, text: str) -> None:
@@ -321,7 +326,7 @@ class SqlScreen(Screen[None]):
     def action_run(self) -> None:
         """Run the query in the editor (one at a time)."""
         if self.running is not None:
-            self.status(f"a query is running ({seconds(time.monotonic() - self._started)}) · Esc cancels it")
+            self.status(f"a query is running ({seconds(clock() - self._started)}) · Esc cancels it")
             return
         sql = self.editor.text.strip()
         if not sql:
@@ -330,7 +335,7 @@ class SqlScreen(Screen[None]):
         self.remember(sql)
         self.running = sql
         self._cancelled = False
-        self._started = time.monotonic()
+        self._started = clock()
         self.tick()
         self._ticker = self.set_interval(0.1, self.tick)
         self.run_query(sql)
@@ -338,7 +343,7 @@ class SqlScreen(Screen[None]):
     def tick(self) -> None:
         """The running query's elapsed time."""
         if self.running is not None:
-            self.status(f"running… {seconds(time.monotonic() - self._started)} · Esc cancels")
+            self.status(f"running… {seconds(clock() - self._started)} · Esc cancels")
 
     def action_back(self) -> None:
         """Cancel the running query, or go back to the previous screen."""
@@ -353,14 +358,14 @@ class SqlScreen(Screen[None]):
         if self.running is None or monitor is None:
             return
         self._cancelled = True
-        self.status(f"cancelling… {seconds(time.monotonic() - self._started)}")
+        self.status(f"cancelling… {seconds(clock() - self._started)}")
         monitor.interrupt_query()
 
     @work(thread=True, exclusive=True, group="sql")
     def run_query(self, sql: str) -> None:
         """Run one read-only query on the monitor (errors come back as one line)."""
         monitor = self.ralph.monitor
-        started = time.monotonic()
+        started = clock()
         if monitor is None:
             message = QueryDone(sql, None, "the ledger is still opening; try again in a moment")
         else:
@@ -369,7 +374,7 @@ class SqlScreen(Screen[None]):
                 message = QueryDone(sql, result, "")
             except Exception as exc:  # one line in the console, never a traceback
                 message = QueryDone(sql, None, first_line(exc))
-        message.elapsed = time.monotonic() - started
+        message.elapsed = clock() - started
         if not get_current_worker().is_cancelled:
             self.post_message(message)
 
