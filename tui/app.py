@@ -532,6 +532,7 @@ class RalphApp(App[None]):
         else:
             state = "paused (p resumes)" if self.paused else "replaying"
             label = f"{state} {speed_label(self.speed)}: {self.replay_lines}/{self.replay_total} lines"
+            label += "" if self.paused else " · p pauses"
             screen.show_progress(label, self.replay_lines, self.replay_total)
 
 
