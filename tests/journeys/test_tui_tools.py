@@ -129,3 +129,35 @@ def test_a_replay_speed_out_of_range_is_a_usage_error(project: Project) -> None:
     assert proc.stderr.strip().splitlines() == [
         "ralph-tui: --speed 5000: expected 0 (no waiting) or 0.25 to 1000"
     ]
+
+
+def test_the_sql_console_in_a_terminal_types_runs_exports_and_goes_back(
+    project: Project, tmp_path: Path
+) -> None:
+    """``ralph-tui`` on a project's home: ``s`` opens the console with the editor focused (typed keys
+    land in it), ``ctrl+r`` runs the query, ``ctrl+s`` exports the result to a CSV file in the folder
+    ralph-tui runs in, ``Esc`` goes back, ``q`` quits."""
+    shutil.copytree(SAMPLES, project.home / "journals", ignore=shutil.ignore_patterns("*.py", "*.md"))
+    terminal = Terminal(tmp_path / "tmux.sock", project.dir, script("ralph-tui"))
+    try:
+        terminal.wait(lambda s: "13 sessions" in s)
+        terminal.keys("s")
+        terminal.wait(lambda s: "SQL console" in s)
+        terminal.keys("-", "-", "q", "t", " ")  # text, not the q (quit) and t (theme) keys
+        terminal.wait(lambda s: "--qt SELECT agent, sessions" in s)
+        terminal.keys("C-z")
+        terminal.wait(lambda s: "│ SELECT agent, sessions" in s or " SELECT agent, sessions" in s)
+        terminal.keys("C-r")
+        terminal.wait(lambda s: re.search(r"\d+ row\(s\) · 5 column\(s\)", s))
+        terminal.keys("C-s")
+        terminal.wait(lambda s: "Export the result" in s)
+        terminal.keys("C-u", "agents.csv", "Enter")
+        terminal.wait(lambda s: "wrote" in s and "agents.csv" in s)
+        header = (project.dir / "agents.csv").read_text().splitlines()[0]
+        assert header == "agent,sessions,completed,completion_pct,mean_iterations"
+        terminal.keys("Escape")
+        terminal.wait(lambda s: "13 sessions" in s)
+        terminal.keys("q")
+        assert terminal.exit_code() == 0
+    finally:
+        terminal.close()
