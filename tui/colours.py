@@ -9,7 +9,7 @@ readable on the cursor row and in a light theme, and the theme picker changes it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from rich.color import Color as RichColor
 from rich.segment import Segment
@@ -33,6 +33,8 @@ def hex_rgb(value: str) -> fmt.RGB:
     return rgb(Color.parse(value))
 
 
+CACHE_SIZE: Final = 4096
+"""Styles remembered (with what they are drawn as) before the filter starts again."""
 PALETTE: dict[fmt.RGB, str] = {hex_rgb(colour): role for colour, role in fmt.THEME_ROLES.items()}
 """The palette's colours (as triples) -> their theme roles."""
 
@@ -53,38 +55,52 @@ class ThemeColours(LineFilter):
         self.app = app
         self._theme = ""
         self._roles: dict[str, fmt.RGB] = {}
-        self._styles: dict[tuple[Style, fmt.RGB], Style] = {}
+        self._styles: dict[tuple[Style, Color], Style | None] = {}
+
+    def _switch(self) -> None:
+        """The theme changed: its colours, and nothing painted in the last one's."""
+        self._theme = self.app.theme
+        self._roles = theme_colours(self.app.theme_variables)
+        self._styles.clear()
 
     def colour(self, palette: fmt.RGB, background: fmt.RGB) -> fmt.RGB:
         """What a palette colour is drawn as on ``background`` in the current theme."""
         if self.app.theme != self._theme:
-            self._theme = self.app.theme
-            self._roles = theme_colours(self.app.theme_variables)
-            self._styles.clear()
+            self._switch()
         return fmt.readable(self._roles[PALETTE[palette]], background)
+
+    def themed(self, style: Style, background: Color) -> Style | None:
+        """``style`` with its palette colour replaced, or ``None`` when it has no palette colour."""
+        if style.color is None:
+            return None
+        c = style.color.get_truecolor()
+        fg = (c.red, c.green, c.blue)
+        if fg not in PALETTE:
+            return None
+        if style.bgcolor is not None:
+            b = style.bgcolor.get_truecolor()
+            bg = (b.red, b.green, b.blue)
+        else:
+            bg = rgb(background)
+        return style + Style(color=RichColor.from_rgb(*self.colour(fg, bg)))
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
         """Recolour the palette's segments (others pass through untouched)."""
+        if self.app.theme != self._theme:
+            self._switch()
+        cache = self._styles
         out: list[Segment] = []
         for segment in segments:
             style = segment.style
-            if style is None or style.color is None or segment.control:
+            if style is None or segment.control:
                 out.append(segment)
                 continue
-            c = style.color.get_truecolor()
-            fg = (c.red, c.green, c.blue)
-            if fg not in PALETTE:
-                out.append(segment)
-                continue
-            if style.bgcolor is not None:
-                b = style.bgcolor.get_truecolor()
-                bg = (b.red, b.green, b.blue)
+            key = (style, background)
+            if key in cache:
+                themed = cache[key]
             else:
-                bg = rgb(background)
-            key = (style, bg)
-            themed = self._styles.get(key)
-            if themed is None or self.app.theme != self._theme:
-                colour = self.colour(fg, bg)
-                themed = self._styles[key] = style + Style(color=RichColor.from_rgb(*colour))
-            out.append(Segment(segment.text, themed, segment.control))
+                if len(cache) >= CACHE_SIZE:  # styles carrying per-cell meta are many: start again
+                    cache.clear()
+                themed = cache[key] = self.themed(style, background)
+            out.append(segment if themed is None else Segment(segment.text, themed, segment.control))
         return out
