@@ -222,7 +222,7 @@ def test_results_export_to_csv_and_json_files(tmp_path: Path, monkeypatch: Any) 
             await settle(pilot, lambda: sql.exports == 1)
             rows = list(csv.reader((tmp_path / "out/all.csv").open()))
             assert rows[0] == ["i", "label"] and len(rows) == 1 + 1500 and rows[-1] == ["1499", "row 1499"]
-            assert sql.status_text == f"wrote 1,500 row(s) to {tmp_path / 'out' / 'all.csv'}"
+            assert sql.status_text == f"wrote 1,500 row(s) to out/all.csv in {tmp_path}"
             await export(pilot, sql, "all.json")
             await settle(pilot, lambda: sql.exports == 2)
             data = json.loads((tmp_path / "all.json").read_text())

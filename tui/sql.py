@@ -580,6 +580,9 @@ class SqlScreen(Screen[None]):
             self.status("")
             return
         self.exports += 1
-        where = message.path.resolve()
-        self.status(f"wrote {message.rows:,} row(s) to {where}")
+        path, where = message.path, message.path.resolve()
+        # the name as typed first (the line may be cut), then the folder it is relative to
+        self.status(
+            f"wrote {message.rows:,} row(s) to {path}" + ("" if path.is_absolute() else f" in {Path.cwd()}")
+        )
         self.notify(f"wrote {message.rows:,} row(s) to {where}", title="export", markup=False)
