@@ -46,7 +46,7 @@ class Terminal:
         for key in keys:
             self.tmux("send-keys", "-t", "j", key)
 
-    def wait(self, done: Callable[[str], object], timeout: float = 20.0) -> str:
+    def wait(self, done: Callable[[str], object], timeout: float = 30.0) -> str:
         """Poll the screen until ``done(screen)`` holds."""
         deadline = time.monotonic() + timeout
         while True:
@@ -57,7 +57,7 @@ class Terminal:
                 raise AssertionError(f"the terminal never showed what was expected:\n{screen}")
             time.sleep(0.1)
 
-    def exit_code(self, timeout: float = 10.0) -> int:
+    def exit_code(self, timeout: float = 20.0) -> int:
         """The command's exit code, once it has ended."""
         deadline = time.monotonic() + timeout
         while not self.exit_file.exists() or not self.exit_file.read_text().strip():
