@@ -32,6 +32,7 @@ _import_msgspec_lean()
 
 _EXPORTS = {
     "events": "ledger.events",
+    "output": "ledger.output",
     "Home": "ledger.home",
     "BadLine": "ledger.journal",
     "Cursor": "ledger.journal",
@@ -59,4 +60,4 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'ledger' has no attribute {name!r}")
     mod = import_module(module)
-    return mod if name == "events" else getattr(mod, name)
+    return mod if name in ("events", "output") else getattr(mod, name)

@@ -95,6 +95,8 @@ class Alert(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     message: str
     seq: int
+    ts: datetime | None = None
+    """When the event was recorded."""
 
 
 class Update(msgspec.Struct, frozen=True, kw_only=True):
@@ -412,7 +414,7 @@ class Monitor:
         if not since:
             return []
         rows = self.ledger.rows(
-            "SELECT e.session_id, e.iteration, e.type, e.seq, e.reason, e.guard, e.detail, e.promise, "
+            "SELECT e.session_id, e.iteration, e.type, e.seq, e.ts, e.reason, e.guard, e.detail, e.promise, "
             "e.total_iterations FROM events e JOIN (SELECT unnest($ids) AS sid, unnest($seqs) AS since) s "
             "ON e.session_id = s.sid AND e.seq > s.since WHERE e.type IN (SELECT unnest($types)) "
             "ORDER BY e.session_id, e.seq",
@@ -583,6 +585,12 @@ class Monitor:
                 if timer is not None:
                     timer.cancel()
 
+    def interrupt_query(self) -> None:
+        """Stop the query ``query`` is running (it raises ``ReadOnlyViolation``); nothing when none runs."""
+        con = self._query_con
+        if con is not None:
+            con.interrupt()
+
     def close(self) -> None:
         """Close the ledger."""
         with self._lock:
@@ -611,7 +619,9 @@ def _alert(r: dict[str, Any]) -> Alert:
         message = f"{sid}: guard {r['guard']} tripped at iteration {n}: {r['detail'] or ''}".rstrip(": ")
     else:
         message = f"{sid} {kind} at iteration {n}: {r['reason'] or r['guard'] or ''}".rstrip(": ")
-    return Alert(session_id=sid, iteration=n, kind=kind, message=message, seq=int(r["seq"]))
+    return Alert(
+        session_id=sid, iteration=n, kind=kind, message=message, seq=int(r["seq"]), ts=_aware(r["ts"])
+    )
 
 
 def _session(r: dict[str, Any]) -> SessionRow:

@@ -175,7 +175,7 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
             await pilot.press("ctrl+r")
             await settle(pilot, lambda: sql.runs == 2)
             assert sql.error.startswith("refused") and "\n" not in sql.error
-            assert results.row_count == 5  # the last result stays
+            assert results.row_count == 0  # an error clears the last result (it answered another query)
             sql.editor.load_text("SELEC 1")
             await pilot.press("ctrl+r")
             await settle(pilot, lambda: sql.runs == 3)

@@ -19,6 +19,7 @@ Update with ``pytest tests/test_tui_snapshots.py --snapshot-update`` and review 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,11 @@ from syrupy.location import PyTestLocation
 from textual.pilot import Pilot
 
 from tests.test_tui_support import ROOT, copy_samples, fixed_clock, settle
+from tui.alerts import AlertEntry, AlertsScreen
 from tui.app import RalphApp
 from tui.help import HelpScreen
 from tui.session import SessionScreen
+from tui.sql import ValueViewer
 
 
 class SvgSnapshots(SingleFileSnapshotExtension):
@@ -48,6 +51,12 @@ class SvgSnapshots(SingleFileSnapshotExtension):
 @pytest.fixture
 def svg(snapshot: SnapshotAssertion) -> SnapshotAssertion:
     return snapshot.use_extension(SvgSnapshots)
+
+
+@pytest.fixture(autouse=True)
+def still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SQL query takes no time (its elapsed time is on screen)."""
+    monkeypatch.setattr("tui.sql.clock", lambda: 0.0)
 
 
 @pytest.fixture
@@ -179,3 +188,35 @@ def test_filtered_and_sorted_sessions(journals: Path, svg: SnapshotAssertion) ->
         await settle(pilot, lambda: app.sessions_screen.filter_text == "blocked")
 
     assert shoot(app, (100, 30), steps) == svg
+
+
+def test_alert_history(journals: Path, svg: SnapshotAssertion) -> None:
+    app = app_for(journals)
+
+    async def steps(pilot: Pilot[Any]) -> None:
+        at = datetime(2026, 4, 1, 9, 4, tzinfo=UTC)
+        app.alert_history += [
+            AlertEntry(at, "tdd-success", "completed", "tdd-success complete after 3 iteration(s)"),
+            AlertEntry(
+                at + timedelta(minutes=31), "thrashing", "guard", "thrashing: guard thrashing tripped"
+            ),
+            AlertEntry(at + timedelta(minutes=32), "", "bad line", "torn-last-line.jsonl:9: not JSON"),
+        ]
+        await pilot.press("a")
+        await settle(pilot, lambda: isinstance(app.screen, AlertsScreen))
+
+    assert shoot(app, (100, 30), steps) == svg
+
+
+def test_sql_value_viewer(journals: Path, svg: SnapshotAssertion) -> None:
+    app = app_for(journals)
+
+    async def steps(pilot: Pilot[Any]) -> None:
+        await pilot.press("s")
+        app.sql_screen.editor.load_text("SELECT repeat('a long value ', 40) AS long, 42 AS n")
+        await pilot.press("ctrl+r")
+        await settle(pilot, lambda: app.sql_screen.runs == 1)
+        await pilot.press("ctrl+t", "enter")
+        await settle(pilot, lambda: isinstance(app.screen, ValueViewer))
+
+    assert shoot(app, (80, 24), steps) == svg

@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from textual.app import App
 from textual.pilot import Pilot
+from textual.strip import Strip
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 SAMPLES: Final = ROOT / "sample_sessions"
@@ -56,3 +58,13 @@ async def until(pilot: Pilot[Any], done: Callable[[], object], *, timeout: float
             raise AssertionError(f"timed out after {timeout} s waiting for the app")
         await pilot.pause(0.02)
     await pilot.pause()
+
+
+def screen_strips(app: App[Any]) -> list[Strip]:
+    """The screen as the terminal gets it: one strip (text and styles) per line."""
+    return app.screen._compositor.render_strips()
+
+
+def screen_text(app: App[Any]) -> list[str]:
+    """The screen's lines as text."""
+    return [strip.text for strip in screen_strips(app)]

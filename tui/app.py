@@ -27,6 +27,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import get_current_worker
@@ -35,7 +36,9 @@ from watchfiles import Change, awatch
 from ledger.monitor import Monitor, Update, default_home_here, resolve_home
 from ledger.replay import replay
 from tui import format as fmt
-from tui.commands import RalphCommands, speed_label
+from tui.alerts import AlertEntry, AlertsScreen
+from tui.colours import ThemeColours
+from tui.commands import MAX_SPEED, MIN_SPEED, RalphCommands, faster, slower, speed_label, valid_speed
 from tui.help import HelpScreen
 from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, ReplayProgress, Watching
 from tui.session import SessionScreen
@@ -140,9 +143,17 @@ class RalphApp(App[None]):
         Binding("s", "sql", "SQL"),
         Binding("question_mark", "help", "Help"),
         Binding("t", "toggle_theme", "Theme"),
+        Binding("a", "alerts", "Alerts"),
         Binding("plus", "faster", "Faster"),
         Binding("minus", "slower", "Slower"),
+        Binding("p", "pause", "Pause"),
     ]
+    CSS = """
+    /* the replay's / backlog's progress: the bar shrinks, the percentage always shows */
+    #loading-label { max-width: 70%; text-wrap: nowrap; text-overflow: ellipsis; }
+    #loading ProgressBar { min-width: 10; }
+    #loading ProgressBar Bar { width: 1fr; min-width: 3; }
+    """
 
     def __init__(
         self,
@@ -181,6 +192,7 @@ class RalphApp(App[None]):
         self.monitor: Monitor | None = None
         self.sessions_screen = SessionsScreen()
         self.sql_screen = SqlScreen()
+        self.theme_colours = ThemeColours(self)
         # state the handlers keep (tests read it)
         self.loaded = False
         self.live = False
@@ -188,6 +200,12 @@ class RalphApp(App[None]):
         self.replay_total = 0
         self.replay_done = False
         self.alerts: list[str] = []
+        self.alert_history: list[AlertEntry] = []
+        """Every alert since start-up, oldest first (the alerts screen shows them newest first)."""
+        self.paused = False
+        self._resume = threading.Event()
+        self._resume.set()
+        self._paused_at: float | None = None
         self.errors: list[str] = []
         self.bad_lines: list[str] = []
         self.resets: list[str] = []
@@ -202,6 +220,10 @@ class RalphApp(App[None]):
         self._watch_stop = asyncio.Event()
 
     # -- screens -----------------------------------------------------------------------------------
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then the status colours in the theme's colours (readable everywhere)."""
+        return [*super().get_line_filters(), self.theme_colours]
+
     def get_default_screen(self) -> Screen[None]:
         """The sessions screen is the bottom of the stack."""
         return self.sessions_screen
@@ -240,9 +262,14 @@ class RalphApp(App[None]):
         if at is None:
             return utc_now()
         recorded, written = at
-        return datetime.fromtimestamp(recorded + time.monotonic() - written, UTC)
+        now = self._paused_at if self._paused_at is not None else time.monotonic()
+        return datetime.fromtimestamp(recorded + now - written, UTC)
 
     def _replayed(self, recorded: float) -> None:
+        """Called by the replay before each line: waits while paused, then notes the line's time."""
+        while not self._resume.wait(0.1):
+            if self._stop.is_set():
+                return
         self._replayed_at = (recorded, time.monotonic())
 
     def session_ids(self) -> list[str]:
@@ -266,7 +293,8 @@ class RalphApp(App[None]):
 
     # -- actions -------------------------------------------------------------------------------------
     def action_sql(self) -> None:
-        """Open the SQL console."""
+        """Open the SQL console (the focus in its editor)."""
+        self.sql_screen.opening()
         if self.screen is self.sql_screen:
             return
         if self.sql_screen in self.screen_stack:
@@ -286,22 +314,45 @@ class RalphApp(App[None]):
         """Switch between the light and the dark theme."""
         self.theme = LIGHT if self.current_theme.dark else DARK
 
+    def action_alerts(self) -> None:
+        """Show (or close) the alert history."""
+        if isinstance(self.screen, AlertsScreen):
+            self.pop_screen()
+        else:
+            self.push_screen(AlertsScreen())
+
     def action_faster(self) -> None:
-        """Replay twice as fast."""
-        self.set_speed(self.speed * 2 if self.speed else 0.0)
+        """Replay twice as fast (up to no waiting at all)."""
+        self.set_speed(faster(self.speed))
 
     def action_slower(self) -> None:
-        """Replay half as fast."""
-        self.set_speed(self.speed / 2 if self.speed else 64.0)
+        """Replay half as fast (down to the slowest speed)."""
+        self.set_speed(slower(self.speed))
 
     def set_speed(self, speed: float) -> None:
-        """The replay's speed (0: no waiting)."""
-        self.speed = max(0.0, speed)
+        """The replay's speed (0: no waiting), kept within the speeds a replay can play at."""
+        self.speed = 0.0 if speed <= 0 else min(MAX_SPEED, max(MIN_SPEED, speed))
+        self.show_replay()
+
+    def action_pause(self) -> None:
+        """Pause the replay (no line is written, the clock stands still), or resume it."""
+        if self.replay_done:
+            return
+        self.paused = not self.paused
+        if self.paused:
+            self._paused_at = time.monotonic()
+            self._resume.clear()
+        else:
+            if self._paused_at is not None and self._replayed_at is not None:
+                recorded, written = self._replayed_at
+                self._replayed_at = (recorded, written + time.monotonic() - self._paused_at)
+            self._paused_at = None
+            self._resume.set()
         self.show_replay()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Replay keys only while replaying."""
-        if action in ("faster", "slower"):
+        if action in ("faster", "slower", "pause"):
             return self.replaying
         return True
 
@@ -465,9 +516,11 @@ class RalphApp(App[None]):
 
     def raise_alerts(self, update: Update) -> None:
         """A notification per completion, block, escalation or guard trip; one for bad lines."""
+        now = self.now()
         for n, alert in enumerate(update.alerts):
             message = " ".join(alert.message.split())
             self.alerts.append(message)
+            self.alert_history.append(AlertEntry(alert.ts or now, alert.session_id, alert.kind, message))
             if n < MAX_TOASTS:
                 severity = SEVERITY.get(alert.kind, "information")
                 self.notify(fmt.truncate(message, 240), title=alert.kind, severity=severity, markup=False)
@@ -475,6 +528,10 @@ class RalphApp(App[None]):
             hidden = len(update.alerts) - MAX_TOASTS
             self.notify(f"and {hidden} more alert(s)", title="alerts", severity="warning", markup=False)
         self.report_bad_lines(update.bad_lines)
+        if update.alerts or update.bad_lines:
+            for screen in self.screen_stack:
+                if isinstance(screen, AlertsScreen):
+                    screen.refresh_alerts()
         for path in update.reset:
             message = f"{path} was truncated or rewritten while watched: its session was read again"
             self.resets.append(message)
@@ -485,6 +542,8 @@ class RalphApp(App[None]):
         if not bad_lines:
             return
         self.bad_lines += bad_lines
+        now = self.now()
+        self.alert_history += [AlertEntry(now, "", "bad line", line) for line in bad_lines]
         first = bad_lines[0]
         more = f" (and {len(bad_lines) - 1} more)" if len(bad_lines) > 1 else ""
         self.notify(f"{first}{more}", title="bad journal line", severity="warning", markup=False)
@@ -531,9 +590,10 @@ class RalphApp(App[None]):
 
     def _replay_sleep(self, gap: float) -> None:
         """Wait a recorded gap at the current speed (capped), or not at all at speed 0."""
-        if self.speed <= 0:
+        speed = self.speed
+        if speed <= 0:
             return
-        wait = min(gap / self.speed, MAX_GAP_S)
+        wait = min(gap / speed, MAX_GAP_S)
         if self._sleep is not None:
             self._sleep(wait)
         else:
@@ -541,6 +601,8 @@ class RalphApp(App[None]):
 
     def on_replay_progress(self, message: ReplayProgress) -> None:
         """Show how far the replay has come."""
+        if self._stop.is_set() or not self.is_running:  # quitting: the screens are going away
+            return
         self.replay_lines, self.replay_total = message.lines, message.total
         self.replay_done = message.done
         self.show_replay()
@@ -554,7 +616,9 @@ class RalphApp(App[None]):
             screen.show_progress("")
             screen.note(f"replayed {self.replay_lines} lines")
         else:
-            label = f"replaying {speed_label(self.speed)}: {self.replay_lines}/{self.replay_total} lines"
+            state = "paused (p resumes)" if self.paused else "replaying"
+            label = f"{state} {speed_label(self.speed)}: {self.replay_lines}/{self.replay_total} lines"
+            label += "" if self.paused else " · p pauses"
             screen.show_progress(label, self.replay_lines, self.replay_total)
 
 
@@ -589,8 +653,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--speed",
         type=float,
         default=DEFAULT_SPEED,
-        help=f"replay speed: recorded gaps / N, each at most {MAX_GAP_S:g} s; 0 = no waiting "
-        f"(default {DEFAULT_SPEED:g})",
+        help=f"replay speed: recorded gaps / N, each at most {MAX_GAP_S:g} s; N from {MIN_SPEED:g} to "
+        f"{MAX_SPEED:g}, or 0 = no waiting (default {DEFAULT_SPEED:g}); + / - change it, p pauses",
     )
     return parser.parse_args(argv)
 
@@ -598,8 +662,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ... [--speed N]``."""
     args = parse_args(argv)
-    if args.speed < 0:
-        print("ralph-tui: --speed must be >= 0", file=sys.stderr)
+    if not valid_speed(args.speed):
+        print(
+            f"ralph-tui: --speed {args.speed:g}: expected 0 (no waiting) or {MIN_SPEED:g} to {MAX_SPEED:g}",
+            file=sys.stderr,
+        )
         return 2
     if args.replay:
         if args.homes or args.home:

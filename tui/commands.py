@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from tui.app import RalphApp
 
 SPEEDS: Final = (1.0, 5.0, 20.0, 100.0, 0.0)
+"""The replay speeds the palette offers (0: no waiting)."""
+MIN_SPEED: Final = 0.25
+MAX_SPEED: Final = 1000.0
+"""A replay plays between 4 times slower and 1000 times faster than recorded, or without waiting (0)."""
 
 Command = tuple[str, Callable[[], object], str]
 
@@ -21,6 +25,23 @@ Command = tuple[str, Callable[[], object], str]
 def speed_label(speed: float) -> str:
     """``×20``, or ``max`` for no waiting at all."""
     return "max" if speed == 0 else f"×{speed:g}"
+
+
+def valid_speed(speed: float) -> bool:
+    """0 (no waiting), or a speed between ``MIN_SPEED`` and ``MAX_SPEED``."""
+    return speed == 0 or MIN_SPEED <= speed <= MAX_SPEED
+
+
+def faster(speed: float) -> float:
+    """Twice as fast; past ``MAX_SPEED`` (and from there on) no waiting at all."""
+    if speed == 0 or speed * 2 > MAX_SPEED:
+        return 0.0
+    return speed * 2
+
+
+def slower(speed: float) -> float:
+    """Half as fast, never below ``MIN_SPEED``; from no waiting, ``MAX_SPEED``."""
+    return MAX_SPEED if speed == 0 else max(MIN_SPEED, speed / 2)
 
 
 class RalphCommands(Provider):
@@ -40,6 +61,7 @@ class RalphCommands(Provider):
         out: list[Command] = [
             ("SQL console", app.action_sql, "Query the ledger's views and detectors"),
             ("Toggle theme", app.action_toggle_theme, "Switch between the light and the dark theme"),
+            ("Alert history", app.action_alerts, "Every alert since start-up; Enter opens the session"),
             ("Help", app.action_help, "Every key, by screen"),
         ]
         out += [
@@ -51,6 +73,7 @@ class RalphCommands(Provider):
                 (f"Replay speed {speed_label(s)}", partial(app.set_speed, s), "How fast the recording plays")
                 for s in SPEEDS
             ]
+            out.append(("Pause / resume the replay", app.action_pause, "Stop writing lines until resumed"))
         if sessions:
             out += [
                 (f"Open session {sid}", partial(app.open_session, sid), "Show its iterations and events")

@@ -10,7 +10,8 @@ from rich.text import Text
 
 BLOCKS: Final = "▁▂▃▄▅▆▇█"
 
-# Mid-tone colours, legible on both the dark and the light theme.
+# The palette cells are written in. On screen each colour is the theme's colour of its role (THEME_ROLES),
+# made readable on the background it is drawn on (``readable``): see tui/colours.py.
 GREEN: Final = "#2fa84f"
 BLUE: Final = "#3b82f6"
 AMBER: Final = "#d98e04"
@@ -25,7 +26,58 @@ STATUS: Final[dict[str, tuple[str, str]]] = {
 }
 """status -> (symbol, colour): a status is told by its symbol and by its colour."""
 
+THEME_ROLES: Final[dict[str, str]] = {
+    GREEN: "text-success",
+    BLUE: "text-primary",
+    AMBER: "text-warning",
+    RED: "text-error",
+    GREY: "muted",
+}
+"""Palette colour -> the theme variable it stands for (``muted``: the foreground faded into the surface)."""
+MIN_CONTRAST: Final = 4.5
+"""WCAG AA contrast for text: every palette colour is drawn at least this far from its background."""
+
+RGB = tuple[int, int, int]
+
+
+def luminance(rgb: RGB) -> float:
+    """WCAG relative luminance of an sRGB colour."""
+
+    def linear(channel: int) -> float:
+        c = channel / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(c) for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: RGB, b: RGB) -> float:
+    """WCAG contrast ratio of two colours (1 to 21)."""
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def mix(a: RGB, b: RGB, t: float) -> RGB:
+    """``a`` moved a fraction ``t`` of the way to ``b``."""
+    return (round(a[0] + (b[0] - a[0]) * t), round(a[1] + (b[1] - a[1]) * t), round(a[2] + (b[2] - a[2]) * t))
+
+
+def readable(fg: RGB, bg: RGB, ratio: float = MIN_CONTRAST) -> RGB:
+    """``fg``, or the least lightened (on a dark background) or darkened (on a light one) version of
+    it that reaches ``ratio`` against ``bg``."""
+    if contrast(fg, bg) >= ratio:
+        return fg
+    white, black = (255, 255, 255), (0, 0, 0)
+    target = white if contrast(white, bg) >= contrast(black, bg) else black
+    for step in range(1, 41):
+        candidate = mix(fg, target, step / 40)
+        if contrast(candidate, bg) >= ratio:
+            return candidate
+    return target
+
+
 SIGNALS: Final[dict[str, str]] = {"CONTINUE": BLUE, "COMPLETE": GREEN, "BLOCKED": AMBER, "ESCALATE": RED}
+
 
 def status_text(status: str, *, word: bool = True) -> Text:
     """``● running`` in the status colour (symbol only when ``word`` is false)."""

@@ -20,9 +20,11 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         (
             ("?", "this help"),
             ("s", "SQL console"),
+            ("a", "alert history"),
             ("t", "light / dark theme"),
             ("ctrl+p", "command palette"),
             ("+ -", "replay faster / slower"),
+            ("p", "pause the replay"),
             ("q", "quit"),
         ),
     ),
@@ -45,12 +47,23 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         ),
     ),
     (
+        "Alerts (a)",
+        (
+            ("enter", "open the alert's session"),
+            ("esc a", "back"),
+        ),
+    ),
+    (
         "SQL console",
         (
             ("ctrl+r", "run the query"),
+            ("esc", "cancel the run · back"),
+            ("ctrl+↑ ↓", "query history"),
             ("ctrl+l", "example queries"),
             ("ctrl+t", "focus the results"),
-            ("esc", "back"),
+            ("enter", "view the whole cell"),
+            ("c y", "copy the cell / row"),
+            ("ctrl+s", "export .csv / .json"),
         ),
     ),
 )
@@ -79,8 +92,8 @@ def help_table() -> Table:
     grid.add_column()
     grid.add_column()
     sections = [section(name, keys) for name, keys in KEYS]
-    for left, right in zip(sections[::2], sections[1::2], strict=True):
-        grid.add_row(left, right)
+    for n in range(0, len(sections), 2):
+        grid.add_row(*sections[n : n + 2])
     return grid
 
 

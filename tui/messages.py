@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual.message import Message
 
 from ledger import QueryResult
@@ -122,4 +124,16 @@ class QueryDone(Message):
         super().__init__()
         self.sql = sql
         self.result = result
+        self.error = error
+        self.elapsed = 0.0
+        """How long the query ran, in seconds."""
+
+
+class Exported(Message):
+    """A SQL console export finished: ``rows`` written to ``path``, or a one-line error."""
+
+    def __init__(self, path: Path, rows: int, error: str) -> None:
+        super().__init__()
+        self.path = path
+        self.rows = rows
         self.error = error
