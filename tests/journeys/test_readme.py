@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.journeys.conftest import BIN, Project, Terminal, clean_env, script
+from tests.journeys.conftest import BIN, Project, Terminal, clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -77,9 +77,34 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 # --- the commands -------------------------------------------------------------------------------
 
 
+CLAUDE = """\
+import json, sys
+args = sys.argv[1:]
+if "-p" not in args:
+    sys.exit("this stand-in only answers claude -p")
+if "stream-json" in args and "--verbose" not in args:
+    sys.exit("Error: When using --print, --output-format=stream-json requires --verbose")
+prompt = sys.stdin.read()
+text = "Done: " + prompt.strip().splitlines()[0] + "\\n<promise>COMPLETE</promise>"
+usage = {"input_tokens": 12, "output_tokens": 34, "cache_creation_input_tokens": 0,
+         "cache_read_input_tokens": 0}
+lines = [
+    {"type": "system", "subtype": "init", "session_id": "s-1", "model": "claude-sonnet-4-5", "tools": []},
+    {"type": "assistant", "session_id": "s-1", "message": {"id": "msg_1", "type": "message",
+     "role": "assistant", "content": [{"type": "text", "text": text}], "usage": usage}},
+    {"type": "result", "subtype": "success", "is_error": False, "result": text, "session_id": "s-1",
+     "usage": usage, "num_turns": 1},
+]
+for line in lines:
+    print(json.dumps(line), flush=True)
+"""
+"""A stand-in for the ``claude`` CLI in print mode: it answers the prompt on stdin in Claude Code's
+stream-json format (refusing stream-json without ``--verbose``, as the real one does) and promises."""
+
+
 class Demo(Project):
     """A fresh git project whose home holds the bundled sample sessions' journals, which are also in
-    its ``sample_sessions/`` (as in a checkout of this project)."""
+    its ``sample_sessions/`` (as in a checkout of this project); ``claude`` on its PATH is a stand-in."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
@@ -89,35 +114,34 @@ class Demo(Project):
                 shutil.copy(path, folder / path.name)
         self.user_home = root.parent / "user-home"
         self.user_home.mkdir(exist_ok=True)
+        self.bin = root.parent / "bin"
+        self.bin.mkdir(exist_ok=True)
+        claude = self.bin / "claude"
+        claude.write_text(f"#!{sys.executable}\n{CLAUDE}")
+        claude.chmod(0o755)
 
     def env(self) -> dict[str, str]:
-        """A user's environment: their own ``$HOME`` (for ``~`` in the examples)."""
-        return clean_env(HOME=str(self.user_home))
+        """A user's shell: this venv's scripts and ``claude`` on PATH, their own ``$HOME``."""
+        env = clean_env(HOME=str(self.user_home))
+        env["PATH"] = f"{self.bin}:{BIN}:{env.get('PATH', '')}"
+        return env
 
 
-REWRITES = {"/shared/ralph": "{tmp}/shared/ralph"}
-"""Paths of the examples that stand for the user's own places, and where this file puts them."""
+def rewrite(line: str, demo: Demo, tmp: Path) -> str:
+    """A README line with the places that stand for the user's own made real: ``/shared/ralph`` (a
+    shared folder) in ``tmp``, ``DIR`` (a home) as the demo's home."""
+    line = line.replace("/shared/ralph", f"{tmp}/shared/ralph")
+    return re.sub(r"--home DIR\b", f"--home {demo.home}", line)
 
 
-def argv_of(line: str, tmp: Path, user_home: Path) -> list[str]:
-    """The argv of a README command line: its own program from this venv, paths as in REWRITES."""
-    for old, new in REWRITES.items():
-        line = line.replace(old, new.format(tmp=tmp))
-    words = shlex.split(line)
-    words = [str(user_home) + w[1:] if w.startswith("~/") else w for w in words]
-    if words[0] in ("ralph-ledger", "ralph-tui"):
-        words[0] = script(words[0])
-    elif words[0].startswith(".venv/bin/"):
-        words[0] = str(BIN / words[0].removeprefix(".venv/bin/"))
-    return words
-
-
-def run_tui(demo: Demo, argv: list[str]) -> None:
-    """Run ``ralph-tui`` in a pseudo-terminal until it shows its sessions table, then quit with ``q``."""
-    for word in argv[1:]:
-        if word.startswith(str(demo.user_home)):
-            Path(word, "journals").mkdir(parents=True, exist_ok=True)
-    term = Terminal(argv, cwd=demo.dir, env=demo.env())
+def run_tui(demo: Demo, line: str) -> None:
+    """Run a ``ralph-tui`` line in a pseudo-terminal until it shows its sessions table, then ``q``."""
+    for word in shlex.split(line)[1:]:
+        if word.startswith("~/"):  # homes named in the example: give them one session each
+            journals = demo.user_home / word[2:] / "journals"
+            journals.mkdir(parents=True, exist_ok=True)
+            shutil.copy(SAMPLES / "tdd-success.jsonl", journals)
+    term = Terminal(["bash", "-c", line], cwd=demo.dir, env=demo.env())
     try:
         term.wait_for("status", 30)
         term.send("q")
@@ -142,28 +166,30 @@ def claude_stop(demo: Demo, text: str) -> None:
         "stop_hook_active": False,
         "last_assistant_message": text,
     }
+    env = clean_env(CLAUDE_PROJECT_DIR=str(demo.dir))  # Claude Code's environment: not the venv's PATH
     proc = subprocess.run(
-        shlex.split(hook), input=json.dumps(stdin), capture_output=True, text=True, cwd=demo.dir,
-        env=clean_env(CLAUDE_PROJECT_DIR=str(demo.dir)), timeout=60,
+        ["bash", "-c", hook], input=json.dumps(stdin), capture_output=True, text=True, cwd=demo.dir,
+        env=env, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    assert '"decision"' not in proc.stdout, proc.stdout  # the promise ends the loop: the stop is allowed
 
 
 def run_line(demo: Demo, tmp: Path, line: str) -> None:
-    """Run one README command line in ``demo`` as a user would, and check it worked."""
+    """Run one README command line in ``demo`` as a user's shell would, and check it worked."""
     if line == "claude":  # Claude Code itself: one turn that ends with the promise the loop asked for
         claude_stop(demo, "All tests pass now.\n<promise>ALL GREEN</promise>")
         return
-    argv = argv_of(line, tmp, demo.user_home)
-    if Path(argv[0]).name == "ralph-tui":
-        run_tui(demo, argv)
+    line = rewrite(line, demo, tmp)
+    if line.startswith("ralph-tui"):
+        run_tui(demo, line)
         return
-    if Path(argv[0]).name == "python" and "--long" in argv:  # the long form takes many minutes:
-        argv.append("--collect-only")  # check that the line is a valid run of those suites
-        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, env=demo.env())
-        assert proc.returncode == 0 and "tests collected" in proc.stdout, proc.stdout + proc.stderr
-        return
-    proc = subprocess.run(argv, cwd=demo.dir, capture_output=True, text=True, timeout=120, env=demo.env())
+    cwd = demo.dir
+    if line.startswith(".venv/bin/python -m pytest") and "--long" in line:  # the long form takes many
+        line, cwd = line + " --collect-only", ROOT  # minutes: check it is a valid run of those suites
+    proc = subprocess.run(
+        ["bash", "-c", line], cwd=cwd, capture_output=True, text=True, timeout=300, env=demo.env()
+    )
     assert proc.returncode == 0, f"{line}\n{proc.stdout}{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
 
