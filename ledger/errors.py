@@ -72,6 +72,18 @@ def printable(text: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def one_line(error: BaseException | str, limit: int | None = None) -> str:
+    """An error as the one line a user is shown: the first non-blank line of its message (an
+    exception without one: its class name), unprintable characters escaped, cut to ``limit``
+    characters (the last one ``…``). The one way every part of ralph-ledger words an error."""
+    message = str(error)
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    if not first and isinstance(error, BaseException):
+        first = type(error).__name__
+    first = printable(first)
+    return first if limit is None or len(first) <= limit else first[: limit - 1] + "…"
+
+
 def _explain(
     message: str,
     data: object,
