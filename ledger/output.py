@@ -30,6 +30,8 @@ from uuid import UUID
 import duckdb
 from duckdb.sqltypes import DuckDBPyType
 
+from ledger.errors import printable
+
 FORMATS: Final = ("table", "csv", "json")
 MAX_CELL: Final = 60
 NAN: Final = "NaN"
@@ -223,7 +225,8 @@ def text(value: Any) -> str:
 
 
 def cell(value: Any) -> str:
-    """Text of one table cell: NULL as '-', floats compact, one line, long text cut."""
+    """Text of one table cell: NULL as '-', floats compact, one line (line breaks as spaces, other
+    unprintable characters escaped), long text cut."""
     if value is None:
         return "-"
     if isinstance(value, float) and math.isfinite(value):
@@ -232,7 +235,7 @@ def cell(value: Any) -> str:
         shown = (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat(sep=" ", timespec="seconds")
     else:
         shown = text(value)
-    shown = shown.replace("\r", " ").replace("\n", " ")
+    shown = printable(shown.replace("\r\n", " ").replace("\n", " "))
     return shown if len(shown) <= MAX_CELL else shown[: MAX_CELL - 1] + "…"
 
 
