@@ -47,6 +47,7 @@ _EXPORTS = {
     "Ledger": "ledger.store",
     "LedgerError": "ledger.errors",
     "LedgerLocked": "ledger.errors",
+    "one_line": "ledger.errors",
     "Monitor": "ledger.monitor",
     "replay": "ledger.replay",
 }

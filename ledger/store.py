@@ -26,7 +26,7 @@ from typing import Any, Final, TypeVar
 
 import duckdb
 
-from ledger.errors import LedgerError, LedgerLocked
+from ledger.errors import LedgerError, LedgerLocked, one_line
 from ledger.home import Home
 from ledger.ingest import IngestReport, ingest, sweep_scratch
 from ledger.schema import SCHEMA_VERSION as EVENTS_VERSION
@@ -193,13 +193,13 @@ def connect(path: Path | None, *, read_only: bool = False, wait: float = 0.0) ->
             return _connect_file(path, read_only)  # owner-only permissions
         except duckdb.IOException as exc:
             if not is_lock_error(exc):
-                raise LedgerError(f"cannot open ledger {path}: {str(exc).splitlines()[0]}") from None
+                raise LedgerError(f"cannot open ledger {path}: {one_line(exc)}") from None
             if time.monotonic() >= deadline:
                 raise LedgerLocked(path, describe_holder(str(exc))) from None
             time.sleep(0.05)
         except duckdb.Error as exc:
             raise LedgerError(
-                f"cannot open ledger {path}: {str(exc).splitlines()[0]} "
+                f"cannot open ledger {path}: {one_line(exc)} "
                 "(run 'ralph-ledger rebuild' to recreate it from the journals)"
             ) from None
 
@@ -221,7 +221,7 @@ def damage_of(exc: BaseException, path: Path) -> str:
             low = text.lower()
             mentions = "corrupt database file" in low or str(path) in text  # the former names no file
             if mentions and any(sign in low for sign in DAMAGE_SIGNS):
-                return text.splitlines()[0]
+                return one_line(text)
         seen = seen.__cause__ or seen.__context__
     return ""
 

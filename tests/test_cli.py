@@ -464,3 +464,19 @@ def test_a_table_cell_stays_on_one_line(capsys: pytest.CaptureFixture[str], tmp_
         == 0
     )
     assert capsys.readouterr().out.splitlines() == ["v", "-" * 16, "a\\x1eb\\u2028c\\rd", "(1 row)"]
+
+
+def test_error_text_has_one_home() -> None:
+    """Every error shown to a user is worded by ``ledger.errors.one_line`` / ``printable``: no module
+    of ledger/ or tui/ takes a first line or escapes characters on its own."""
+    root = Path(__file__).resolve().parent.parent
+    idioms = ("splitlines()[0]", "repr(c)[1:-1]", "def _one_line(exc", "def first_line(", "def _first_line(")
+    found = [
+        f"{path.relative_to(root)}: {idiom}"
+        for folder in ("ledger", "tui")
+        for path in sorted((root / folder).rglob("*.py"))
+        if path.name != "errors.py"
+        for idiom in idioms
+        if idiom in path.read_text()
+    ]
+    assert found == []

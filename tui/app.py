@@ -30,6 +30,7 @@ from textual.screen import Screen
 from textual.worker import get_current_worker
 from watchfiles import Change, awatch
 
+from ledger import one_line as first_line
 from ledger.monitor import Monitor, Update
 from ledger.replay import replay
 from tui import format as fmt
@@ -38,7 +39,7 @@ from tui.help import HelpScreen
 from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, ReplayProgress, Watching
 from tui.session import SessionScreen
 from tui.sessions import SessionsScreen
-from tui.sql import SqlScreen, first_line
+from tui.sql import SqlScreen
 
 DEFAULT_SPEED: Final = 20.0
 MAX_GAP_S: Final = 2.0

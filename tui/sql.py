@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Footer, Label, OptionList, Static, TextAr
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from ledger import one_line as first_line
 from ledger.monitor import EXAMPLE_QUERIES
 from tui import format as fmt
 from tui.messages import QueryDone
@@ -24,12 +25,6 @@ if TYPE_CHECKING:
 
 MAX_ROWS: Final = 1000
 QUERY_TIMEOUT_S: Final = 60.0
-
-
-def first_line(exc: BaseException) -> str:
-    """An exception as one line (never a traceback)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def cell(value: Any) -> Any:
