@@ -33,6 +33,8 @@ _import_msgspec_lean()
 _EXPORTS = {
     "events": "ledger.events",
     "Home": "ledger.home",
+    "is_journal": "ledger.home",
+    "journals_in": "ledger.home",
     "BadLine": "ledger.journal",
     "Cursor": "ledger.journal",
     "Journal": "ledger.journal",

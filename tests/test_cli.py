@@ -480,3 +480,25 @@ def test_error_text_has_one_home() -> None:
         if idiom in path.read_text()
     ]
     assert found == []
+
+
+def test_one_listing_of_journals(tmp_path: Path) -> None:
+    """A home, the monitor and the TUI's replay list the same journals of a folder: its ``*.jsonl``
+    files, hidden ones too, never a folder named like one."""
+    from ledger.home import journals_in
+    from ledger.monitor import Monitor
+    from tui.app import journal_files
+
+    home = Home.resolve(tmp_path / "home")
+    home.ensure()
+    for name in ("b.jsonl", "a.jsonl", ".early.jsonl", "notes.txt", "a.jsonl.bak"):
+        (home.journals / name).write_text("")
+    (home.journals / "dir.jsonl").mkdir()
+    expected = [home.journals / n for n in (".early.jsonl", "a.jsonl", "b.jsonl")]
+    assert journals_in(home.journals) == home.journal_files() == expected
+    assert journal_files([home.journals]) == expected
+    monitor = Monitor([home.journals])
+    try:
+        assert monitor.journal_files() == expected
+    finally:
+        monitor.close()

@@ -30,6 +30,7 @@ from textual.screen import Screen
 from textual.worker import get_current_worker
 from watchfiles import Change, awatch
 
+from ledger import is_journal, journals_in
 from ledger import one_line as first_line
 from ledger.monitor import Monitor, Update
 from ledger.replay import replay
@@ -67,7 +68,7 @@ def utc_now() -> datetime:
 
 def only_journals(change: Change, path: str) -> bool:
     """watchfiles filter: journal files only."""
-    return path.endswith(".jsonl")
+    return bool(is_journal(path))
 
 
 def journal_files(paths: Sequence[Path]) -> list[Path]:
@@ -75,7 +76,7 @@ def journal_files(paths: Sequence[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files += sorted(p for p in path.glob("*.jsonl") if p.is_file())
+            files += journals_in(path)
         elif path.is_file():
             files.append(path)
         else:
