@@ -30,6 +30,7 @@ from typing import Any, Final
 import duckdb
 import msgspec
 
+from ledger.events import SessionStatus
 from ledger.home import Home, is_journal, journals_in
 from ledger.journal import utc_now
 from ledger.readonly import QueryResult, ReadOnlyViolation, run_readonly
@@ -45,7 +46,8 @@ ALERT_TYPES: Final = ("session_completed", "session_blocked", "session_escalated
 
 EXAMPLE_QUERIES: Final = {
     "completion rate by agent": (
-        "SELECT agent, sessions, completed, round(100 * autonomous_completion_rate, 1) AS completion_pct,\n"
+        "SELECT agent, sessions, completed, round(100 * completion_rate, 1) AS completion_pct,\n"
+        "       round(100 * autonomous_completion_rate, 1) AS autonomous_pct,\n"
         "       round(mean_iterations_to_completion, 1) AS mean_iterations\n"
         "FROM loop_metrics ORDER BY sessions DESC"
     ),
@@ -107,7 +109,7 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     """One session as the sessions table shows it; ``scores`` are the last scores, oldest first."""
 
     session_id: str
-    status: str
+    status: SessionStatus
     agent: str
     task: str
     iteration: int
@@ -123,7 +125,9 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Fleet(msgspec.Struct, frozen=True, kw_only=True):
-    """Totals over every session; ``completion_rate`` is complete / ended (``None`` before any ended)."""
+    """Totals over every session; ``completion_rate`` is complete / ended (``None`` before any ended), as
+    ``loop_metrics.completion_rate`` per agent (not ``autonomous_completion_rate``, which leaves out
+    the loops a human overrode)."""
 
     sessions: int
     running: int
@@ -554,7 +558,7 @@ def _alert(r: dict[str, Any]) -> Alert:
 def _session(r: dict[str, Any]) -> SessionRow:
     return SessionRow(
         session_id=str(r["session_id"]),
-        status=str(r["status"] or ""),
+        status=r["status"],  # the sessions view gives one of SESSION_STATUSES
         agent=str(r["agent"] or ""),
         task=str(r["task"] or ""),
         iteration=int(r["iteration"] or 0),

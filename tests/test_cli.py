@@ -502,3 +502,83 @@ def test_one_listing_of_journals(tmp_path: Path) -> None:
         assert monitor.journal_files() == expected
     finally:
         monitor.close()
+
+
+def _ended_each_way(home: Home) -> None:
+    """Sessions of agent ``bot``: one running, one complete, one complete after a human override,
+    one blocked, one escalated."""
+    endings: dict[str, list[E.Event]] = {
+        "run": [],
+        "done": [E.SessionCompleted(session_id="done", iteration=1)],
+        "nudged": [
+            E.Override(session_id="nudged", iteration=1, kind="max_iterations", max_iterations=9),
+            E.SessionCompleted(session_id="nudged", iteration=1),
+        ],
+        "stuck": [E.SessionBlocked(session_id="stuck", iteration=1)],
+        "lost": [E.SessionEscalated(session_id="lost", iteration=1)],
+    }
+    for sid, ending in endings.items():
+        journal = Journal.for_session(home.journals, sid, fsync=False)
+        journal.append(
+            E.SessionStarted(session_id=sid, agent="bot"), E.IterationStarted(session_id=sid, iteration=1)
+        )
+        journal.append(*ending)
+
+
+def test_session_statuses_are_one_literal(home: Home) -> None:
+    """The sessions view gives exactly ``SessionStatus``'s values; ``--status`` offers them and the
+    TUI's symbols and sort order know each of them."""
+    from ledger.cli import CliError, build_parser
+    from ledger.events import ENDING_STATUS, SESSION_STATUSES
+    from tui.format import STATUS
+    from tui.sessions import STATUS_ORDER
+
+    _ended_each_way(home)
+    with Ledger.open(home) as ledger:
+        ledger.ingest()
+        got = dict(ledger.con.execute("SELECT session_id, status FROM sessions").fetchall())
+    assert sorted(set(got.values())) == sorted(SESSION_STATUSES)
+    assert got == {
+        "run": "running",
+        "done": "complete",
+        "nudged": "complete",
+        "stuck": "blocked",
+        "lost": "escalated",
+    }
+    assert sorted(ENDING_STATUS.values()) == sorted(set(SESSION_STATUSES) - {"running"})
+    with pytest.raises(
+        CliError, match=r"'happy' \(choose from 'running', 'complete', 'blocked', 'escalated'\)"
+    ):
+        build_parser().parse_args(["sessions", "--status", "happy"])
+    for value in SESSION_STATUSES:
+        assert build_parser().parse_args(["sessions", "--status", value]).status == value
+    assert set(STATUS) == set(STATUS_ORDER) == set(SESSION_STATUSES)
+
+
+def monitor_columns(home: Home) -> list[str]:
+    """The columns of ``loop_metrics``."""
+    with Ledger.open(home) as ledger:
+        return [d[0] for d in ledger.con.execute("SELECT * FROM loop_metrics LIMIT 0").description or []]
+
+
+def test_completion_rate_has_one_meaning(home: Home) -> None:
+    """``completion_rate`` is complete / ended in loop_metrics, in the monitor's fleet line and in the
+    example query that shows it; the rate of loops no human overrode has its own name."""
+    from ledger.monitor import EXAMPLE_QUERIES, Monitor
+
+    _ended_each_way(home)
+    monitor = Monitor([home.root])
+    try:
+        list(monitor.load())
+        fleet = monitor.fleet()
+        [metrics] = monitor.query("SELECT * FROM loop_metrics").rows
+        example = monitor.query(EXAMPLE_QUERIES["completion rate by agent"])
+    finally:
+        monitor.close()
+    assert fleet.completion_rate is not None and fleet.completion_rate == pytest.approx(2 / 4)
+    values = dict(zip(monitor_columns(home), metrics, strict=True))
+    assert values["completion_rate"] == pytest.approx(fleet.completion_rate)
+    assert values["autonomous_completion_rate"] == pytest.approx(1 / 4)
+    shown = dict(zip(example.columns, example.rows[0], strict=True))
+    assert shown["completion_pct"] == pytest.approx(100 * fleet.completion_rate)
+    assert shown["autonomous_pct"] == pytest.approx(25.0)
