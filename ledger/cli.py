@@ -248,9 +248,9 @@ def cmd_ingest(home: Home, args: argparse.Namespace) -> None:
 
 def _no_session(session: str, home: Home) -> CliError:
     """The error for a session id the home does not hold, in the user's words."""
-    return CliError(
-        f"ralph-ledger: no session {session!r} in {home.root}; `ralph-ledger sessions` lists them"
-    )
+    from ledger.errors import no_session
+
+    return CliError(f"ralph-ledger: {no_session(session, home.root)}")
 
 
 def cmd_sessions(home: Home, args: argparse.Namespace) -> None:

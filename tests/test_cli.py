@@ -582,3 +582,12 @@ def test_completion_rate_has_one_meaning(home: Home) -> None:
     shown = dict(zip(example.columns, example.rows[0], strict=True))
     assert shown["completion_pct"] == pytest.approx(100 * fleet.completion_rate)
     assert shown["autonomous_pct"] == pytest.approx(25.0)
+
+
+def test_the_engine_names_a_missing_session_in_the_users_words(home: Home) -> None:
+    """Not the API's "call start first": where the session was looked for and how to list them."""
+    from ledger.engine import Engine, EngineError
+
+    with pytest.raises(EngineError) as info:
+        Engine(home).set_max_iterations("nope", 3, "")
+    assert str(info.value) == f"no session 'nope' in {home.root}; `ralph-ledger sessions` lists them"
