@@ -49,6 +49,16 @@ def add_sessions(project: Project) -> None:
     stuck.append(E.SessionBlocked(session_id="stuck-1", iteration=1, reason="tests never pass"))
 
 
+def wait_until_held(project: Project) -> subprocess.CompletedProcess[str]:
+    """Wait (30 s at most) until another process holds the project's ledger; the refused ``ingest``."""
+    deadline = time.monotonic() + 30
+    while True:
+        busy = project.cli("--wait", "0", "ingest")
+        if busy.returncode != 0 or time.monotonic() > deadline:
+            return busy
+        time.sleep(0.2)
+
+
 def one_line_err(proc: subprocess.CompletedProcess[str]) -> str:
     """The one line the command printed on stderr (and no traceback)."""
     lines = proc.stderr.strip().splitlines()
@@ -107,7 +117,8 @@ def test_ctrl_c_interrupts_a_running_query_and_releases_the_ledger(project: Proj
         env=clean_env(),
     )
     try:
-        time.sleep(2.0)  # started, ingested, and inside the query
+        wait_until_held(project)
+        time.sleep(0.5)  # past opening the ledger: inside the query
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
@@ -250,12 +261,7 @@ def test_the_lock_message_names_the_program_holding_the_ledger(project: Project)
         env=clean_env(),
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            busy = project.cli("--wait", "0", "ingest")
-            if busy.returncode != 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        busy = wait_until_held(project)
         line = one_line_err(busy)
         assert busy.returncode == 1
         assert f"is in use by PID {holder.pid} (ralph-ledger sql); try again" in line, line
