@@ -1,8 +1,10 @@
 """Query results as an aligned table, CSV or JSON, for every DuckDB type.
 
-Values reach Python through ``fetch``, which casts the few types Python cannot take as they are
-(``TIMESTAMPTZ`` would need ``pytz``; ``INTERVAL`` would lose its months) in SQL, nested or not:
-times with a zone become the UTC instant, intervals DuckDB's text (``1 month 2 days``).
+Values reach Python through ``fetch``, which casts the types Python cannot take as they are to
+DuckDB's text in SQL, nested or not, and reads that text back (``restore``): a ``TIMESTAMPTZ``
+would need ``pytz``, an ``INTERVAL`` would lose its months, and DuckDB gives Python an infinite
+timestamp or date as 9999-12-31 / 0001-01-01, which are real ones too. Timestamps come back as
+aware datetimes (UTC), infinite ones as ``infinity`` / ``-infinity``, dates and intervals as text.
 Then one text per value in every format:
 
 - NULL: ``-`` in the table, an empty field in CSV, ``null`` in JSON;
@@ -37,8 +39,11 @@ MAX_CELL: Final = 60
 NAN: Final = "NaN"
 INFINITY: Final = "Infinity"
 
-_INTERVAL: Final = duckdb.sqltype("VARCHAR")
-_TIMESTAMP: Final = duckdb.sqltype("TIMESTAMP")
+_TEXT: Final = duckdb.sqltype("VARCHAR")
+_TIMESTAMPS: Final = frozenset(
+    {"timestamp", "timestamp_s", "timestamp_ms", "timestamp_ns", "timestamp with time zone"}
+)
+_AS_TEXT: Final = _TIMESTAMPS | {"date", "interval"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +63,8 @@ def _kids(t: DuckDBPyType) -> list[tuple[str, DuckDBPyType]]:
 def _shown_type(t: DuckDBPyType) -> DuckDBPyType | None:
     """The type ``t`` is fetched as, or ``None`` when Python takes it as it is."""
     kind = t.id
-    if kind == "timestamp with time zone":
-        return _TIMESTAMP  # the UTC instant (the connection's zone is UTC: see ``utc``)
-    if kind == "interval":
-        return _INTERVAL
+    if kind in _AS_TEXT:
+        return _TEXT  # a TIMESTAMPTZ in the connection's zone, UTC (see ``utc``)
     if kind not in ("list", "array", "map", "struct", "union"):
         return None
     kids = _kids(t)
@@ -116,7 +119,61 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None
     """Run one SELECT on ``con`` (time zone UTC) and fetch every row in a form ``render`` takes."""
     rel = con.sql(sql, params=params) if params is not None else con.sql(sql)
     cur = con.execute(wrap(sql, rel), params) if params is not None else con.execute(wrap(sql, rel))
-    return Rows(list(rel.columns), [str(t) for t in rel.types], cur.fetchall())
+    return Rows(list(rel.columns), [str(t) for t in rel.types], restore(cur.fetchall(), rel.types))
+
+
+def restore(rows: list[tuple[Any, ...]], types: Sequence[DuckDBPyType]) -> list[tuple[Any, ...]]:
+    """Rows fetched through ``wrap`` with their timestamps read back from DuckDB's text: an aware
+    datetime, or the text itself when Python has none for it (``infinity``, a year before 1 or after
+    9999). ``types`` are the query's own column types."""
+    columns = [(i, t) for i, t in enumerate(types) if _has_timestamp(t)]
+    if not columns:
+        return rows
+    out = []
+    for row in rows:
+        values = list(row)
+        for i, t in columns:
+            values[i] = _restored(values[i], t)
+        out.append(tuple(values))
+    return out
+
+
+def _has_timestamp(t: DuckDBPyType) -> bool:
+    kind = t.id
+    if kind in _TIMESTAMPS:
+        return True
+    return kind in ("list", "array", "map", "struct") and any(_has_timestamp(kid) for _, kid in _kids(t))
+
+
+def _restored(value: Any, t: DuckDBPyType) -> Any:
+    """``value`` of type ``t`` with its timestamps (cast to text) read back as datetimes."""
+    if value is None:
+        return None
+    kind = t.id
+    if kind in _TIMESTAMPS:
+        return _timestamp(value) if isinstance(value, str) else value
+    if kind not in ("list", "array", "map", "struct"):
+        return value
+    kids = _kids(t)
+    if kind in ("list", "array") and isinstance(value, list | tuple):
+        return [_restored(v, kids[0][1]) for v in value]
+    if kind == "map" and isinstance(value, dict):
+        key_type, value_type = kids[0][1], kids[1][1]
+        return {_restored(k, key_type): _restored(v, value_type) for k, v in value.items()}
+    if kind == "struct" and isinstance(value, dict):
+        types = dict(kids)
+        return {k: _restored(v, types[k]) if k in types else v for k, v in value.items()}
+    return value
+
+
+def _timestamp(text: str) -> datetime | str:
+    """DuckDB's text of a timestamp (``2024-01-01 10:00:00.5+00``, no zone: UTC) as an aware datetime,
+    or the text when Python has no datetime for it."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def blob_text(value: bytes) -> str:
@@ -136,11 +193,7 @@ def _float_text(value: float) -> str | None:
 def _time_text(value: datetime | date) -> str:
     """A timestamp or date in ISO 8601; a timestamp with its zone (a naive one is UTC)."""
     if isinstance(value, datetime):
-        if value.replace(tzinfo=None) in (datetime.max, datetime.min):  # DuckDB's +-infinity
-            return "infinity" if value.year == datetime.max.year else "-infinity"
         return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
-    if value in (date.max, date.min):
-        return "infinity" if value == date.max else "-infinity"
     return value.isoformat()
 
 
@@ -167,8 +220,10 @@ def plain(value: Any) -> Any:
 
 
 def _key(key: Any) -> str:
-    """A MAP key as a JSON object key: text as is, anything else as its JSON text."""
-    return key if isinstance(key, str) else to_json(plain(key))
+    """A MAP key as a JSON object key: its text (a timestamp's ISO text, a number's digits), a nested
+    key as its JSON text."""
+    shown = plain(key)
+    return shown if isinstance(shown, str) else to_json(shown)
 
 
 def to_json(value: Any, indent: int | None = None) -> str:
@@ -231,7 +286,7 @@ def cell(value: Any) -> str:
         return "-"
     if isinstance(value, float) and math.isfinite(value):
         shown = f"{value:g}"
-    elif isinstance(value, datetime) and value.replace(tzinfo=None) not in (datetime.max, datetime.min):
+    elif isinstance(value, datetime):
         shown = (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat(sep=" ", timespec="seconds")
     else:
         shown = text(value)

@@ -29,7 +29,7 @@ from typing import Any, Final
 import duckdb
 
 from ledger.errors import one_line
-from ledger.output import utc, wrap
+from ledger.output import restore, utc, wrap
 
 ALLOWED: Final = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 SAFE_TABLE_FUNCTIONS: Final = frozenset({"range", "generate_series", "unnest"})
@@ -186,11 +186,12 @@ def run_readonly(
                 cur = con.execute(statement)
                 columns = [d[0] for d in cur.description or []]
                 types = [str(d[1]) for d in cur.description or []]
+                rows = cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1)
             else:
                 rel = con.sql(statement)
                 columns, types = list(rel.columns), [str(t) for t in rel.types]
                 cur = con.execute(wrap(statement, rel))
-            rows = cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1)
+                rows = restore(cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1), rel.types)
         finally:
             con.execute("ROLLBACK")
     except duckdb.Error as exc:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -250,13 +250,10 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-_SANE_DATES = {"min_value": date(2, 1, 1), "max_value": date(9998, 12, 31)}
-"""Dates away from 0001-01-01 and 9999-12-31, which DuckDB gives Python for -infinity and infinity."""
-
-
 def _scalars() -> st.SearchStrategy[Case]:
     offsets = st.integers(-14 * 60, 14 * 60).map(lambda m: timezone(timedelta(minutes=m)))
-    datetimes = st.datetimes(datetime(2, 1, 1), datetime(9998, 12, 31))
+    datetimes = st.datetimes(datetime(2, 1, 1), datetime(9998, 12, 31))  # in range in any zone
+    infinite = st.sampled_from(["infinity", "-infinity"])
     return st.one_of(
         st.integers(-(2**63), 2**63 - 1).map(lambda n: ("BIGINT", f"{n}::BIGINT", n)),
         st.integers(-(2**127) + 1, 2**127 - 1).map(lambda n: ("HUGEINT", f"{n}::HUGEINT", n)),
@@ -275,7 +272,13 @@ def _scalars() -> st.SearchStrategy[Case]:
         ),
         st.booleans().map(lambda b: ("BOOLEAN", str(b).upper(), b)),
         st.uuids().map(lambda u: ("UUID", f"'{u}'::UUID", str(u))),
-        st.dates(**_SANE_DATES).map(lambda d: ("DATE", f"DATE '{d.isoformat()}'", d.isoformat())),
+        st.dates().map(lambda d: ("DATE", f"DATE '{d.isoformat()}'", d.isoformat())),
+        infinite.map(lambda i: ("DATE", f"'{i}'::DATE", i)),
+        infinite.map(lambda i: ("TIMESTAMP", f"'{i}'::TIMESTAMP", i)),
+        infinite.map(lambda i: ("TIMESTAMPTZ", f"'{i}'::TIMESTAMPTZ", i)),
+        st.sampled_from([datetime.min, datetime.max]).map(
+            lambda d: ("TIMESTAMP", f"TIMESTAMP '{d.isoformat(sep=' ')}'", d.replace(tzinfo=UTC))
+        ),
         st.times().map(lambda t: ("TIME", f"TIME '{t.isoformat()}'", t.isoformat())),
         datetimes.map(lambda d: ("TIMESTAMP", f"TIMESTAMP '{d.isoformat(sep=' ')}'", d.replace(tzinfo=UTC))),
         st.tuples(datetimes, offsets).map(
@@ -393,7 +396,7 @@ def value_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     kept.con.close()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=VALUES)
 def test_sql_renders_every_duckdb_type_in_every_format(value_home: Path, case: Case) -> None:
     """``ralph-ledger sql "SELECT <value>"``: the table shows one row, CSV one field, and JSON is
