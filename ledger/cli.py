@@ -681,7 +681,7 @@ def _main(argv: Sequence[str]) -> int:
             if not set_aside(home.database, exc):  # a damaged ledger file found by a query
                 raise
             COMMANDS[args.command](home, args)  # again, on a ledger rebuilt from the journals
-        if sys.stdout is not None and args.command != "hook":
+        if args.command not in ("hook", "run"):  # (the runner has exit codes of its own)
             emit("")  # what print() left in the buffer: an error writing it names the output here
     except CliError as exc:
         print(exc, file=sys.stderr)

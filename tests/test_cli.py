@@ -255,8 +255,8 @@ def _scalars() -> st.SearchStrategy[Case]:
     datetimes = st.datetimes(datetime(2, 1, 1), datetime(9998, 12, 31))  # in range in any zone
     infinite = st.sampled_from(["infinity", "-infinity"])
     return st.one_of(
-        st.integers(-(2**63), 2**63 - 1).map(lambda n: ("BIGINT", f"{n}::BIGINT", n)),
-        st.integers(-(2**127) + 1, 2**127 - 1).map(lambda n: ("HUGEINT", f"{n}::HUGEINT", n)),
+        st.integers(-(2**63), 2**63 - 1).map(lambda n: ("BIGINT", f"({n})::BIGINT", n)),
+        st.integers(-(2**127) + 1, 2**127 - 1).map(lambda n: ("HUGEINT", f"({n})::HUGEINT", n)),
         st.floats().map(
             lambda x: (
                 "DOUBLE",
