@@ -34,6 +34,8 @@ _EXPORTS = {
     "events": "ledger.events",
     "output": "ledger.output",
     "Home": "ledger.home",
+    "is_journal": "ledger.home",
+    "journals_in": "ledger.home",
     "BadLine": "ledger.journal",
     "Cursor": "ledger.journal",
     "Journal": "ledger.journal",
@@ -48,6 +50,7 @@ _EXPORTS = {
     "Ledger": "ledger.store",
     "LedgerError": "ledger.errors",
     "LedgerLocked": "ledger.errors",
+    "one_line": "ledger.errors",
     "Monitor": "ledger.monitor",
     "replay": "ledger.replay",
 }

@@ -42,6 +42,7 @@ from typing import Any, Final
 
 from ledger import events as ev
 from ledger.engine import Engine, EngineError
+from ledger.errors import no_session
 from ledger.journal import journal_path
 from ledger.store import Ledger
 
@@ -87,7 +88,7 @@ def _session(engine: Engine, session_id: str) -> Iterator[tuple[Ledger, dict[str
     """An in-memory ledger of one session's journal and its ``sessions`` row."""
     path = journal_path(engine.home.journals, session_id)
     if not path.exists():
-        raise CheckpointError(f"no session {session_id!r}: call start first")
+        raise CheckpointError(no_session(session_id, engine.home.root))
     with Ledger.memory(engine.home) as ledger:
         ledger.ingest([path])
         rows = ledger.rows("SELECT * FROM sessions WHERE session_id = ?", [session_id])

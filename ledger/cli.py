@@ -6,6 +6,7 @@ Every error is one line on stderr and a non-zero exit: 2 for bad usage,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -89,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``ralph-ledger`` parser: global ``--home`` and ``--wait``, then one command."""
     import argparse
 
+    from ledger.events import SESSION_STATUSES
+
     Parser = _parser_class()
     p = Parser(prog="ralph-ledger", description="Record and query agent iteration loops.")
     p.add_argument("--home", help="ledger home (default: $RALPH_HOME or ./.ralph)")
@@ -103,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("ingest", help="ingest what is new in the journals")
     sub.add_parser("rebuild", help="recreate the ledger from the journals")
     s = sub.add_parser("sessions", help="list sessions and their current state")
-    s.add_argument("--status", choices=["running", "complete", "blocked", "escalated"])
+    s.add_argument("--status", choices=SESSION_STATUSES)
     _add_format(s)
     s = sub.add_parser("show", help="one session, iteration by iteration")
     s.add_argument("session", help="session id")
@@ -191,14 +194,49 @@ def _report_ingest(report: IngestReport) -> None:
 
 
 def open_current(home: Home, wait: float) -> Ledger:
-    """The home's ledger with the journals ingested; if another process holds
-    the file, an in-memory ledger read from the journals instead."""
+    """The home's ledger with the journals ingested. If another process holds the file, or the
+    home cannot be written, an in-memory ledger read from the journals instead (said in one line on
+    stderr); a home that does not exist yet (``./.ralph`` before any loop) is an empty ledger, and
+    is not created."""
     from ledger.store import Ledger
 
+    if not home.root.exists():
+        return Ledger.memory(None)
     ledger = Ledger.open(home, wait=wait, fallback=True)
     if ledger.path is not None:
         _report_ingest(ledger.ingest())
     return ledger
+
+
+def emit(text: str) -> None:
+    """Write ``text`` to stdout, now: an error writing it (stdout closed, a full disk) raises
+    ``CliError`` naming the output; a reader that went away (``| head``) raises ``BrokenPipeError``."""
+    out = sys.stdout
+    if out is None:
+        raise CliError("ralph-ledger: cannot write the output: stdout is closed")
+    try:
+        out.write(text)
+        out.flush()
+    except BrokenPipeError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: the file object is closed
+        raise CliError(f"ralph-ledger: cannot write the output to {_stdout_name()}: {_reason(exc)}") from None
+
+
+def _stdout_name() -> str:
+    """``stdout`` and, when it is a file or device, its path (``stdout (/dev/full)``)."""
+    try:
+        target = os.readlink("/proc/self/fd/1")
+    except OSError:
+        return "stdout"
+    return f"stdout ({target})" if target.startswith("/") else "stdout"
+
+
+def _reason(exc: BaseException) -> str:
+    """An OS error's own words (``No space left on device``), else the error's one line."""
+    from ledger.errors import one_line
+
+    return getattr(exc, "strerror", None) or one_line(exc)
 
 
 def cmd_ingest(home: Home, args: argparse.Namespace) -> None:
@@ -211,14 +249,23 @@ def cmd_ingest(home: Home, args: argparse.Namespace) -> None:
     """
     from ledger.store import Ledger
 
+    if not home.root.exists():  # the default ./.ralph: nothing ran here; create nothing
+        raise CliError(f"ralph-ledger: no ledger home at {home.root} yet: no loop has run here (see --home)")
     with Ledger.open(home, wait=args.wait) as ledger:
         report = ledger.rebuild() if args.command == "rebuild" else ledger.ingest()
     _report_ingest(report)
     rate = report.events / report.seconds if report.seconds else 0.0
-    print(
+    emit(
         f"{args.command}: {report.events} events from {report.journals} journals "
-        f"in {report.seconds:.2f} s ({rate:,.0f} events/s); {len(report.bad_lines)} bad lines"
+        f"in {report.seconds:.2f} s ({rate:,.0f} events/s); {len(report.bad_lines)} bad lines\n"
     )
+
+
+def _no_session(session: str, home: Home) -> CliError:
+    """The error for a session id the home does not hold, in the user's words."""
+    from ledger.errors import no_session
+
+    return CliError(f"ralph-ledger: {no_session(session, home.root)}")
 
 
 def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
@@ -227,18 +274,19 @@ def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
     Only sessions with ``--status`` if given; as a table, CSV or JSON. Raises ``LedgerError`` if
     the ledger cannot be opened (a locked one falls back to reading the journals).
     """
-    from ledger.output import render
+    from ledger.output import fetch, render
+    from ledger.store import interruptible
 
     with open_current(home, args.wait) as ledger:
         where = "WHERE status = ?" if args.status else ""
         params = [args.status] if args.status else None
-        rel = ledger.con.execute(
+        sql = (
             "SELECT session_id, status, agent, task, iteration, max_iterations, last_score, "
             f"last_signal, consecutive_failures, tokens, updated_at FROM sessions {where} "
-            "ORDER BY updated_at DESC, session_id",
-            params,
+            "ORDER BY updated_at DESC, session_id"
         )
-        print(render(rel, args.fmt), end="")
+        rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, params))
+    emit(render(rows, args.fmt))
 
 
 def cmd_show(home: Home, args: argparse.Namespace) -> None:
@@ -247,44 +295,49 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
     As a table, a summary line comes first; CSV and JSON hold only the iteration rows. Raises
     ``CliError`` (exit 1) if there is no such session, ``LedgerError`` if the ledger cannot be opened.
     """
-    from ledger.output import render
+    from ledger.output import cell, fetch, render
+    from ledger.store import interruptible
 
+    sql = (
+        "SELECT iteration, score, rules_passed, rules_failed, rules_errored, files_modified, "
+        "promise, hook_action, signal, guards, duration_s, tokens_total FROM iterations "
+        "WHERE session_id = ? ORDER BY iteration"
+    )
     with open_current(home, args.wait) as ledger:
-        found = ledger.rows("SELECT * FROM sessions WHERE session_id = ?", [args.session])
-        if not found:
-            raise CliError(f"ralph-ledger: no session {args.session!r} in {home.root}")
-        s = found[0]
-        if args.fmt == "table":
-            print(
-                f"session {s['session_id']}: {s['status']}, iteration {s['iteration']}/"
-                f"{s['max_iterations']}, agent {s['agent'] or '-'}, task {s['task'] or '-'}, "
-                f"last score {s['last_score']}, last signal {s['last_signal'] or '-'}, "
-                f"{s['tokens']} tokens"
-            )
-        rel = ledger.con.execute(
-            "SELECT iteration, score, rules_passed, rules_failed, rules_errored, files_modified, "
-            "promise, hook_action, signal, guards, duration_s, tokens_total FROM iterations "
-            "WHERE session_id = ? ORDER BY iteration",
-            [args.session],
+        found = interruptible(
+            ledger.con,
+            lambda: fetch(ledger.con, "SELECT * FROM sessions WHERE session_id = ?", [args.session]),
         )
-        print(render(rel, args.fmt), end="")
+        if not found.rows:
+            raise _no_session(args.session, home)
+        s = dict(zip(found.columns, found.rows[0], strict=True))
+        rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, [args.session]))
+    if args.fmt == "table":
+        emit(
+            f"session {s['session_id']}: {s['status']}, iteration {s['iteration']}/"
+            f"{s['max_iterations']}, agent {s['agent'] or '-'}, task {cell(s['task'] or '-')}, "
+            f"last score {cell(s['last_score'])}, last signal {s['last_signal'] or '-'}, "
+            f"{s['tokens']} tokens\n"
+        )
+    emit(render(rows, args.fmt))
 
 
 def cmd_sql(home: Home, args: argparse.Namespace) -> None:
     """``sql``: print the result of one read-only query as a table, CSV or JSON.
 
-    Raises ``CliError`` (exit 1) if the query is refused or fails, ``LedgerError`` if the ledger
-    cannot be opened.
+    Ctrl-C interrupts the query (``KeyboardInterrupt``). Raises ``CliError`` (exit 1) if the query
+    is refused or fails, ``LedgerError`` if the ledger cannot be opened.
     """
     from ledger.output import render
     from ledger.readonly import ReadOnlyViolation, run_readonly
+    from ledger.store import interruptible
 
     with open_current(home, args.wait) as ledger:
         try:
-            rel = run_readonly(ledger.con, args.query)
+            result = interruptible(ledger.con, lambda: run_readonly(ledger.con, args.query))
         except ReadOnlyViolation as exc:
             raise CliError(f"ralph-ledger: {exc}") from None
-        print(render(rel, args.fmt), end="")
+    emit(render(result, args.fmt))
 
 
 def cmd_export(home: Home, args: argparse.Namespace) -> None:
@@ -342,23 +395,32 @@ def cmd_schema(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_stats(home: Home, args: argparse.Namespace) -> None:
-    """``stats``: print the ``loop_metrics`` view, one row per agent.
+    """``stats``: print the ``loop_metrics`` view (one row per agent), then ``success_by_iterations``.
 
-    As a table, titled and followed by ``success_by_iterations``; CSV and JSON hold
-    ``loop_metrics`` only. Raises ``LedgerError`` if the ledger cannot be opened.
+    Both in every format: as tables under a title each, as CSV one after the other (each with its
+    header, an empty line between), as JSON one object (view name -> rows). Raises ``LedgerError``
+    if the ledger cannot be opened.
     """
-    from ledger.output import render
+    from ledger.output import fetch, render_many
+    from ledger.store import interruptible
 
     with open_current(home, args.wait) as ledger:
-        if args.fmt == "table":
-            print("loops per agent")
-        print(render(ledger.con.execute("SELECT * FROM loop_metrics ORDER BY agent"), args.fmt), end="")
-        if args.fmt == "table":
-            print("\nsuccess rate by iterations used")
-            print(
-                render(ledger.con.execute("SELECT * FROM success_by_iterations ORDER BY ALL"), args.fmt),
-                end="",
-            )
+        parts = interruptible(
+            ledger.con,
+            lambda: [
+                (
+                    "loop_metrics",
+                    "loops per agent",
+                    fetch(ledger.con, "SELECT * FROM loop_metrics ORDER BY agent"),
+                ),
+                (
+                    "success_by_iterations",
+                    "success rate by iterations used",
+                    fetch(ledger.con, "SELECT * FROM success_by_iterations ORDER BY ALL"),
+                ),
+            ],
+        )
+    emit(render_many(parts, args.fmt))
 
 
 def cmd_override(home: Home, args: argparse.Namespace) -> None:
@@ -367,7 +429,10 @@ def cmd_override(home: Home, args: argparse.Namespace) -> None:
     Raises ``CliError`` (exit 1) if the engine refuses it (e.g. no such session, or it is not running).
     """
     from ledger.engine import Engine, EngineError
+    from ledger.journal import journal_path
 
+    if not journal_path(home.journals, args.session).exists():  # JournalError for an invalid id
+        raise _no_session(args.session, home)
     engine = Engine(home)
     try:
         if args.command == "stop":
@@ -691,6 +756,7 @@ def _main(argv: Sequence[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
         home = Home.resolve(args.home)
+        _check_home(home, args)
         try:
             COMMANDS[args.command](home, args)
         except Exception as exc:
@@ -701,6 +767,8 @@ def _main(argv: Sequence[str]) -> int:
             if not set_aside(home.database, exc):  # a damaged ledger file found by a query
                 raise
             COMMANDS[args.command](home, args)  # again, on a ledger rebuilt from the journals
+        if args.command not in ("hook", "run"):  # (the runner has exit codes of its own)
+            emit("")  # what print() left in the buffer: an error writing it names the output here
     except CliError as exc:
         print(exc, file=sys.stderr)
         return exc.code
@@ -711,14 +779,46 @@ def _main(argv: Sequence[str]) -> int:
         print(f"ralph-ledger: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
+        _drop_stdout()
         return 0
     except KeyboardInterrupt:
         print("ralph-ledger: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:
-        print(f"ralph-ledger: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"ralph-ledger: {where}{_reason(exc)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null once its reader went away, so that the interpreter's last flush
+    at exit neither fails nor prints a traceback."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+# The commands that read a home: one given with --home or $RALPH_HOME must exist (a typo is not a new,
+# empty home). stop and set need the session's journal there.
+NEEDS_HOME = (*LEDGER_COMMANDS, "stop", "set")
+
+
+def _check_home(home: Home, args: argparse.Namespace) -> None:
+    """Raise ``CliError`` (exit 2) when a command of ``NEEDS_HOME`` is given a home, on the command
+    line or in ``$RALPH_HOME``, that is not a directory (the default ``./.ralph`` may be missing:
+    nothing has run there yet)."""
+    if args.command not in NEEDS_HOME or home.root.is_dir():
+        return
+    if args.home is not None:
+        given = f"--home {args.home}"
+    elif os.environ.get("RALPH_HOME"):
+        given = f"RALPH_HOME={os.environ['RALPH_HOME']}"
+    else:
+        return
+    what = "is not a directory" if home.root.exists() else "does not exist"
+    raise CliError(f"ralph-ledger: {given}: the ledger home {home.root} {what}", 2)
 
 
 if __name__ == "__main__":

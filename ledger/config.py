@@ -22,7 +22,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from ledger.errors import explain
+from ledger.errors import explain, one_line
 from ledger.guards import GuardConfig
 from ledger.rules import RuleConfigError, parse_rules
 
@@ -230,8 +230,7 @@ def frontmatter(text: str, source: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(m.group(1))
     except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
-        raise ConfigError(f"{source}: frontmatter is not valid YAML: {first}") from None
+        raise ConfigError(f"{source}: frontmatter is not valid YAML: {one_line(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -19,6 +19,7 @@ import msgspec
 
 from ledger import events as ev
 from ledger.config import LoopConfig
+from ledger.errors import no_session
 from ledger.facts import read_facts
 from ledger.guards import check, exhausted
 from ledger.home import Home
@@ -138,7 +139,7 @@ class Engine:
     def _load(self, session_id: str) -> _Session:
         path = journal_path(self.home.journals, session_id)
         if not path.exists():
-            raise EngineError(f"no session {session_id!r}: call start first")
+            raise EngineError(no_session(session_id, self.home.root))
         events = read_new(path, Cursor()).events
         started = [e for e in events if isinstance(e, ev.SessionStarted)]
         if not started:

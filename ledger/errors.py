@@ -72,6 +72,24 @@ def printable(text: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def no_session(session_id: str, home: Path) -> str:
+    """The error for a session id a home does not hold, in the user's words: where it was looked
+    for and how to list the sessions there."""
+    return f"no session {session_id!r} in {home}; `ralph-ledger sessions` lists them"
+
+
+def one_line(error: BaseException | str, limit: int | None = None) -> str:
+    """An error as the one line a user is shown: the first non-blank line of its message (an
+    exception without one: its class name), unprintable characters escaped, cut to ``limit``
+    characters (the last one ``…``). The one way every part of ralph-ledger words an error."""
+    message = str(error)
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    if not first and isinstance(error, BaseException):
+        first = type(error).__name__
+    first = printable(first)
+    return first if limit is None or len(first) <= limit else first[: limit - 1] + "…"
+
+
 def _explain(
     message: str,
     data: object,

@@ -18,7 +18,7 @@ Each event is a frozen msgspec Struct with an explicit, permanent tag (the
 # No ``from __future__ import annotations`` here: msgspec would then compile every annotation string
 # to build the decoder below, which costs each Stop hook process about 1 ms.
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
@@ -27,6 +27,15 @@ EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 Signal = Literal["CONTINUE", "COMPLETE", "BLOCKED", "ESCALATE"]
 HookAction = Literal["complete", "continue", "escalate"]
 StopDecision = Literal["allow", "block"]
+SessionStatus = Literal["running", "complete", "blocked", "escalated"]
+"""A session's status (the ``sessions`` view's ``status``): running until an event ends it."""
+SESSION_STATUSES: Final[tuple[SessionStatus, ...]] = get_args(SessionStatus)
+ENDING_STATUS: Final[dict[str, SessionStatus]] = {
+    "session_completed": "complete",
+    "session_blocked": "blocked",
+    "session_escalated": "escalated",
+}
+"""The event type that ends a session -> the status it leaves (``sql/views/sessions.sql`` says the same)."""
 
 
 class Payload(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -8,6 +8,24 @@ from pathlib import Path
 import msgspec
 
 DEFAULT_HOME = ".ralph"
+JOURNAL_SUFFIX = ".jsonl"
+
+
+def is_journal(path: str | os.PathLike[str]) -> bool:
+    """Whether a path names a journal (``*.jsonl``)."""
+    return os.fspath(path).endswith(JOURNAL_SUFFIX)
+
+
+def journals_in(directory: Path) -> list[Path]:
+    """The journals of a directory: its ``*.jsonl`` files (not folders), sorted by name; [] when it is
+    not a directory. The one listing of journals (a home's, a monitor's, the TUI's replay)."""
+    try:
+        # names sorted as strings: sorting 10,000 Path objects costs ~0.3 s
+        with os.scandir(directory) as it:
+            names = sorted(e.name for e in it if is_journal(e.name) and e.is_file())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [directory / n for n in names]
 
 
 class Home(msgspec.Struct, frozen=True):
@@ -38,11 +56,7 @@ class Home(msgspec.Struct, frozen=True):
 
     def journal_files(self) -> list[Path]:
         """The ``*.jsonl`` files in the journals directory, sorted by name ([] if none)."""
-        if not self.journals.is_dir():
-            return []
-        with os.scandir(self.journals) as it:
-            names = sorted(e.name for e in it if e.name.endswith(".jsonl") and e.is_file())
-        return [self.journals / n for n in names]
+        return journals_in(self.journals)
 
     def ensure(self) -> None:
         """Create the root, journals and tmp directories (mode 0700) where missing."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ledger import events as ev
+from ledger.errors import one_line
 
 PRESETS: Final = ("default", "validation", "promise")
 
@@ -137,7 +138,7 @@ def evaluate(hooks: Iterable[Hook], ctx: AgentContext) -> list[Evaluation]:
             result = hook.fn(ctx)
             error = ""
         except Exception as exc:  # a hook must never take the loop down
-            error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            error = one_line(exc)
             result = HookResult("escalate", f"Hook evaluation failed: {error}", metadata={"error": error})
         done.append(Evaluation(hook.hook_id, hook.hook_type, result, error))
         if result.action in ("complete", "escalate"):

@@ -34,7 +34,7 @@ import duckdb
 import msgspec
 
 from ledger import events as ev
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, one_line
 from ledger.journal import BadLine, Span, count_lines, decode_chunk, locate_new, read_span
 from ledger.schema import defaulted_columns, invalid_rows_predicate, normalise_select, read_json_columns
 
@@ -347,8 +347,7 @@ def _insert(con: duckdb.DuckDBPyConnection, batch: _Batch, *, normalise: bool, e
         con.execute(f"INSERT INTO events {select}").fetchall()  # complete it before the next statement
     except duckdb.Error as exc:
         if exact:  # msgspec wrote these lines: only a resource problem (memory, disk) can refuse them
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise LedgerError(f"ingest failed, nothing was stored: {message}") from None
+            raise LedgerError(f"ingest failed, nothing was stored: {one_line(exc)}") from None
         return False
     finally:
         batch.tmp.unlink(missing_ok=True)

@@ -26,6 +26,7 @@ from typing import Any, Final
 import msgspec
 
 from ledger import events as ev
+from ledger.errors import printable
 
 SESSION_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 FIRST_BLOCK: Final = 4096  # most lines are shorter: read that much first
@@ -194,7 +195,7 @@ def bad_reason(line: bytes, exc: Exception) -> str:
     if not line.strip():
         return "empty line: expected one JSON event"
     if isinstance(exc, msgspec.ValidationError):  # it may quote a value: kept on one printable line
-        return "not a valid event: " + "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
+        return "not a valid event: " + printable(str(exc))
     if str(exc) == "Input data was truncated":
         return "torn line (incomplete JSON, e.g. a crash mid-append): expected one JSON event"
     return f"not valid JSON ({exc}): expected one JSON event"

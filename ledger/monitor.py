@@ -34,7 +34,8 @@ from typing import Any, Final
 import duckdb
 import msgspec
 
-from ledger.home import DEFAULT_HOME, Home
+from ledger.events import SessionStatus
+from ledger.home import DEFAULT_HOME, Home, is_journal, journals_in
 from ledger.journal import utc_now
 from ledger.readonly import QueryResult, ReadOnlyViolation, run_readonly
 from ledger.sql import load_definitions
@@ -49,7 +50,8 @@ ALERT_TYPES: Final = ("session_completed", "session_blocked", "session_escalated
 
 EXAMPLE_QUERIES: Final = {
     "completion rate by agent": (
-        "SELECT agent, sessions, completed, round(100 * autonomous_completion_rate, 1) AS completion_pct,\n"
+        "SELECT agent, sessions, completed, round(100 * completion_rate, 1) AS completion_pct,\n"
+        "       round(100 * autonomous_completion_rate, 1) AS autonomous_pct,\n"
         "       round(mean_iterations_to_completion, 1) AS mean_iterations\n"
         "FROM loop_metrics ORDER BY sessions DESC"
     ),
@@ -115,7 +117,7 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     """One session as the sessions table shows it; ``scores`` are the last scores, oldest first."""
 
     session_id: str
-    status: str
+    status: SessionStatus
     agent: str
     task: str
     iteration: int
@@ -132,7 +134,9 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Fleet(msgspec.Struct, frozen=True, kw_only=True):
-    """Totals over every session; ``completion_rate`` is complete / ended (``None`` before any ended)."""
+    """Totals over every session; ``completion_rate`` is complete / ended (``None`` before any ended), as
+    ``loop_metrics.completion_rate`` per agent (not ``autonomous_completion_rate``, which leaves out
+    the loops a human overrode)."""
 
     sessions: int
     running: int
@@ -245,13 +249,6 @@ def _aware(value: Any) -> datetime | None:
     return None
 
 
-def _journals_in(directory: Path) -> list[Path]:
-    # names sorted as strings: sorting 10,000 Path objects costs ~0.3 s
-    with os.scandir(directory) as entries:
-        names = sorted(e.name for e in entries if e.name.endswith(".jsonl") and e.is_file())
-    return [directory / name for name in names]
-
-
 class Monitor:
     """Live, incremental reads of one or more sources of journals (see the module docstring)."""
 
@@ -321,12 +318,12 @@ class Monitor:
 
     def journal_files(self) -> list[Path]:
         """Every journal of the sources, now."""
-        found = {str(p): p for d in self._dirs if d.is_dir() for p in _journals_in(d)}
+        found = {str(p): p for d in self._dirs if d.is_dir() for p in journals_in(d)}
         found.update((str(f), f) for f in self._files if f.exists())
         return [found[key] for key in sorted(found)]
 
     def _wanted(self, path: Path) -> bool:
-        if path.suffix != ".jsonl":
+        if not is_journal(path):
             return False
         if path in self._files or path.parent in self._dirs:  # the watcher's paths need no resolving
             return True
@@ -627,7 +624,7 @@ def _alert(r: dict[str, Any]) -> Alert:
 def _session(r: dict[str, Any]) -> SessionRow:
     return SessionRow(
         session_id=str(r["session_id"]),
-        status=str(r["status"] or ""),
+        status=r["status"],  # the sessions view gives one of SESSION_STATUSES
         agent=str(r["agent"] or ""),
         task=str(r["task"] or ""),
         iteration=int(r["iteration"] or 0),

@@ -28,6 +28,9 @@ from typing import Any, Final
 
 import duckdb
 
+from ledger.errors import one_line
+from ledger.output import restore, utc, wrap
+
 ALLOWED: Final = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 SAFE_TABLE_FUNCTIONS: Final = frozenset({"range", "generate_series", "unnest"})
 READ_NODES: Final = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
@@ -52,17 +55,12 @@ class QueryResult:
     truncated: bool = False
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message, or its class name if the message is empty."""
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
 def check_readonly(sql: str) -> str:
-    """Return the single read-only statement in ``sql`` or raise."""
+    """Return the single read-only statement in ``sql`` (without a closing ``;``) or raise."""
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise ReadOnlyViolation(f"SQL error: {first_line(exc)}") from None
+        raise ReadOnlyViolation(f"SQL error: {one_line(exc)}") from None
     if not statements:
         raise ReadOnlyViolation("empty query: expected one SELECT statement")
     if len(statements) > 1:
@@ -73,7 +71,7 @@ def check_readonly(sql: str) -> str:
         raise ReadOnlyViolation(
             f"refused: {name} statements would change the ledger or files; only SELECT queries are allowed"
         )
-    return sql
+    return statements[0].query.rstrip().rstrip(";")
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:
@@ -174,20 +172,29 @@ def run_readonly(
 ) -> QueryResult:
     """Check one read-only query and its sources, lock the connection down (``lock``; see the
     module docstring for why the TUI does not) and run it in a read-only transaction, fetching
-    all rows, or at most ``max_rows``."""
-    check_readonly(sql)
+    all rows, or at most ``max_rows``. Values come as ``ledger.output.fetch`` gives them (every
+    DuckDB type, ``TIMESTAMPTZ`` as UTC); ``types`` are the query's own."""
+    statement = check_readonly(sql)
     check_sources(con, sql)
+    utc(con)
     if lock:
         lock_down(con)
     try:
         con.execute("BEGIN TRANSACTION READ ONLY")
         try:
-            cur = con.execute(sql)
-            desc = cur.description or []
-            rows = cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1)
+            if _EXPLAIN.match(statement):  # text only, and EXPLAIN ANALYZE must run once
+                cur = con.execute(statement)
+                columns = [d[0] for d in cur.description or []]
+                types = [str(d[1]) for d in cur.description or []]
+                rows = cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1)
+            else:
+                rel = con.sql(statement)
+                columns, types = list(rel.columns), [str(t) for t in rel.types]
+                cur = con.execute(wrap(statement, rel))
+                rows = restore(cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1), rel.types)
         finally:
             con.execute("ROLLBACK")
     except duckdb.Error as exc:
-        raise ReadOnlyViolation(f"SQL error: {first_line(exc)}") from None
+        raise ReadOnlyViolation(f"SQL error: {one_line(exc)}") from None
     truncated = max_rows is not None and len(rows) > max_rows
-    return QueryResult([d[0] for d in desc], [str(d[1]) for d in desc], rows[:max_rows], truncated)
+    return QueryResult(columns, types, rows[:max_rows], truncated)

@@ -39,7 +39,7 @@ from typing import Annotated, Any, Final, Literal, NamedTuple, get_args
 
 import msgspec
 
-from ledger.errors import explain, lookup
+from ledger.errors import explain, lookup, one_line
 from ledger.events import RuleResult, RuleSpec
 
 Cadence = Literal["cheap", "moderate", "expensive"]
@@ -261,7 +261,7 @@ class _Outcome(NamedTuple):
 
     @classmethod
     def error(cls, message: str) -> _Outcome:
-        return cls(False, _one_line(message), errored=True)
+        return cls(False, one_line(message, MAX_MESSAGE_LINE), errored=True)
 
 
 def _evaluate(rule: Rule, ctx: RuleContext) -> _Outcome:
@@ -446,14 +446,8 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _one_line(text: str) -> str:
-    """The first non-blank line, trimmed to ``MAX_MESSAGE_LINE``."""
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return _cut(first, MAX_MESSAGE_LINE)
-
-
 def _exc_line(exc: BaseException) -> str:
-    text = _one_line(str(exc))
+    text = one_line(str(exc), MAX_MESSAGE_LINE)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -39,6 +39,7 @@ from ledger.claude_code import (
     plugin_decision,
     read_state,
 )
+from ledger.errors import one_line
 from ledger.home import Home
 from ledger.journal import Cursor, Journal, JournalError, check_session_id, journal_path, read_new, utc_now
 from ledger.promises import detect_promises, to_event
@@ -260,7 +261,7 @@ def run(raw: bytes, *, home: Home | None = None, clock: Callable[[], datetime] =
         apply_decision(state_path, decision, current=state)
         return _outcome(decision)
     except Exception as exc:  # the agent must never be wedged by the hook
-        line = f"ralph-ledger hook: {_one_line(exc)}; allowing the stop"
+        line = f"ralph-ledger hook: {one_line(exc, 300)}; allowing the stop"
         _record_error(journal, sid, line)
         return HookOutcome(stderr=line + "\n")
 
@@ -272,11 +273,6 @@ def _outcome(decision: PluginDecision) -> HookOutcome:
         return HookOutcome(stdout=block + "\n")
     message = (decision.message_for_user + "\n") if decision.message_for_user else ""
     return HookOutcome(stderr=message) if decision.message_to_stderr else HookOutcome(stdout=message)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:300]
 
 
 def _record_error(journal: Journal | None, sid: str, line: str) -> None:

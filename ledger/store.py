@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import duckdb
 
-from ledger.errors import LedgerError, LedgerLocked
+from ledger.errors import LedgerError, LedgerLocked, one_line
 from ledger.home import Home
 from ledger.ingest import IngestReport, ingest, sweep_scratch
 from ledger.schema import SCHEMA_VERSION as EVENTS_VERSION
@@ -48,16 +48,105 @@ DAMAGE_SIGNS: Final = ("corrupt database file", "not a valid duckdb database", "
 
 
 def describe_holder(message: str) -> str:
-    """'PID 123 (python3 -m ...)' from a DuckDB lock error, as far as known."""
+    """'PID 123 (ralph-tui)' from a DuckDB lock error: the holder's pid and program, as far as known."""
     m = re.search(r"PID (\d+)", message)
     if not m:
         return "another process"
     pid = m.group(1)
     try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
-        cmd = ""
-    return f"PID {pid}" + (f" ({cmd[:80]})" if cmd else "")
+        argv = []
+    program = program_of([a for a in argv if a])
+    return f"PID {pid}" + (f" ({program})" if program else "")
+
+
+_PYTHON: Final = re.compile(r"python[0-9.]*")
+_PYTHON_OPTIONS_WITH_VALUE: Final = frozenset({"-W", "-X", "--check-hash-based-pycs"})
+_LEDGER_OPTIONS_WITH_VALUE: Final = frozenset({"--home", "--wait"})
+
+
+def program_of(argv: Sequence[str]) -> str:
+    """The program a command line runs, as a user names it: ``ralph-tui``, ``ralph-ledger sql``,
+    ``python -m pytest``, ``duckdb``; a Python interpreter stands for the script it runs. ``""``
+    for an empty command line."""
+    if not argv:
+        return ""
+    words = list(argv)
+    program = os.path.basename(words[0])
+    rest = words[1:]
+    if _PYTHON.fullmatch(program):
+        i = 0
+        program = "python"
+        while i < len(rest):
+            word = rest[i]
+            if word in ("-m", "-c"):
+                module = rest[i + 1] if word == "-m" and i + 1 < len(rest) else ""
+                if module == "ledger.cli":
+                    program, rest = "ralph-ledger", rest[i + 2 :]
+                else:
+                    program, rest = f"python {word} {module}".rstrip(), []
+                break
+            if not word.startswith("-"):
+                program, rest = os.path.basename(word), rest[i + 1 :]
+                break
+            i += 2 if word in _PYTHON_OPTIONS_WITH_VALUE else 1
+        else:
+            rest = []
+    if program == "ralph-ledger":
+        i = 0
+        while i < len(rest):
+            word = rest[i]
+            if not word.startswith("-"):
+                return f"{program} {word}"
+            i += 2 if word in _LEDGER_OPTIONS_WITH_VALUE else 1
+    return program
+
+
+def unwritable(home: Home) -> str:
+    """Why nothing can be written in ``home`` (its file system is read-only, or its folder, journals,
+    scratch folder or ledger file may not be written by this user), or ``""`` when it can."""
+    try:
+        if os.statvfs(home.root).f_flag & os.ST_RDONLY:
+            return "a read-only file system"
+    except OSError:
+        return ""  # it does not exist (yet): it is created
+    for path in (home.root, home.journals, home.tmp, home.database):
+        if path.exists() and not os.access(path, os.W_OK):
+            return f"{path} is not writable"
+    return ""
+
+
+T = TypeVar("T")
+
+
+def interruptible(con: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T:
+    """``work()`` (queries on ``con``) in a worker thread, so that Ctrl-C in the main thread
+    interrupts the running query at once (DuckDB holds the main thread while it runs): raises
+    ``KeyboardInterrupt`` once the query has stopped (or after 2 s)."""
+    done: list[T] = []
+    failed: list[BaseException] = []
+    finished = threading.Event()  # not Thread.join: a join interrupted by Ctrl-C takes the thread for ended
+
+    def target() -> None:
+        try:
+            done.append(work())
+        except BaseException as exc:
+            failed.append(exc)
+        finally:
+            finished.set()
+
+    threading.Thread(target=target, name="ledger-query", daemon=True).start()
+    try:
+        while not finished.wait(0.1):  # a signal handler runs between two waits
+            pass
+    except KeyboardInterrupt:
+        con.interrupt()
+        finished.wait(2.0)
+        raise
+    if failed:
+        raise failed[0]
+    return done[0]
 
 
 _UMASK_LOCK: Final = threading.RLock()
@@ -104,13 +193,13 @@ def connect(path: Path | None, *, read_only: bool = False, wait: float = 0.0) ->
             return _connect_file(path, read_only)  # owner-only permissions
         except duckdb.IOException as exc:
             if not is_lock_error(exc):
-                raise LedgerError(f"cannot open ledger {path}: {str(exc).splitlines()[0]}") from None
+                raise LedgerError(f"cannot open ledger {path}: {one_line(exc)}") from None
             if time.monotonic() >= deadline:
                 raise LedgerLocked(path, describe_holder(str(exc))) from None
             time.sleep(0.05)
         except duckdb.Error as exc:
             raise LedgerError(
-                f"cannot open ledger {path}: {str(exc).splitlines()[0]} "
+                f"cannot open ledger {path}: {one_line(exc)} "
                 "(run 'ralph-ledger rebuild' to recreate it from the journals)"
             ) from None
 
@@ -132,7 +221,7 @@ def damage_of(exc: BaseException, path: Path) -> str:
             low = text.lower()
             mentions = "corrupt database file" in low or str(path) in text  # the former names no file
             if mentions and any(sign in low for sign in DAMAGE_SIGNS):
-                return text.splitlines()[0]
+                return one_line(text)
         seen = seen.__cause__ or seen.__context__
     return ""
 
@@ -184,6 +273,9 @@ class Ledger:
         self.home = home
         self.path = path
         self.writable = writable
+        self.scratch: Path | None = None
+        """Where ingest writes its scratch files, when not in the home's ``tmp/``."""
+        con.execute("SET TimeZone = 'UTC'")  # the ledger's times are UTC, and shown as such
         # Rows are always read back ordered by (session_id, seq), so DuckDB may
         # insert in parallel without keeping file order: ~1.6x faster ingest.
         con.execute("SET preserve_insertion_order = false")
@@ -211,6 +303,8 @@ class Ledger:
         ``ingest`` fills from the journals; read-only, it raises ``LedgerError`` instead."""
         if read_only and not home.database.exists():
             raise LedgerError(f"no ledger at {home.database} yet (run 'ralph-ledger ingest')")
+        if fallback and not read_only and (why := unwritable(home)):
+            return cls._from_journals(home, f"cannot write in {home.root} ({why})")
         try:
             home.ensure()
             try:
@@ -222,10 +316,18 @@ class Ledger:
         except LedgerLocked as exc:
             if not fallback:
                 raise
-            print(f"ralph-ledger: {exc}; reading the journals instead", file=sys.stderr)
-            mem = cls.memory(home)
-            mem.ingest()
-            return mem
+            return cls._from_journals(home, str(exc))
+
+    @classmethod
+    def _from_journals(cls, home: Home, why: str) -> Ledger:
+        """An in-memory ledger holding ``home``'s journals, saying ``why`` in one line on stderr;
+        its scratch files go to the system's temporary folder when the home is not writable."""
+        print(f"ralph-ledger: {why}; reading the journals instead", file=sys.stderr)
+        mem = cls.memory(home)
+        if unwritable(home):
+            mem.scratch = Path(tempfile.gettempdir())
+        mem.ingest()
+        return mem
 
     @classmethod
     def _open_file(cls, home: Home, *, read_only: bool = False, wait: float = 0.0) -> Ledger:
@@ -285,6 +387,8 @@ class Ledger:
         return self.home.journal_files() if self.home else []
 
     def _tmp(self) -> Path:
+        if self.scratch is not None:
+            return self.scratch
         return self.home.tmp if self.home else Path(tempfile.gettempdir())
 
     def _write(self, work: Callable[[], IngestReport], *, sweep: bool) -> IngestReport:
@@ -292,7 +396,7 @@ class Ledger:
         the scratch files that killed ingests left in the home."""
         if not self.writable:
             raise LedgerError("this ledger was opened read-only; it cannot ingest")
-        if self.home and sweep:
+        if self.home and sweep and self.scratch is None:
             sweep_scratch(self.home.tmp)
         with self._private():
             return self._mending(work)

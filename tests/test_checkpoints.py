@@ -168,7 +168,7 @@ def test_expire_and_resume_errors(engine: Engine) -> None:
     with pytest.raises(cp.CheckpointError, match="keep must be at least 0"):
         cp.prune(engine, "s", keep=-1)
     for call in (cp.list_checkpoints, cp.create, cp.prune):
-        with pytest.raises(cp.CheckpointError, match="call start first"):
+        with pytest.raises(cp.CheckpointError, match="`ralph-ledger sessions` lists them"):
             call(engine, "ghost")
 
 

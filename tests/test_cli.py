@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from ledger import cli
 from ledger import events as E
 from ledger.cli import main
 from ledger.home import Home
 from ledger.journal import Journal
+from ledger.store import Ledger
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -220,3 +229,368 @@ def test_bad_session_ids_are_one_line_errors(tmp_path: Path, argv: list[str]) ->
 def test_usage_errors_of_other_commands_keep_exit_2_even_with_the_word_hook(tmp_path: Path) -> None:
     assert run("--home", str(tmp_path), "run", "--timeout", "x", "--", "mytool", "hook").returncode == 2
     assert run("--home", str(tmp_path), "hook", "nope").returncode == 0
+
+
+# -- every DuckDB type, in every format (issue 10, 4.1) ------------------------------------------------
+
+Case = tuple[str, str, Any]
+"""(DuckDB type, SQL literal, the value expected in JSON: text, number, a datetime for a timestamp)."""
+
+_ORACLE = duckdb.connect()
+
+
+def _duckdb_text(literal: str) -> str:
+    """DuckDB's own text of a value: how an INTERVAL or a BLOB is expected to read."""
+    row = _ORACLE.execute(f"SELECT CAST({literal} AS VARCHAR)").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _scalars() -> st.SearchStrategy[Case]:
+    offsets = st.integers(-14 * 60, 14 * 60).map(lambda m: timezone(timedelta(minutes=m)))
+    datetimes = st.datetimes(datetime(2, 1, 1), datetime(9998, 12, 31))  # in range in any zone
+    infinite = st.sampled_from(["infinity", "-infinity"])
+    return st.one_of(
+        st.integers(-(2**63), 2**63 - 1).map(lambda n: ("BIGINT", f"({n})::BIGINT", n)),
+        st.integers(-(2**127) + 1, 2**127 - 1).map(lambda n: ("HUGEINT", f"({n})::HUGEINT", n)),
+        st.floats().map(
+            lambda x: (
+                "DOUBLE",
+                f"'{x!r}'::DOUBLE",
+                "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity") if abs(x) == float("inf") else x,
+            )
+        ),
+        st.decimals(min_value=-(10**14), max_value=10**14, places=3, allow_nan=False).map(
+            lambda d: ("DECIMAL(18,3)", f"'{d}'::DECIMAL(18,3)", d)
+        ),
+        st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=12).map(
+            lambda s: ("VARCHAR", _quote(s), s)
+        ),
+        st.booleans().map(lambda b: ("BOOLEAN", str(b).upper(), b)),
+        st.uuids().map(lambda u: ("UUID", f"'{u}'::UUID", str(u))),
+        st.dates().map(lambda d: ("DATE", f"DATE '{d.isoformat()}'", d.isoformat())),
+        infinite.map(lambda i: ("DATE", f"'{i}'::DATE", i)),
+        infinite.map(lambda i: ("TIMESTAMP", f"'{i}'::TIMESTAMP", i)),
+        infinite.map(lambda i: ("TIMESTAMPTZ", f"'{i}'::TIMESTAMPTZ", i)),
+        st.sampled_from([datetime.min, datetime.max]).map(
+            lambda d: ("TIMESTAMP", f"TIMESTAMP '{d.isoformat(sep=' ')}'", d.replace(tzinfo=UTC))
+        ),
+        st.times().map(lambda t: ("TIME", f"TIME '{t.isoformat()}'", t.isoformat())),
+        datetimes.map(lambda d: ("TIMESTAMP", f"TIMESTAMP '{d.isoformat(sep=' ')}'", d.replace(tzinfo=UTC))),
+        st.tuples(datetimes, offsets).map(
+            lambda p: (
+                "TIMESTAMPTZ",
+                f"TIMESTAMPTZ '{p[0].replace(tzinfo=p[1]).isoformat(sep=' ')}'",
+                p[0].replace(tzinfo=p[1]),
+            )
+        ),
+        st.tuples(st.integers(-1000, 1000), st.integers(-1000, 1000), st.integers(-(10**12), 10**12)).map(
+            lambda p: (
+                "INTERVAL",
+                f"(to_months({p[0]}) + to_days({p[1]}) + to_microseconds({p[2]}))",
+                _duckdb_text(f"to_months({p[0]}) + to_days({p[1]}) + to_microseconds({p[2]})"),
+            )
+        ),
+        st.binary(max_size=8).map(
+            lambda b: ("BLOB", f"from_hex('{b.hex()}')", _duckdb_text(f"from_hex('{b.hex()}')"))
+        ),
+        st.sampled_from(["INTEGER", "VARCHAR", "DOUBLE", "TIMESTAMPTZ"]).map(
+            lambda t: (t, f"CAST(NULL AS {t})", None)
+        ),
+    )
+
+
+def _of_one_type(cases: list[Case]) -> list[Case]:
+    """The cases of the first case's type (a list's items, a map's values share one)."""
+    return [c for c in cases if c[0] == cases[0][0]]
+
+
+def _nested(inner: st.SearchStrategy[Case]) -> st.SearchStrategy[Case]:
+    def as_list(cases: list[Case]) -> Case:
+        cases = _of_one_type(cases)
+        return (
+            f"{cases[0][0]}[]",
+            f"[{', '.join(c[1] for c in cases)}]::{cases[0][0]}[]",
+            [c[2] for c in cases],
+        )
+
+    def as_array(cases: list[Case]) -> Case:
+        cases = _of_one_type(cases)
+        kind = f"{cases[0][0]}[{len(cases)}]"
+        return (kind, f"[{', '.join(c[1] for c in cases)}]::{kind}", [c[2] for c in cases])
+
+    def as_struct(cases: list[Case]) -> Case:
+        kind = "STRUCT(" + ", ".join(f"f{i} {c[0]}" for i, c in enumerate(cases)) + ")"
+        literal = "{" + ", ".join(f"'f{i}': {c[1]}" for i, c in enumerate(cases)) + "}"
+        return (kind, f"{literal}::{kind}", {f"f{i}": c[2] for i, c in enumerate(cases)})
+
+    def as_map(cases: list[Case]) -> Case:
+        cases = _of_one_type(cases)
+        kind = f"MAP(VARCHAR, {cases[0][0]})"
+        literal = "MAP {" + ", ".join(f"'k{i}': {c[1]}" for i, c in enumerate(cases)) + "}"
+        return (kind, f"{literal}::{kind}", {f"k{i}": c[2] for i, c in enumerate(cases)})
+
+    many = st.lists(inner, min_size=1, max_size=3)
+    return st.one_of(many.map(as_list), many.map(as_array), many.map(as_struct), many.map(as_map))
+
+
+VALUES = st.recursive(_scalars(), _nested, max_leaves=6)
+
+
+def _same(got: Any, expected: Any) -> bool:
+    """Whether a JSON value (floats parsed as Decimal) is the value expected."""
+    if isinstance(expected, datetime):
+        if not isinstance(got, str):
+            return False
+        shown = datetime.fromisoformat(got)
+        return shown.utcoffset() == timedelta(0) and shown == expected
+    if isinstance(expected, bool) or expected is None:
+        return got is expected
+    if isinstance(expected, float):
+        return isinstance(got, Decimal | int) and float(got) == expected
+    if isinstance(expected, Decimal | int):
+        return isinstance(got, Decimal | int) and not isinstance(got, bool) and Decimal(got) == expected
+    if isinstance(expected, list):
+        return isinstance(got, list) and len(got) == len(expected) and all(map(_same, got, expected))
+    if isinstance(expected, dict):
+        return (
+            isinstance(got, dict)
+            and got.keys() == expected.keys()
+            and all(_same(got[k], expected[k]) for k in expected)
+        )
+    return bool(got == expected)
+
+
+def _run(home: Path, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["--home", str(home), *argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class _KeptOpen(Ledger):
+    """An in-memory ledger that ``with`` does not close: one for every example (opening one loads
+    the views, 0.2 s)."""
+
+    def close(self) -> None:
+        """Keep the connection open."""
+
+
+@pytest.fixture(scope="module")
+def value_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A home whose ``sql`` runs on one in-memory ledger kept open."""
+    home = Home.resolve(tmp_path_factory.mktemp("values"))
+    home.ensure()
+    kept = _KeptOpen(duckdb.connect(":memory:"), None)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cli, "open_current", lambda home, wait: kept)
+        yield home.root
+    kept.con.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=VALUES)
+def test_sql_renders_every_duckdb_type_in_every_format(value_home: Path, case: Case) -> None:
+    """``ralph-ledger sql "SELECT <value>"``: the table shows one row, CSV one field, and JSON is
+    RFC 8259 (no bare NaN) holding the value: numbers exact, timestamps with their zone (UTC)."""
+    kind, literal, expected = case
+    query = f"SELECT {literal} AS v"
+    code, out, err = _run(value_home, "sql", query, "--json")
+    assert code == 0, err
+    [row] = json.loads(out, parse_float=Decimal, parse_constant=_refuse_constant)
+    assert _same(row["v"], expected), (kind, literal, row["v"])
+
+    code, out, err = _run(value_home, "sql", query, "--csv")
+    assert code == 0, err
+    header, [field] = list(csv.reader(io.StringIO(out)))
+    assert header == ["v"]
+    if expected is None:
+        assert field == ""
+    elif isinstance(row["v"], dict | list):
+        assert json.loads(field, parse_float=Decimal) == row["v"]
+    elif isinstance(row["v"], bool):
+        assert field == str(row["v"]).lower()
+    elif isinstance(row["v"], Decimal | int):
+        assert Decimal(field) == Decimal(row["v"])
+    else:
+        assert field == row["v"]
+
+    code, out, err = _run(value_home, "sql", query)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "v" and lines[-1] == "(1 row)" and len(lines) == 4
+
+
+@pytest.mark.parametrize(
+    ("argv", "program"),
+    [
+        (["/venv/bin/python3.11", "/venv/bin/ralph-tui", "--home", "/x"], "ralph-tui"),
+        (
+            ["/venv/bin/python3", "-u", "/venv/bin/ralph-ledger", "--home", "/x", "--wait", "3", "sql", "q"],
+            "ralph-ledger sql",
+        ),
+        (["/venv/bin/ralph-ledger", "ingest"], "ralph-ledger ingest"),
+        (["python", "-m", "ledger.cli", "stats"], "ralph-ledger stats"),
+        (["python", "-X", "dev", "-m", "pytest", "-q"], "python -m pytest"),
+        (["/usr/bin/duckdb", "ledger.duckdb"], "duckdb"),
+        ([], ""),
+    ],
+)
+def test_program_of_names_the_program_as_a_user_does(argv: list[str], program: str) -> None:
+    """The lock message names the holder's program, not its interpreter's cut path."""
+    from ledger.store import program_of
+
+    assert program_of(argv) == program
+
+
+def test_one_line_is_the_first_printable_line_of_an_error() -> None:
+    from ledger.errors import one_line
+
+    assert one_line(ValueError("\n  first\tline \nsecond")) == "first\\tline"
+    assert one_line(KeyError()) == "KeyError"
+    assert one_line("x" * 10, limit=5) == "xxxx…"
+    assert one_line("bell\x07") == "bell\\x07"
+
+
+def test_a_table_cell_stays_on_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Line and record separators in a value (\\x1e, \\u2028, \\r) never break a table row."""
+    assert (
+        main(["--home", str(tmp_path), "sql", "SELECT 'a' || chr(30) || 'b' || chr(8232) || 'c\rd' AS v"])
+        == 0
+    )
+    assert capsys.readouterr().out.splitlines() == ["v", "-" * 16, "a\\x1eb\\u2028c\\rd", "(1 row)"]
+
+
+def test_error_text_has_one_home() -> None:
+    """Every error shown to a user is worded by ``ledger.errors.one_line`` / ``printable``: no module
+    of ledger/ or tui/ takes a first line or escapes characters on its own."""
+    root = Path(__file__).resolve().parent.parent
+    idioms = ("splitlines()[0]", "repr(c)[1:-1]", "def _one_line(exc", "def first_line(", "def _first_line(")
+    found = [
+        f"{path.relative_to(root)}: {idiom}"
+        for folder in ("ledger", "tui")
+        for path in sorted((root / folder).rglob("*.py"))
+        if path.name != "errors.py"
+        for idiom in idioms
+        if idiom in path.read_text()
+    ]
+    assert found == []
+
+
+def test_one_listing_of_journals(tmp_path: Path) -> None:
+    """A home, the monitor and the TUI's replay list the same journals of a folder: its ``*.jsonl``
+    files, hidden ones too, never a folder named like one."""
+    from ledger.home import journals_in
+    from ledger.monitor import Monitor
+    from tui.app import journal_files
+
+    home = Home.resolve(tmp_path / "home")
+    home.ensure()
+    for name in ("b.jsonl", "a.jsonl", ".early.jsonl", "notes.txt", "a.jsonl.bak"):
+        (home.journals / name).write_text("")
+    (home.journals / "dir.jsonl").mkdir()
+    expected = [home.journals / n for n in (".early.jsonl", "a.jsonl", "b.jsonl")]
+    assert journals_in(home.journals) == home.journal_files() == expected
+    assert journal_files([home.journals]) == expected
+    monitor = Monitor([home.journals])
+    try:
+        assert monitor.journal_files() == expected
+    finally:
+        monitor.close()
+
+
+def _ended_each_way(home: Home) -> None:
+    """Sessions of agent ``bot``: one running, one complete, one complete after a human override,
+    one blocked, one escalated."""
+    endings: dict[str, list[E.Event]] = {
+        "run": [],
+        "done": [E.SessionCompleted(session_id="done", iteration=1)],
+        "nudged": [
+            E.Override(session_id="nudged", iteration=1, kind="max_iterations", max_iterations=9),
+            E.SessionCompleted(session_id="nudged", iteration=1),
+        ],
+        "stuck": [E.SessionBlocked(session_id="stuck", iteration=1)],
+        "lost": [E.SessionEscalated(session_id="lost", iteration=1)],
+    }
+    for sid, ending in endings.items():
+        journal = Journal.for_session(home.journals, sid, fsync=False)
+        journal.append(
+            E.SessionStarted(session_id=sid, agent="bot"), E.IterationStarted(session_id=sid, iteration=1)
+        )
+        journal.append(*ending)
+
+
+def test_session_statuses_are_one_literal(home: Home) -> None:
+    """The sessions view gives exactly ``SessionStatus``'s values; ``--status`` offers them and the
+    TUI's symbols and sort order know each of them."""
+    from ledger.cli import CliError, build_parser
+    from ledger.events import ENDING_STATUS, SESSION_STATUSES
+    from tui.format import STATUS
+    from tui.sessions import STATUS_ORDER
+
+    _ended_each_way(home)
+    with Ledger.open(home) as ledger:
+        ledger.ingest()
+        got = dict(ledger.con.execute("SELECT session_id, status FROM sessions").fetchall())
+    assert sorted(set(got.values())) == sorted(SESSION_STATUSES)
+    assert got == {
+        "run": "running",
+        "done": "complete",
+        "nudged": "complete",
+        "stuck": "blocked",
+        "lost": "escalated",
+    }
+    assert sorted(ENDING_STATUS.values()) == sorted(set(SESSION_STATUSES) - {"running"})
+    with pytest.raises(
+        CliError, match=r"'happy' \(choose from 'running', 'complete', 'blocked', 'escalated'\)"
+    ):
+        build_parser().parse_args(["sessions", "--status", "happy"])
+    for value in SESSION_STATUSES:
+        assert build_parser().parse_args(["sessions", "--status", value]).status == value
+    assert set(STATUS) == set(STATUS_ORDER) == set(SESSION_STATUSES)
+
+
+def monitor_columns(home: Home) -> list[str]:
+    """The columns of ``loop_metrics``."""
+    with Ledger.open(home) as ledger:
+        return [d[0] for d in ledger.con.execute("SELECT * FROM loop_metrics LIMIT 0").description or []]
+
+
+def test_completion_rate_has_one_meaning(home: Home) -> None:
+    """``completion_rate`` is complete / ended in loop_metrics, in the monitor's fleet line and in the
+    example query that shows it; the rate of loops no human overrode has its own name."""
+    from ledger.monitor import EXAMPLE_QUERIES, Monitor
+
+    _ended_each_way(home)
+    monitor = Monitor([home.root])
+    try:
+        list(monitor.load())
+        fleet = monitor.fleet()
+        [metrics] = monitor.query("SELECT * FROM loop_metrics").rows
+        example = monitor.query(EXAMPLE_QUERIES["completion rate by agent"])
+    finally:
+        monitor.close()
+    assert fleet.completion_rate is not None and fleet.completion_rate == pytest.approx(2 / 4)
+    values = dict(zip(monitor_columns(home), metrics, strict=True))
+    assert values["completion_rate"] == pytest.approx(fleet.completion_rate)
+    assert values["autonomous_completion_rate"] == pytest.approx(1 / 4)
+    shown = dict(zip(example.columns, example.rows[0], strict=True))
+    assert shown["completion_pct"] == pytest.approx(100 * fleet.completion_rate)
+    assert shown["autonomous_pct"] == pytest.approx(25.0)
+
+
+def test_the_engine_names_a_missing_session_in_the_users_words(home: Home) -> None:
+    """Not the API's "call start first": where the session was looked for and how to list them."""
+    from ledger.engine import Engine, EngineError
+
+    with pytest.raises(EngineError) as info:
+        Engine(home).set_max_iterations("nope", 3, "")
+    assert str(info.value) == f"no session 'nope' in {home.root}; `ralph-ledger sessions` lists them"

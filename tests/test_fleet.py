@@ -212,6 +212,7 @@ def test_an_empty_home_exports_an_empty_but_readable_dataset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     empty = Home.resolve(tmp_path / "empty")
+    empty.ensure()  # a home that does not exist is an error (issue 10, 4.4), not an empty one
     dest = tmp_path / "fleet"
     assert export(empty, dest, "--source", "idle") == 0
     assert "export: 0 events of 0 sessions" in capsys.readouterr().out
@@ -233,6 +234,7 @@ def test_sources_of_other_homes_are_not_replaced(
 ) -> None:
     dest = tmp_path / "fleet"
     other = Home.resolve(tmp_path / "other")
+    other.ensure()
     assert export(fixture_home, dest, "--source", "box") == 0
     capsys.readouterr()
     assert export(other, dest, "--source", "box") == 1
@@ -284,6 +286,7 @@ def test_export_errors_are_one_line(
     elif setup == "foreign":
         (dest / "events" / "source=x" / "day=2026-01-05").mkdir(parents=True)
     home = Home.resolve(tmp_path / "home")
+    home.ensure()
     assert export(home, dest, *(args or ["--source", "x"])) == code
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected.format(dest=dest) in err[0], err

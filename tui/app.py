@@ -33,6 +33,8 @@ from textual.screen import Screen
 from textual.worker import get_current_worker
 from watchfiles import Change, awatch
 
+from ledger import is_journal, journals_in
+from ledger import one_line as first_line
 from ledger.monitor import Monitor, Update, default_home_here, resolve_home
 from ledger.replay import replay
 from tui import format as fmt
@@ -43,7 +45,7 @@ from tui.help import HelpScreen
 from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, ReplayProgress, Watching
 from tui.session import SessionScreen
 from tui.sessions import SessionsScreen
-from tui.sql import SqlScreen, first_line
+from tui.sql import SqlScreen
 
 DEFAULT_SPEED: Final = 20.0
 MAX_GAP_S: Final = 2.0
@@ -67,11 +69,6 @@ SEVERITY: Final[dict[str, SeverityLevel]] = {
 def utc_now() -> datetime:
     """The wall clock, in UTC."""
     return datetime.now(UTC)
-
-
-def only_journals(change: Change, path: str) -> bool:
-    """watchfiles filter: journal files only."""
-    return path.endswith(".jsonl")
 
 
 def welcome_text(monitor: Monitor, cwd: Path | None = None) -> Text:
@@ -115,7 +112,7 @@ def journal_files(paths: Sequence[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files += sorted(p for p in path.glob("*.jsonl") if p.is_file())
+            files += journals_in(path)
         elif path.is_file():
             files.append(path)
         else:
@@ -432,7 +429,7 @@ class RalphApp(App[None]):
         assert monitor is not None
 
         def wanted(change: Change, path: str) -> bool:
-            return path.endswith(".jsonl") or monitor.awaited(Path(path))
+            return is_journal(path) or monitor.awaited(Path(path))
 
         while not self._watch_stop.is_set():
             roots = monitor.watch_roots()
@@ -451,7 +448,7 @@ class RalphApp(App[None]):
             try:
                 while monitor.watch_roots() == roots:
                     batch = await pending
-                    self.mark_dirty({Path(path) for _, path in batch if path.endswith(".jsonl")})
+                    self.mark_dirty({Path(path) for _, path in batch if is_journal(path)})
                     pending = asyncio.ensure_future(anext(changes))
             except StopAsyncIteration:
                 return

@@ -29,6 +29,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from ledger import QueryResult, output
+from ledger import one_line as first_line
 from ledger.monitor import EXAMPLE_QUERIES
 from tui import format as fmt
 from tui.messages import Exported, QueryDone
@@ -45,12 +46,6 @@ EXPORT_FORMATS: Final = {".csv": "csv", ".json": "json"}
 def clock() -> float:
     """The clock a query's elapsed time is measured with (monotonic seconds)."""
     return time.monotonic()
-
-
-def first_line(exc: BaseException) -> str:
-    """An exception as one line (never a traceback)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def cell(value: Any) -> Any:

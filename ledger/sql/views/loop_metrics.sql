@@ -2,12 +2,16 @@
 -- their own, how many iterations that takes, and how much quality improves.
 -- A loop ended when it completed, blocked or escalated; it completed
 -- autonomously when no human override was recorded in it.
+-- completion_rate: completed / ended (the TUI's fleet line shows the same over all agents);
+-- autonomous_completion_rate: completed with no override / ended. Both NULL before a loop ended.
 SELECT
   coalesce(nullif(s.agent, ''), '-') AS agent,
   count(*) AS sessions,
   count(*) FILTER (WHERE s.status <> 'running') AS ended,
   count(*) FILTER (WHERE s.status = 'complete') AS completed,
   count(*) FILTER (WHERE s.status = 'complete' AND coalesce(o.overrides, 0) = 0) AS autonomous,
+  count(*) FILTER (WHERE s.status = 'complete')
+    / nullif(count(*) FILTER (WHERE s.status <> 'running'), 0) AS completion_rate,
   count(*) FILTER (WHERE s.status = 'complete' AND coalesce(o.overrides, 0) = 0)
     / nullif(count(*) FILTER (WHERE s.status <> 'running'), 0) AS autonomous_completion_rate,
   avg(s.iteration) FILTER (WHERE s.status = 'complete') AS mean_iterations_to_completion,

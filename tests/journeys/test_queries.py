@@ -1,0 +1,316 @@
+"""Journeys: reading a home with the installed ``ralph-ledger`` (sessions, show, stats, sql) as a user
+does: every value type, Ctrl-C, a read-only home, a home that does not exist, a held ledger, an
+output that cannot be written."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger import events as E
+from ledger.journal import Journal
+from tests.journeys.conftest import Project, clean_env, script
+
+SLOW_QUERY = "SELECT count(*) FROM range(100000000) a, range(1000000) b"
+"""A query that runs for minutes unless it is interrupted."""
+
+
+def strict_json(text: str) -> Any:
+    """``text`` parsed as RFC 8259 JSON: a bare NaN or Infinity is an error."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def add_sessions(project: Project) -> None:
+    """Two loops of agent ``bot`` in the project's home: one completed in 2 iterations, one blocked."""
+    journals = project.home / "journals"
+    done = Journal.for_session(journals, "done-1", fsync=False)
+    done.append(E.SessionStarted(session_id="done-1", task="make it green", agent="bot", max_iterations=5))
+    for i in (1, 2):
+        done.append(E.IterationStarted(session_id="done-1", iteration=i))
+        done.append(E.ValidationRan(session_id="done-1", iteration=i, passed=i == 2, score=50.0 * i))
+    done.append(E.SessionCompleted(session_id="done-1", iteration=2, total_iterations=2, score=100.0))
+    stuck = Journal.for_session(journals, "stuck-1", fsync=False)
+    stuck.append(E.SessionStarted(session_id="stuck-1", task="fix it", agent="bot", max_iterations=3))
+    stuck.append(E.IterationStarted(session_id="stuck-1", iteration=1))
+    stuck.append(E.SessionBlocked(session_id="stuck-1", iteration=1, reason="tests never pass"))
+
+
+def wait_until_held(project: Project) -> subprocess.CompletedProcess[str]:
+    """Wait (30 s at most) until another process holds the project's ledger; the refused ``ingest``."""
+    deadline = time.monotonic() + 30
+    while True:
+        busy = project.cli("--wait", "0", "ingest")
+        if busy.returncode != 0 or time.monotonic() > deadline:
+            return busy
+        time.sleep(0.2)
+
+
+def one_line_err(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one line the command printed on stderr (and no traceback)."""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def test_every_kind_of_value_in_every_format(project: Project) -> None:
+    """TIMESTAMPTZ (pytz is not needed), INTERVAL, NaN, infinities, HUGEINT, BLOB and nested values
+    print in the table, as CSV and as strict JSON, timestamps with their zone."""
+    query = (
+        "SELECT TIMESTAMPTZ '2024-05-01 12:00:00+02' AS tz, INTERVAL 1 MONTH AS gap, 'nan'::DOUBLE AS nan, "
+        "'-inf'::DOUBLE AS low, 170141183460469231731687303715884105727::HUGEINT AS huge, "
+        "'\\x00ab'::BLOB AS raw, {'at': [TIMESTAMP '2024-05-01 10:00:00'], 'n': NULL} AS nest, "
+        "MAP {1: 'one'} AS m, [1, 2]::INTEGER[2] AS arr, 12.50::DECIMAL(6,2) AS price"
+    )
+    table = project.cli("sql", query)
+    assert table.returncode == 0, table.stderr
+    assert "(1 row)" in table.stdout and "2024-05-01 10:00:00+00:00" in table.stdout
+    assert "1 month" in table.stdout and "NaN" in table.stdout and "-Infinity" in table.stdout
+
+    out = project.cli("sql", query, "--json")
+    assert out.returncode == 0, out.stderr
+    [row] = strict_json(out.stdout)
+    assert row == {
+        "tz": "2024-05-01T10:00:00+00:00",
+        "gap": "1 month",
+        "nan": "NaN",
+        "low": "-Infinity",
+        "huge": 170141183460469231731687303715884105727,
+        "raw": "\\x00ab",
+        "nest": {"at": ["2024-05-01T10:00:00+00:00"], "n": None},
+        "m": {"1": "one"},
+        "arr": [1, 2],
+        "price": 12.5,
+    }
+    assert '"price": 12.50' in out.stdout  # DECIMAL digit for digit
+
+    rows = list(csv.reader(io.StringIO(project.cli("sql", query, "--csv").stdout)))
+    assert rows[0] == list(row) and len(rows) == 2
+    fields = dict(zip(rows[0], rows[1], strict=True))
+    assert fields["tz"] == "2024-05-01T10:00:00+00:00" and fields["nan"] == "NaN"
+    assert json.loads(fields["nest"]) == row["nest"]
+
+
+def test_ctrl_c_interrupts_a_running_query_and_releases_the_ledger(project: Project) -> None:
+    """SIGINT during a minutes-long query: the command ends within a second with one line and exit
+    130, and the ledger is free for the next command."""
+    project.home.mkdir()
+    proc = subprocess.Popen(
+        [script("ralph-ledger"), "sql", SLOW_QUERY],
+        cwd=project.dir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    try:
+        wait_until_held(project)
+        time.sleep(0.5)  # past opening the ledger: inside the query
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert took < 1.5, f"took {took:.2f} s to stop"
+    assert err.strip().splitlines() == ["ralph-ledger: interrupted"] and out == ""
+    after = project.cli("--wait", "0", "ingest")
+    assert after.returncode == 0, after.stderr
+
+
+def _readonly_runner(home: Path) -> list[str] | None:
+    """A command prefix that runs a command with ``home`` read-only, or None when none works here.
+
+    Not root: the home is made read-only with permissions (see ``_chmod_tree``). Root writes
+    through permissions, so the home is mounted read-only over itself in a private mount namespace.
+    """
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("unshare") is None:
+        return None
+    wrap = [
+        "unshare",
+        "-m",
+        "sh",
+        "-c",
+        'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"',
+        str(home),
+    ]
+    probe = subprocess.run([*wrap, "sh", "-c", f"! touch {home}/probe 2>/dev/null"], capture_output=True)
+    return wrap if probe.returncode == 0 else None
+
+
+def _chmod_tree(root: Path, readonly: bool) -> None:
+    for path in [root, *root.rglob("*")]:
+        if path.is_dir():
+            path.chmod(0o500 if readonly else 0o700)
+        else:
+            path.chmod(0o400 if readonly else 0o600)
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def test_a_read_only_home_is_read_from_its_journals(project: Project) -> None:
+    """sessions, show, stats and sql answer from the journals of a home nothing may write to, say
+    why in one line, and write nothing there."""
+    add_sessions(project)
+    assert project.cli("ingest").returncode == 0  # the ledger file exists, and is older than a journal
+    journal = project.home / "journals" / "stuck-1.jsonl"
+    Journal.for_session(journal.parent, "stuck-1", fsync=False).append(
+        E.Override(session_id="stuck-1", iteration=1, kind="note", reason="seen")
+    )
+    prefix = _readonly_runner(project.home)
+    if prefix is None:
+        pytest.skip("running as root, and no read-only bind mount can be made here (unshare -m)")
+    before = _tree(project.home)
+    if not prefix:
+        _chmod_tree(project.home, readonly=True)
+    try:
+        for args in (
+            ["sessions", "--json"],
+            ["show", "done-1"],
+            ["stats"],
+            ["sql", "SELECT count(*) AS n FROM events WHERE session_id = 'stuck-1'", "--csv"],
+        ):
+            proc = subprocess.run(
+                [*prefix, script("ralph-ledger"), *args],
+                cwd=project.dir,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=clean_env(),
+            )
+            assert proc.returncode == 0, (args, proc.stderr)
+            why = one_line_err(proc)
+            assert why.startswith(f"ralph-ledger: cannot write in {project.home} (")
+            assert why.endswith("; reading the journals instead")
+            if args[0] == "sessions":
+                assert {r["session_id"] for r in strict_json(proc.stdout)} == {"done-1", "stuck-1"}
+            elif args[0] == "show":
+                assert proc.stdout.startswith("session done-1: complete, iteration 2/5")
+            elif args[0] == "stats":
+                assert "loops per agent" in proc.stdout and "bot" in proc.stdout
+            else:
+                assert proc.stdout.splitlines() == ["n", "4"]  # the event appended after the ingest too
+    finally:
+        if not prefix:
+            _chmod_tree(project.home, readonly=False)
+    assert _tree(project.home) == before
+
+
+def test_a_home_that_does_not_exist_is_an_error_not_a_new_home(project: Project) -> None:
+    """``--home`` or ``RALPH_HOME`` naming no directory: one line, exit 2, nothing created. The default
+    ``./.ralph`` of a project where nothing ran yet lists no sessions, and is not created either."""
+    missing = project.dir / "typo"
+    for args in (["sessions"], ["show", "x"], ["stats", "--json"], ["sql", "SELECT 1"], ["ingest"]):
+        proc = project.cli("--home", str(missing), *args)
+        assert proc.returncode == 2, proc.stderr
+        expected = f"ralph-ledger: --home {missing}: the ledger home {missing} does not exist"
+        assert one_line_err(proc) == expected
+    proc = project.cli("sessions", env=clean_env(RALPH_HOME=str(missing)))
+    assert proc.returncode == 2 and f"RALPH_HOME={missing}" in one_line_err(proc)
+    assert not missing.exists()
+    assert project.sessions() == []
+    assert not project.home.exists()
+
+
+def test_stats_csv_and_json_carry_both_tables(project: Project) -> None:
+    """``stats --json`` is one object with both views; ``--csv`` both tables, one after the other."""
+    add_sessions(project)
+    proc = project.cli("stats", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = strict_json(proc.stdout)
+    assert list(data) == ["loop_metrics", "success_by_iterations"]
+    [metrics] = data["loop_metrics"]
+    assert (metrics["agent"], metrics["sessions"], metrics["ended"], metrics["completed"]) == ("bot", 2, 2, 1)
+    assert {(r["iterations"], r["completed"]) for r in data["success_by_iterations"]} == {(1, 0), (2, 1)}
+    parts = project.cli("stats", "--csv").stdout.split("\n\n")
+    assert len(parts) == 2
+    first, second = (list(csv.reader(io.StringIO(p))) for p in parts)
+    assert first[0][:2] == ["agent", "sessions"] and len(first) == 2
+    assert second[0] == ["agent", "iterations", "ended", "completed", "success_rate"] and len(second) == 3
+
+
+def test_the_lock_message_names_the_program_holding_the_ledger(project: Project) -> None:
+    """While ``ralph-ledger sql`` holds the ledger, ``ingest`` says which program holds it."""
+    add_sessions(project)
+    holder = subprocess.Popen(
+        [script("ralph-ledger"), "--home", str(project.home), "sql", SLOW_QUERY],
+        cwd=project.dir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(),
+    )
+    try:
+        busy = wait_until_held(project)
+        line = one_line_err(busy)
+        assert busy.returncode == 1
+        assert f"is in use by PID {holder.pid} (ralph-ledger sql); try again" in line, line
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_errors_speak_the_users_words(project: Project) -> None:
+    """An unknown session names the home and the command that lists sessions; stop and set too."""
+    add_sessions(project)
+    hint = f"no session 'nope' in {project.home}; `ralph-ledger sessions` lists them"
+    for args in (["show", "nope"], ["stop", "nope"], ["set", "nope", "--max-iterations", "3"]):
+        proc = project.cli(*args)
+        assert proc.returncode == 1
+        assert one_line_err(proc) == f"ralph-ledger: {hint}"
+
+
+def test_an_output_that_cannot_be_written_is_named(project: Project) -> None:
+    """A full disk and a closed stdout are one line naming stdout; a reader that stops early (``| head``)
+    is no error at all."""
+    add_sessions(project)
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [script("ralph-ledger"), "sessions"],
+            cwd=project.dir,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    assert proc.returncode == 1
+    assert one_line_err(proc) == (
+        "ralph-ledger: cannot write the output to stdout (/dev/full): No space left on device"
+    )
+    closed = subprocess.run(
+        f"exec {script('ralph-ledger')} sessions >&-",
+        shell=True,
+        cwd=project.dir,
+        capture_output=True,
+        text=True,
+    )
+    assert closed.returncode == 1
+    assert one_line_err(closed) == "ralph-ledger: cannot write the output: stdout is closed"
+    head = subprocess.run(
+        f"{script('ralph-ledger')} sql 'SELECT range FROM range(200000)' | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        cwd=project.dir,
+        capture_output=True,
+        text=True,
+    )
+    assert head.stdout == "range\n" and head.stderr == "" and head.returncode == 0
