@@ -17,7 +17,10 @@ from ledger import events as E
 from ledger.journal import Cursor, read_new
 from ledger.stop_hook import run
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
+FIXTURES = next(
+    (d / "shared/fixtures/claude-code" for d in Path(__file__).resolve().parents if (d / "shared").is_dir()),
+    Path("/work/shared/fixtures/claude-code"),
+)
 SESSION = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
 
 
