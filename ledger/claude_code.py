@@ -59,9 +59,10 @@ Stop hook, per stop, in this order (``stop-hook.sh``; every "allow" exits 0 with
    text blocks of the last assistant line with newlines and stopped (deleting) when there were none.
 7. Promise set (not ``null``, not empty): ``perl -0777 -pe 's/.*?<promise>(.*?)<\\/promise>.*/$1/s;
    s/^\\s+|\\s+$//g; s/\\s+/ /g'`` on the text: the first ``<promise>`` element's content, trimmed,
-   runs of ASCII whitespace collapsed to one space, then compared exactly (case-sensitive, ``=``
-   not a glob). Quirk: with no tag the substitution does nothing, so a whole message that *is* the
-   promise (after the same normalisation) also counts. A match prints
+   runs of ASCII whitespace collapsed to one space (``ledger.promises.unwrap(plugin=True)``), then
+   compared exactly (case-sensitive, ``=`` not a glob). Quirk: with no tag the substitution does
+   nothing, so a whole message that *is* the promise (after the same normalisation) also counts.
+   A match prints
    ``✅ Ralph loop: Detected <promise>TEXT</promise>`` on stdout, deletes, allows.
 8. Prompt = the lines after the closing ``---`` (``awk '/^---$/{i++; next} i>=2'``). Empty: a
    "State file corrupted or incomplete ... No prompt text found" message on stderr, delete, allow.
@@ -108,6 +109,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 from msgspec.structs import replace
+
+from ledger.promises import unwrap
 
 STATE_FILE: Final = ".claude/ralph-loop.local.md"
 SETTINGS_FILE: Final = ".claude/settings.json"
@@ -358,9 +361,6 @@ class PluginDecision(msgspec.Struct, frozen=True, kw_only=True):
         return msgspec.json.format(msgspec.json.encode(body), indent=2).decode()
 
 
-_ASCII_WS: Final = " \t\n\r\f\v"
-_WS_RUN: Final = re.compile(r"\s+", re.ASCII)
-_FIRST_PROMISE: Final = re.compile(r".*?<promise>(.*?)</promise>.*", re.DOTALL)
 _NO_TRANSCRIPT: Final = "⚠️  Ralph loop: Failed to extract assistant messages\n   Ralph loop is stopping."
 _NO_PROMPT: Final = (
     "⚠️  Ralph loop: State file corrupted or incomplete\n"
@@ -371,14 +371,6 @@ _NO_PROMPT: Final = (
     "     • File was corrupted during writing\n\n"
     "   Ralph loop is stopping. Run /ralph-loop again to start fresh."
 )
-
-
-def promise_text(text: str) -> str:
-    """What the plugin compares with the promise: the first ``<promise>`` element's content (or, with
-    no tag, the whole text), trimmed, runs of ASCII whitespace collapsed to one space."""
-    m = _FIRST_PROMISE.match(text + "\n")  # `echo` adds the newline
-    inner = m[1] if m else text
-    return _WS_RUN.sub(" ", inner.strip(_ASCII_WS))
 
 
 def _active_promise(promise: str | None) -> str | None:
@@ -433,7 +425,7 @@ def _decide_owned(state: LoopState, last_text: str | None) -> PluginDecision:
     if last_text is None:
         return _stop("no_transcript", "no assistant message could be read", _NO_TRANSCRIPT, stderr=True)
     promise = _active_promise(state.completion_promise)
-    if promise is not None and promise_text(last_text) == promise:
+    if promise is not None and unwrap(last_text, plugin=True) == promise:
         detected = f"✅ Ralph loop: Detected <promise>{promise}</promise>"
         return _stop("completed", f"completion promise detected: {promise}", detected)
     if _plugin_prompt_empty(state.prompt):

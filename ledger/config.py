@@ -138,9 +138,11 @@ def frontmatter(text: str, source: str) -> dict[str, Any]:
 
 
 def promise_word(text: str) -> str:
-    """'<promise>COMPLETE</promise>' -> 'COMPLETE'; other text unchanged."""
-    m = re.fullmatch(r"\s*<promise>(.*?)</promise>\s*", text, re.I | re.S)
-    return (m.group(1) if m else text).strip()
+    """'<promise>COMPLETE</promise>' -> 'COMPLETE'; other text with its whitespace folded
+    (``ledger.promises.unwrap``)."""
+    from ledger.promises import unwrap
+
+    return unwrap(text)
 
 
 def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:

@@ -27,11 +27,11 @@ from ledger.claude_code import (
     parse_loop_args,
     parse_state,
     plugin_decision,
-    promise_text,
     read_state,
     render_state,
     write_state,
 )
+from ledger.promises import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path("/work/shared/fixtures/claude-code")
@@ -356,8 +356,10 @@ def test_no_promise_loops_forever(promise: str | None) -> None:
 
 
 def test_promise_text_helper() -> None:
-    assert promise_text("x <promise> a\n b </promise> y") == "a b"
-    assert promise_text("  no tag\there ") == "no tag here"
+    assert unwrap("x <promise> a\n b </promise> y", plugin=True) == "a b"
+    assert unwrap("  no tag\there ", plugin=True) == "no tag here"
+    assert unwrap("<PROMISE>a</PROMISE>", plugin=True) == "<PROMISE>a</PROMISE>"  # perl: tags as written
+    assert unwrap("<promise>a <b> c</promise>", plugin=True) == "a <b> c"
 
 
 def test_unreadable_transcript_stops_and_deletes() -> None:
