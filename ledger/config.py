@@ -42,6 +42,7 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     agent: str = ""
     max_iterations: int | None = None
     completion_promises: list[str] = msgspec.field(default_factory=lambda: ["COMPLETE", "BLOCKED"])
+    exclusive_promises: bool = False  # only completion_promises complete (not COMPLETE, LOOP_DONE)
     rules: list[dict[str, Any]] = []
     hooks: list[str] = []
     guards: GuardConfig = GuardConfig()
