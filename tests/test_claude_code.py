@@ -123,6 +123,14 @@ def test_write_read_round_trip(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left behind
 
 
+def test_the_loops_ledger_session_round_trips_and_is_absent_until_named(tmp_path: Path) -> None:
+    path = tmp_path / "s.md"
+    s = replace(parse_state(PLUGIN_FILE), ledger_session="cc-abc-2")
+    write_state(path, s)
+    assert read_state(path) == s and "\nledger_session: cc-abc-2\n" in path.read_text(encoding="utf-8")
+    assert "ledger_session" not in render_state(parse_state(PLUGIN_FILE))
+
+
 def test_round_trip_without_optional_fields(tmp_path: Path) -> None:
     path = tmp_path / "s.md"
     s = LoopState(prompt="p")
@@ -602,6 +610,18 @@ def test_install_keeps_every_other_key_and_hook(tmp_path: Path) -> None:
     assert list(got) == ["model", "permissions", "hooks", "env"]
     assert list(got["hooks"]) == ["PreToolUse", "Stop", "SessionStart"]
     assert '\n  "model": "opus"' in text and '"NAME": "é"' in text
+
+
+def test_install_replaces_an_older_form_of_the_same_hook(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    other = {"type": "command", "command": "other-stop"}
+    old = {"type": "command", "command": "ralph-ledger hook claude-code", "timeout": 30}
+    path.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [other, old]}]}}), encoding="utf-8")
+    assert install_hook(
+        path, "/v/bin/ralph-ledger hook claude-code", replaces=lambda c: c.startswith("ralph-ledger")
+    )
+    stop = json.loads(path.read_text(encoding="utf-8"))["hooks"]["Stop"]
+    assert stop == [{"hooks": [other, {**old, "command": "/v/bin/ralph-ledger hook claude-code"}]}]
 
 
 def test_install_twice_adds_once(tmp_path: Path) -> None:

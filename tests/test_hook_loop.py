@@ -287,10 +287,50 @@ def test_corrupt_loop_file_fails_open_and_is_kept(loop: Loop) -> None:
 def test_loop_file_left_by_an_ended_loop_is_removed(loop: Loop) -> None:
     loop.start("--max-iterations", "1")
     ended(loop, loop.turn(), "ESCALATE", "max_iterations")
-    (loop.project / LOOP_FILE).write_text(json.dumps({"prompt": "again", "claude_session_id": CLAUDE}))
+    left = {"prompt": "again", "claude_session_id": CLAUDE, "ledger_session": f"cc-{CLAUDE}"}
+    (loop.project / LOOP_FILE).write_text(json.dumps(left))  # names the loop that ended
     loop.say("more")
     assert loop.stop().stdout == ""
     assert not (loop.project / LOOP_FILE).exists()
+
+
+def test_a_loop_started_after_another_ended_is_its_own_session(loop: Loop) -> None:
+    loop.start("--max-iterations", "1")
+    ended(loop, loop.turn(), "ESCALATE", "max_iterations")
+    first = loop.events()
+    loop.start("--max-iterations", "3", "--completion-promise", "ALL GREEN")
+    second = blocked(loop.turn("not yet"))
+    assert second["reason"].startswith("Make the tests pass")
+    assert loop.events() == first  # the first loop's record is left alone
+    assert read_loop_file(loop.project / LOOP_FILE) == LoopFile(
+        prompt="Make the tests pass",
+        claude_session_id=CLAUDE,
+        max_iterations=3,
+        completion_promise="ALL GREEN",
+        started_at=read_loop_file(loop.project / LOOP_FILE).started_at,  # type: ignore[union-attr]
+        ledger_session=f"cc-{CLAUDE}-2",
+    )
+    done = loop.turn("<promise>ALL GREEN</promise>")
+    assert isinstance(done, str) and "ALL GREEN" in done
+    evs = loop.events(f"{CLAUDE}-2")
+    assert isinstance(evs[0], E.SessionStarted) and [
+        t.tokens.input for t in evs if isinstance(t, E.AgentTurn)
+    ] == [10, 10]  # each turn read once: the second loop starts where the first stopped reading
+    assert isinstance(evs[-1], E.SessionCompleted)
+
+
+@pytest.mark.parametrize("hooks", ["", 'hooks = ["default"]\n'])
+def test_a_custom_completion_promise_is_the_only_one(tmp_path: Path, hooks: str) -> None:
+    loop = Loop(tmp_path, hooks + flag("tests") + NO_BREAKER)
+    loop.start("--max-iterations", "5", "--completion-promise", "ALL GREEN")
+    blocked(loop.turn("<promise>COMPLETE</promise>"))
+    blocked(loop.turn("<promise>LOOP_DONE</promise>"))
+    loop.touch("tests")
+    done = loop.turn("All checks pass.\n<promise>ALL GREEN</promise>")
+    assert isinstance(done, str) and done.startswith("✅") and "ALL GREEN" in done and "COMPLETE<" not in done
+    completed = loop.events()[-1]
+    assert isinstance(completed, E.SessionCompleted) and completed.promise == "ALL GREEN"
+    assert "ALL GREEN" in completed.reason or "ALL GREEN" in done
 
 
 def test_loop_start_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
