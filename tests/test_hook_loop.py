@@ -346,3 +346,12 @@ def test_loop_start_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["loop", "--project", str(forced), "start", "Again"]) == 1
     assert main(["loop", "--project", str(tmp_path), "start", "--mode", "both", "x"]) == 2
     assert "expected ledger or plugin, got 'both'" in capsys.readouterr().err
+
+
+def test_exclusive_promises_in_the_configuration(tmp_path: Path) -> None:
+    loop = Loop(tmp_path, "completion_promises = ['SHIP IT']\nexclusive_promises = true\n" + flag("tests"))
+    loop.start("--max-iterations", "4")
+    loop.touch("tests")
+    blocked(loop.turn("<promise>COMPLETE</promise>"))
+    done = loop.turn("<promise>SHIP IT</promise>")
+    assert isinstance(done, str) and done.startswith("✅") and "SHIP IT" in done
