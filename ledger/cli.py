@@ -510,21 +510,21 @@ PROMPT again, until it outputs the completion promise or a limit ends the loop.
                               when it has one); plugin: the ralph-loop plugin's state file and rules
   -h, --help                  show this help and start nothing
 
-The loop file is written in the project root: $CLAUDE_PROJECT_DIR when set, else the nearest
-directory above this one holding .git or .claude."""
+The loop file is written in the project root: $CLAUDE_PROJECT_DIR when set, else the root of the
+git work tree holding the working directory (the working directory outside one)."""
 
 
 def _loop_project(given: str | None) -> Path:
     """Where ``loop start`` writes its file: ``--project``, else ``$CLAUDE_PROJECT_DIR``, else the
-    nearest directory above the working one holding ``.git`` or ``.claude`` (the working one when
-    none does)."""
+    root of the git work tree holding the working directory (the working directory outside one)."""
+    from ledger.stop_hook import project_root
+
     if given is not None:
         return Path(given)
     declared = os.environ.get("CLAUDE_PROJECT_DIR", "")
     if declared and Path(declared).is_dir():
         return Path(declared)
-    here = Path.cwd()
-    return next((d for d in (here, *here.parents) if (d / ".git").exists() or (d / ".claude").is_dir()), here)
+    return project_root(Path.cwd())
 
 
 def _loop_mode(words: list[str]) -> tuple[list[str], str | None]:

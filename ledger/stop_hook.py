@@ -125,11 +125,15 @@ def _has_loop(directory: Path) -> bool:
 
 
 def project_root(start: Path) -> Path:
-    """``start`` or the nearest parent holding ``.git`` or a loop file (``start`` when none does)."""
-    for d in (start, *start.parents):
-        if _has_loop(d) or (d / ".git").exists():
-            return d
-    return start
+    """The git work tree holding ``start`` (the nearest directory at or above it holding ``.git``),
+    ``start`` itself when there is none."""
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
+
+
+def _up_to_root(start: Path) -> list[Path]:
+    """``start`` and its parents up to its project root (just ``start`` outside a git work tree)."""
+    root = project_root(start)
+    return [start, *(d for d in start.parents if d.is_relative_to(root))]
 
 
 def _stdin_cwd(data: HookInput) -> Path:
@@ -159,11 +163,9 @@ def find_project(data: HookInput, env: dict[str, str] | None = None) -> Path:
         if _has_loop(here):
             return here
     cwd = _stdin_cwd(data)
-    for d in (cwd, *cwd.parents):
+    for d in _up_to_root(cwd):
         if _has_loop(d):
             return d
-        if (d / ".git").exists():
-            break
     return declared.resolve() if declared is not None and _is_dir(declared) else project_root(cwd)
 
 

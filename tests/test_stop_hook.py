@@ -374,3 +374,26 @@ def test_the_home_of_the_hook() -> None:
     assert hook_home(p, None, {"RALPH_HOME": "h"}).root == p / "h"
     assert hook_home(p, "/abs", {"RALPH_HOME": "h"}).root == Path("/abs")
     assert hook_home(p, "rel", {}).root == p / "rel"
+
+
+def test_the_walk_up_stops_at_the_project_root(project: Path, tmp_path: Path) -> None:
+    """A loop file above the git work tree (say in the home folder) is never the project's."""
+    from ledger.stop_hook import HookInput, find_project
+
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "ralph-loop.local.md").write_text(
+        "---\niteration: 1\nmax_iterations: 0\n---\nx\n"
+    )
+    (project / ".git").mkdir()
+    deep = project / "a"
+    deep.mkdir()
+    cwd = Path.cwd()
+    os.chdir(deep)
+    try:
+        assert find_project(HookInput(session_id="s", cwd=str(deep)), {}) == project.resolve()
+        plain = tmp_path / "plain" / "sub"  # no git work tree: only the directory itself
+        plain.mkdir(parents=True)
+        os.chdir(plain)
+        assert find_project(HookInput(session_id="s", cwd=str(plain)), {}) == plain.resolve()
+    finally:
+        os.chdir(cwd)
