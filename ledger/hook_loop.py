@@ -55,7 +55,7 @@ from ledger.stop_hook import (
     _turn,
     belongs,
     loop_session,
-    read_record,
+    named_session,
     transcript_of,
 )
 
@@ -173,7 +173,7 @@ def _claim(
     and where its first turn starts reading the transcript."""
     sid = loop.ledger_session
     if sid and belongs(sid, data.session_id):
-        return loop, read_record(Journal(journal_path(home.journals, sid), clock=clock)), 0
+        return loop, *named_session(home, data.session_id, sid, clock)
     claimed = loop.claude_session_id == data.session_id
 
     def same_loop(record: LoopRecord) -> bool:  # a file claimed before loops had their own session

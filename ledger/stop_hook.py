@@ -268,6 +268,23 @@ def loop_session(
     return sid, record, carry
 
 
+def named_session(
+    home: Home, claude_session: str, sid: str, clock: Callable[[], datetime]
+) -> tuple[LoopRecord, int]:
+    """The record of the loop session ``sid`` a loop file names, and where its first turn starts
+    reading the transcript (where the Claude Code session's earlier loops stopped)."""
+    record = read_record(Journal(journal_path(home.journals, sid), clock=clock))
+    if record.started:
+        return record, record.offset
+    carry, n = 0, 1
+    while (other := ledger_session(claude_session, n)) != sid:
+        earlier = read_record(Journal(journal_path(home.journals, other), clock=clock))
+        if not earlier.started:
+            break
+        carry, n = max(carry, earlier.offset), n + 1
+    return record, carry
+
+
 def _turn(data: HookInput, transcript: Path | None, start: int) -> tuple[str | None, Scan | None]:
     """The agent's last text (None when there is no way to read it) and what
     it did since ``start`` in the transcript (from its start again if it is now shorter: rewritten)."""
@@ -445,8 +462,7 @@ def _state_session(
     (the running loop continues when it started with this file's ``started_at``, or, recorded
     before loops had their own session, when it is at this file's iteration)."""
     if state.ledger_session and belongs(state.ledger_session, claude_session):
-        record = read_record(Journal(journal_path(home.journals, state.ledger_session), clock=clock))
-        return state.ledger_session, record, 0
+        return state.ledger_session, *named_session(home, claude_session, state.ledger_session, clock)
 
     def same_loop(record: LoopRecord) -> bool:
         if "started_at" in record.config:

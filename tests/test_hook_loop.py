@@ -355,3 +355,18 @@ def test_exclusive_promises_in_the_configuration(tmp_path: Path) -> None:
     blocked(loop.turn("<promise>COMPLETE</promise>"))
     done = loop.turn("<promise>SHIP IT</promise>")
     assert isinstance(done, str) and done.startswith("✅") and "SHIP IT" in done
+
+
+def test_a_second_loop_whose_first_stop_failed_still_reads_only_its_own_turns(loop: Loop) -> None:
+    loop.start("--max-iterations", "1")
+    ended(loop, loop.turn(tokens=7), "ESCALATE", "max_iterations")
+    loop.start("--max-iterations", "3")
+    good = (loop.project / "ralph.toml").read_text()
+    (loop.project / "ralph.toml").write_text("max_iterations = 'soon'\n")
+    loop.say("first try", tokens=20)
+    assert "max_iterations" in loop.stop().stderr  # fails open; the loop file names its session
+    (loop.project / "ralph.toml").write_text(good)
+    loop.say("second try", tokens=300)
+    assert json.loads(loop.stop().stdout)["decision"] == "block"
+    turns = [e.tokens.input for e in loop.events(f"{CLAUDE}-2") if isinstance(e, E.AgentTurn)]
+    assert turns == [320]  # the turns since the first loop, not the first loop's 7 again
