@@ -85,8 +85,12 @@ How this module differs, on purpose
   session id is claimed by the first stop that has one (``next_state`` carries the claim); an
   empty hook id never matches a claimed file; both empty: the file stays unclaimed and the loop
   goes on, as in the plugin. ``active`` is ignored, as in the plugin. ``last_text=None`` stands for
-  step 6's failures. The agent's last text comes from ``ledger.transcript`` (the turn's last
-  assistant text), not from a second reading of the transcript here.
+  step 6's failures (a transcript that cannot be read); the plugin's several lines become one,
+  naming the transcript and why (``transcript_problem``). A transcript without assistant lines is
+  an empty turn here, not a failure. The agent's last text comes from ``ledger.transcript`` (the
+  turn's last assistant text), not from a second reading of the transcript here.
+- The state file may carry ``ledger_session``: the loop's ledger session, written by the first stop
+  (``ledger.stop_hook``); the plugin's ``grep`` ignores the line.
   ``outcome`` (and ``ours``, ``completed``, ``max_reached``) names the step that decided; an
   allow also carries a short ``reason`` (the plugin gives none).
 - ``parse_loop_args`` is strict where the setup script is lax: ``--opt=value`` and ``--opt value``
