@@ -386,16 +386,33 @@ def _ending(sid: str, state: LoopState, decision: PluginDecision) -> list[ev.Eve
 
 
 class ErrorSink:
-    """Where an error of this stop is recorded: the Claude Code session's first loop session until
-    the loop's own session is known."""
+    """Where an error of this stop is recorded: the loop's session once it is known; before that,
+    the Claude Code session's latest loop while it runs, else the session its next loop will have
+    (so an error never lands in a loop that has ended)."""
 
     def __init__(self) -> None:
         self.journal: Journal | None = None
         self.sid = ""
+        self._guess: Callable[[], str] | None = None
+        self._clock: Callable[[], datetime] = utc_now
+        self._home: Home | None = None
 
     def use(self, journal: Journal, sid: str) -> None:
         """Record errors in ``journal`` (of session ``sid``) from now on."""
-        self.journal, self.sid = journal, sid
+        self.journal, self.sid, self._guess = journal, sid, None
+
+    def guess(self, home: Home, claude_session: str, clock: Callable[[], datetime]) -> None:
+        """Until :meth:`use` names the loop's session, find it from the Claude Code session's loops."""
+        self._home, self._clock = home, clock
+        self._guess = lambda: loop_session(home, claude_session, lambda _: True, clock)[0]
+
+    def target(self) -> tuple[Journal | None, str]:
+        """The journal and session an error is recorded in (None when nothing is known yet)."""
+        if self._guess is not None and self._home is not None:
+            with contextlib.suppress(Exception):  # best effort, like the recording itself
+                sid = self._guess()
+                return Journal(journal_path(self._home.journals, sid), clock=self._clock), sid
+        return self.journal, self.sid
 
 
 def run(
@@ -410,10 +427,10 @@ def run(
     sink = ErrorSink()
     try:
         data = parse_input(raw)
-        sid = ledger_session(data.session_id)
+        ledger_session(data.session_id)  # a session id that cannot name a journal is refused here
         project = find_project(data)
         home = home or hook_home(project, home_arg)
-        sink.use(Journal(journal_path(home.journals, sid), clock=clock), sid)
+        sink.guess(home, data.session_id, clock)
         if (project / LOOP_FILE).exists():  # a ledger-native loop: the engine decides (imports DuckDB)
             from ledger.hook_loop import native_stop
 
@@ -421,7 +438,7 @@ def run(
         return _drop_in(data, project / STATE_FILE, home, clock, sink)
     except Exception as exc:  # the agent must never be wedged by the hook
         line = f"ralph-ledger hook: {_one_line(exc)}; allowing the stop"
-        _record_error(sink.journal, sink.sid, line)
+        _record_error(*sink.target(), line)
         return HookOutcome(stderr=line + "\n")
 
 

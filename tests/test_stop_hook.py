@@ -397,3 +397,17 @@ def test_the_walk_up_stops_at_the_project_root(project: Path, tmp_path: Path) ->
         assert find_project(HookInput(session_id="s", cwd=str(plain)), {}) == plain.resolve()
     finally:
         os.chdir(cwd)
+
+
+def test_an_error_after_a_loop_ended_is_not_recorded_in_that_loop(project: Path) -> None:
+    start_loop(project, "Go", "--max-iterations", "5", "--completion-promise", "DONE")
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "<promise>DONE</promise>")
+    assert hook(project, event(project, transcript)).stdout.startswith("✅")
+    finished = journal(project)
+    (project / ".claude" / "ralph-loop.local.md").write_text("---\niteration: x\n---\nprompt\n")
+    out = hook(project, event(project, transcript))
+    assert "allowing the stop" in out.stderr
+    assert journal(project) == finished
+    errors = journal(project, f"{SESSION}-2")
+    assert [type(e) for e in errors] == [E.ErrorRecorded] and "iteration" in errors[0].message  # type: ignore[union-attr]
