@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s = sub.add_parser("hook", help="run as a coding agent's Stop hook (reads the event on stdin)")
     s.add_argument("agent", choices=["claude-code"])
+    s.add_argument(
+        "--home", dest="hook_home", metavar="DIR", help="ledger home (also accepted before 'hook')"
+    )
     s = sub.add_parser("init", help="install the Stop hook into a project's agent settings")
     s.add_argument("agent", choices=["claude-code"])
     s.add_argument("--project", default=".", help="project directory (default: the current one)")
@@ -371,7 +374,7 @@ def cmd_hook(home: Home, args: argparse.Namespace) -> None:
     (``ledger.stop_hook.hook_home``)."""
     from ledger.stop_hook import main as hook_main
 
-    hook_main(home=args.home)
+    hook_main(home=args.hook_home or args.home)
 
 
 def hook_command() -> tuple[str, str]:
@@ -649,8 +652,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; 0 on success, 1 on errors, 2 on bad usage (never 2
     for ``hook``: Claude Code reads exit code 2 as "block the stop")."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[-2:] == ["hook", "claude-code"]:  # the hot path: no argument parser to build
-        home = _hook_home(args_list[:-2])
+    if "hook" in args_list:  # the hot path: no argument parser to build
+        home = _hook_home(args_list)
         if home is not None:
             from ledger.stop_hook import main as hook_main
 
@@ -662,9 +665,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _hook_home(options: Sequence[str]) -> str | None:
-    """The ``--home`` among the options before ``hook claude-code`` ("" when there is none), or
-    None when they are anything else (then the full parser reads them)."""
+def _hook_home(argv: Sequence[str]) -> str | None:
+    """For ``[--home DIR] hook claude-code [--home DIR]``: the ``--home`` given ("" when none); None
+    for any other command line (then the full parser reads it)."""
+    at = [i for i in range(len(argv) - 1) if argv[i : i + 2] == ["hook", "claude-code"]]
+    if len(at) != 1:
+        return None
+    options = [*argv[: at[0]], *argv[at[0] + 2 :]]
     if not options:
         return ""
     if len(options) == 2 and options[0] == "--home":

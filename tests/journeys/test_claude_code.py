@@ -197,6 +197,10 @@ def test_the_hook_honours_home(project: Project, tmp_path: Path) -> None:
     deep.mkdir()
     block(claude.stop("--home=rel-home", cwd=deep))  # relative: from the project, wherever it runs
     assert not (deep / "rel-home").exists()
+    claude.text("three")
+    proc = project.cli("hook", "claude-code", "--home", "after", input=claude.event())  # after the command
+    assert block(proc)["systemMessage"].startswith("🔄 Ralph iteration 4")
+    assert (project.dir / "after" / "journals" / f"cc-{CLAUDE}.jsonl").exists()
     assert (project.dir / "rel-home" / "journals" / f"cc-{CLAUDE}.jsonl").exists()
     assert not project.home.exists()
     proc = project.cli("--home", str(tmp_path / "elsewhere"), "sessions", "--json")
