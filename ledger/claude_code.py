@@ -59,9 +59,10 @@ Stop hook, per stop, in this order (``stop-hook.sh``; every "allow" exits 0 with
    text blocks of the last assistant line with newlines and stopped (deleting) when there were none.
 7. Promise set (not ``null``, not empty): ``perl -0777 -pe 's/.*?<promise>(.*?)<\\/promise>.*/$1/s;
    s/^\\s+|\\s+$//g; s/\\s+/ /g'`` on the text: the first ``<promise>`` element's content, trimmed,
-   runs of ASCII whitespace collapsed to one space, then compared exactly (case-sensitive, ``=``
-   not a glob). Quirk: with no tag the substitution does nothing, so a whole message that *is* the
-   promise (after the same normalisation) also counts. A match prints
+   runs of ASCII whitespace collapsed to one space (``ledger.promises.unwrap(plugin=True)``), then
+   compared exactly (case-sensitive, ``=`` not a glob). Quirk: with no tag the substitution does
+   nothing, so a whole message that *is* the promise (after the same normalisation) also counts.
+   A match prints
    ``✅ Ralph loop: Detected <promise>TEXT</promise>`` on stdout, deletes, allows.
 8. Prompt = the lines after the closing ``---`` (``awk '/^---$/{i++; next} i>=2'``). Empty: a
    "State file corrupted or incomplete ... No prompt text found" message on stderr, delete, allow.
@@ -84,8 +85,12 @@ How this module differs, on purpose
   session id is claimed by the first stop that has one (``next_state`` carries the claim); an
   empty hook id never matches a claimed file; both empty: the file stays unclaimed and the loop
   goes on, as in the plugin. ``active`` is ignored, as in the plugin. ``last_text=None`` stands for
-  step 6's failures. The agent's last text comes from ``ledger.transcript`` (the turn's last
-  assistant text), not from a second reading of the transcript here.
+  step 6's failures (a transcript that cannot be read); the plugin's several lines become one,
+  naming the transcript and why (``transcript_problem``). A transcript without assistant lines is
+  an empty turn here, not a failure. The agent's last text comes from ``ledger.transcript`` (the
+  turn's last assistant text), not from a second reading of the transcript here.
+- The state file may carry ``ledger_session``: the loop's ledger session, written by the first stop
+  (``ledger.stop_hook``); the plugin's ``grep`` ignores the line.
   ``outcome`` (and ``ours``, ``completed``, ``max_reached``) names the step that decided; an
   allow also carries a short ``reason`` (the plugin gives none).
 - ``parse_loop_args`` is strict where the setup script is lax: ``--opt=value`` and ``--opt value``
@@ -101,13 +106,15 @@ import os
 import re
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import msgspec
 from msgspec.structs import replace
+
+from ledger.promises import unwrap
 
 STATE_FILE: Final = ".claude/ralph-loop.local.md"
 SETTINGS_FILE: Final = ".claude/settings.json"
@@ -148,6 +155,7 @@ class LoopState(msgspec.Struct, frozen=True, kw_only=True):
     started_at: str | None = None
     prompt: str
     extra: tuple[tuple[str, str], ...] = ()
+    ledger_session: str = ""  # the loop's ledger session, written by the first stop ("" before it)
 
     def __post_init__(self) -> None:
         if self.iteration < 0 or self.max_iterations < 0:
@@ -156,7 +164,15 @@ class LoopState(msgspec.Struct, frozen=True, kw_only=True):
 
 _KEY_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(.*)")
 _WHOLE: Final = re.compile(r"[0-9]+")
-_KNOWN: Final = ("active", "iteration", "session_id", "max_iterations", "completion_promise", "started_at")
+_KNOWN: Final = (
+    "active",
+    "iteration",
+    "session_id",
+    "max_iterations",
+    "completion_promise",
+    "started_at",
+    "ledger_session",
+)
 _NULLS: Final = ("", "null", "~")
 
 
@@ -223,6 +239,7 @@ def parse_state(text: str, *, source: str = STATE_FILE) -> LoopState:
         started_at=_unquote(fields["started_at"]) if "started_at" in fields else None,
         prompt="\n".join(body).rstrip("\n"),
         extra=tuple((k, v) for k, v in fields.items() if k not in _KNOWN),
+        ledger_session=_unquote(fields.get("ledger_session", "")),
     )
 
 
@@ -265,6 +282,8 @@ def render_state(state: LoopState) -> str:
     ]
     if state.started_at is not None:
         lines.append(f'started_at: "{_one_line("started_at", state.started_at)}"')
+    if state.ledger_session:
+        lines.append(f"ledger_session: {_one_line('ledger_session', state.ledger_session)}")
     lines += [f"{k}: {_one_line(k, v)}" for k, v in state.extra]
     return "\n".join([*lines, "---", "", state.prompt]) + "\n"
 
@@ -358,10 +377,6 @@ class PluginDecision(msgspec.Struct, frozen=True, kw_only=True):
         return msgspec.json.format(msgspec.json.encode(body), indent=2).decode()
 
 
-_ASCII_WS: Final = " \t\n\r\f\v"
-_WS_RUN: Final = re.compile(r"\s+", re.ASCII)
-_FIRST_PROMISE: Final = re.compile(r".*?<promise>(.*?)</promise>.*", re.DOTALL)
-_NO_TRANSCRIPT: Final = "⚠️  Ralph loop: Failed to extract assistant messages\n   Ralph loop is stopping."
 _NO_PROMPT: Final = (
     "⚠️  Ralph loop: State file corrupted or incomplete\n"
     f"   File: {STATE_FILE}\n"
@@ -371,14 +386,6 @@ _NO_PROMPT: Final = (
     "     • File was corrupted during writing\n\n"
     "   Ralph loop is stopping. Run /ralph-loop again to start fresh."
 )
-
-
-def promise_text(text: str) -> str:
-    """What the plugin compares with the promise: the first ``<promise>`` element's content (or, with
-    no tag, the whole text), trimmed, runs of ASCII whitespace collapsed to one space."""
-    m = _FIRST_PROMISE.match(text + "\n")  # `echo` adds the newline
-    inner = m[1] if m else text
-    return _WS_RUN.sub(" ", inner.strip(_ASCII_WS))
 
 
 def _active_promise(promise: str | None) -> str | None:
@@ -421,7 +428,14 @@ def _block(state: LoopState, promise: str | None) -> PluginDecision:
     )
 
 
-def _decide_owned(state: LoopState, last_text: str | None) -> PluginDecision:
+def _no_transcript(problem: str) -> PluginDecision:
+    """Stop: the agent's last message cannot be read (``problem`` names the transcript and why)."""
+    why = problem or "no assistant message could be read"
+    message = f"⚠️  Ralph loop: Failed to extract assistant messages: {why}; Ralph loop is stopping."
+    return _stop("no_transcript", why, message, stderr=True)
+
+
+def _decide_owned(state: LoopState, last_text: str | None, problem: str) -> PluginDecision:
     """Steps 5-9 of the plugin, for a loop this session owns."""
     top = state.max_iterations
     if top > 0 and state.iteration >= top:
@@ -431,9 +445,9 @@ def _decide_owned(state: LoopState, last_text: str | None) -> PluginDecision:
             f"🛑 Ralph loop: Max iterations ({top}) reached.",
         )
     if last_text is None:
-        return _stop("no_transcript", "no assistant message could be read", _NO_TRANSCRIPT, stderr=True)
+        return _no_transcript(problem)
     promise = _active_promise(state.completion_promise)
-    if promise is not None and promise_text(last_text) == promise:
+    if promise is not None and unwrap(last_text, plugin=True) == promise:
         detected = f"✅ Ralph loop: Detected <promise>{promise}</promise>"
         return _stop("completed", f"completion promise detected: {promise}", detected)
     if _plugin_prompt_empty(state.prompt):
@@ -442,10 +456,11 @@ def _decide_owned(state: LoopState, last_text: str | None) -> PluginDecision:
 
 
 def plugin_decision(
-    state: LoopState | None, last_text: str | None, *, hook_session_id: str
+    state: LoopState | None, last_text: str | None, *, hook_session_id: str, transcript_problem: str = ""
 ) -> PluginDecision:
     """The plugin Stop hook's decision for ``state`` (None: no state file) and the last assistant
-    text (None: the transcript could not be read). See the module docstring for the rules."""
+    text (None: the transcript could not be read; ``transcript_problem`` says which and why, for the
+    one line printed). See the module docstring for the rules."""
     if state is None:
         return PluginDecision(action="allow", outcome="no_loop", reason="no loop state file", next_state=None)
     if state.session_id and state.session_id != hook_session_id:
@@ -453,7 +468,7 @@ def plugin_decision(
         return PluginDecision(action="allow", outcome="other_session", reason=reason, next_state=state)
     if not state.session_id and hook_session_id:
         state = replace(state, session_id=hook_session_id)  # claimed by the first stop
-    return _decide_owned(state, last_text)
+    return _decide_owned(state, last_text, transcript_problem)
 
 
 def apply_decision(path: StrPath, decision: PluginDecision, *, current: LoopState | None) -> None:
@@ -594,12 +609,16 @@ def _has_command(entry: dict[str, Any], command: str) -> bool:
     return any(h.get("type") == "command" and h.get("command") == command for h in entry.get("hooks", []))
 
 
-def install_hook(settings_path: StrPath, command: str) -> bool:
+def install_hook(
+    settings_path: StrPath, command: str, *, replaces: Callable[[str], bool] | None = None
+) -> bool:
     """Add a Stop hook running ``command`` to a Claude Code settings file, keeping everything else.
 
-    Returns False when that command is already a Stop hook. Creates the file and its folder when
-    missing (an empty file counts as ``{}``); ``SettingsError`` when the file is not JSON or not
-    shaped like settings. Written atomically with 2-space indentation.
+    Returns False when that command is already a Stop hook. A Stop hook whose command
+    ``replaces`` accepts (an older form of the same hook) is given ``command`` in its place instead
+    of adding a second one. Creates the file and its folder when missing (an empty file counts as
+    ``{}``); ``SettingsError`` when the file is not JSON or not shaped like settings. Written
+    atomically with 2-space indentation.
     """
     import json  # here, like in _load_settings: Stop hooks import this module, never json
 
@@ -610,6 +629,15 @@ def install_hook(settings_path: StrPath, command: str) -> bool:
     stop = _stop_entries(settings, path)
     if any(_has_command(entry, command) for entry in stop):
         return False
-    stop.append({"hooks": [{"type": "command", "command": command}]})
+    older = [
+        hook
+        for entry in stop
+        for hook in entry.get("hooks", [])
+        if replaces is not None and hook.get("type") == "command" and replaces(str(hook.get("command", "")))
+    ]
+    for hook in older:
+        hook["command"] = command
+    if not older:
+        stop.append({"hooks": [{"type": "command", "command": command}]})
     _atomic_write(path, json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
     return True

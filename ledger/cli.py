@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s = sub.add_parser("hook", help="run as a coding agent's Stop hook (reads the event on stdin)")
     s.add_argument("agent", choices=["claude-code"])
+    s.add_argument(
+        "--home", dest="hook_home", metavar="DIR", help="ledger home (also accepted before 'hook')"
+    )
     s = sub.add_parser("init", help="install the Stop hook into a project's agent settings")
     s.add_argument("agent", choices=["claude-code"])
     s.add_argument("--project", default=".", help="project directory (default: the current one)")
@@ -141,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         help='"PROMPT" --max-iterations N --completion-promise TEXT [--mode ledger|plugin] (default: '
         "ledger when the project has ralph.toml or [tool.ralph], else plugin)",
     )
-    s.add_argument("--project", default=".", help=argparse.SUPPRESS)
+    s.add_argument("--project", default=None, help=argparse.SUPPRESS)
     s = sub.add_parser("stats", help="loop metrics per agent (completion rate, iterations, quality)")
     _add_format(s)
     s = sub.add_parser("stop", help="ask a running loop to stop at its next validate")
@@ -447,26 +450,70 @@ def cmd_override(home: Home, args: argparse.Namespace) -> None:
 
 def cmd_hook(home: Home, args: argparse.Namespace) -> None:
     """Run the Claude Code Stop hook: prints the decision JSON (or nothing) and
-    never fails: internal errors allow the stop with one line on stderr."""
+    never fails: internal errors allow the stop with one line on stderr. ``--home`` is honoured
+    (``ledger.stop_hook.hook_home``)."""
     from ledger.stop_hook import main as hook_main
 
-    hook_main()
+    hook_main(home=args.hook_home or args.home)
 
 
-HOOK_COMMAND = "ralph-ledger hook claude-code"
+def hook_command() -> tuple[str, str]:
+    """The Stop hook's command line for ``.claude/settings.json``, by the absolute path of this
+    installation's ``ralph-ledger`` script (Claude Code's environment may not have it on ``PATH``),
+    and a note for the user ("" when ``ralph-ledger`` on ``PATH`` is that same script)."""
+    import shlex
+    import shutil
+    import sysconfig
+
+    here = Path(sys.argv[0]) if Path(sys.argv[0]).name == "ralph-ledger" else None
+    candidates = [
+        here,
+        Path(sysconfig.get_path("scripts")) / "ralph-ledger",
+        Path(sys.executable).parent / "ralph-ledger",
+    ]
+    script = next((p.absolute() for p in candidates if p is not None and p.is_file()), None)
+    if script is None:  # not installed as a script (e.g. run from a checkout): the interpreter runs it
+        command = f"{shlex.quote(str(Path(sys.executable).absolute()))} -m ledger.cli hook claude-code"
+        return command, "ralph-ledger is not installed as a script; the hook runs it with this Python"
+    on_path = shutil.which("ralph-ledger")
+    same = on_path is not None and Path(on_path).resolve() == script.resolve()
+    note = "" if same else f"ralph-ledger is not on PATH here; the hook runs it by its absolute path {script}"
+    return f"{shlex.quote(str(script))} hook claude-code", note
+
+
+def _is_plain_hook(command: str) -> bool:
+    """Whether ``command`` is this hook as an older ``init`` wrote it (``ralph-ledger hook
+    claude-code`` by any path, or ``PYTHON -m ledger.cli hook claude-code``), with no options."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if len(words) == 3 and Path(words[0]).name == "ralph-ledger":
+        return words[1:] == ["hook", "claude-code"]
+    return len(words) == 5 and words[1:] == ["-m", "ledger.cli", "hook", "claude-code"]
 
 
 def cmd_init(home: Home, args: argparse.Namespace) -> None:
-    """Add the Stop hook to ``.claude/settings.json``, keeping every other
-    setting and hook; prints what it did. Raises ``CliError`` on a broken file."""
+    """Add the Stop hook to ``.claude/settings.json``, keeping every other setting and hook (an
+    older ``ralph-ledger hook claude-code`` entry is updated in place); prints what it did. Raises
+    ``CliError`` on a broken file, exit 2 for a ``--project`` that is not an existing directory."""
     from ledger.claude_code import SettingsError, install_hook
 
-    settings = Path(args.project) / ".claude" / "settings.json"
+    project = Path(args.project)
+    if not project.is_dir():
+        what = "does not exist" if not project.exists() else "is not a directory"
+        raise CliError(f"ralph-ledger init: --project {args.project}: {what}", 2)
+    settings = project / ".claude" / "settings.json"
+    command, note = hook_command()
     try:
-        added = install_hook(settings, HOOK_COMMAND)
+        added = install_hook(settings, command, replaces=_is_plain_hook)
     except SettingsError as exc:
         raise CliError(f"ralph-ledger: {exc}") from None
-    print(f"{'installed' if added else 'already installed'}: Stop hook '{HOOK_COMMAND}' in {settings}")
+    print(f"{'installed' if added else 'already installed'}: Stop hook '{command}' in {settings}")
+    if note:
+        print(f"note: {note}")
 
 
 def cmd_loop(home: Home, args: argparse.Namespace) -> None:
@@ -488,7 +535,10 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
         loop = parse_loop_args(words)
     except UsageError as exc:
         raise CliError(f"ralph-ledger loop start: {exc}", 2) from None
-    project = Path(args.project)
+    if loop.show_help:
+        print(LOOP_HELP)
+        return
+    project = _loop_project(args.project)
     for path in (project / LOOP_FILE, project / STATE_FILE):
         if path.exists():
             raise CliError(
@@ -502,6 +552,7 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
         else "with no completion promise"
     )
     session = os.environ.get("CLAUDE_CODE_SESSION_ID", "")
+    state = new_state(loop, session_id=session)
     if native:
         path = project / LOOP_FILE
         write_loop_file(
@@ -511,6 +562,7 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
                 claude_session_id=session,
                 max_iterations=loop.max_iterations or None,
                 completion_promise=loop.completion_promise,
+                started_at=state.started_at,
             ),
         )
         read_loop_file(path)
@@ -522,8 +574,41 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
         return
     path = project / STATE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_state(path, new_state(loop, session_id=session))
+    write_state(path, state)
     print(f"loop started ({limit}, {until}); state in {path}")
+
+
+LOOP_HELP = """\
+usage: ralph-ledger loop start "PROMPT" [--max-iterations N] [--completion-promise TEXT]
+                               [--mode ledger|plugin]
+
+Start a loop in this project that the Claude Code Stop hook (`ralph-ledger hook claude-code`,
+installed by `ralph-ledger init claude-code`) drives: every time the agent stops, it is given
+PROMPT again, until it outputs the completion promise or a limit ends the loop.
+
+  --max-iterations N          stop after N iterations (0 or absent: no limit in plugin mode,
+                              the configured limit in ledger mode)
+  --completion-promise TEXT   the loop completes when the agent outputs <promise>TEXT</promise>
+                              (and on no other promise)
+  --mode ledger|plugin        ledger: the project's ralph.toml rules and guards decide (the default
+                              when it has one); plugin: the ralph-loop plugin's state file and rules
+  -h, --help                  show this help and start nothing
+
+The loop file is written in the project root: $CLAUDE_PROJECT_DIR when set, else the root of the
+git work tree holding the working directory (the working directory outside one)."""
+
+
+def _loop_project(given: str | None) -> Path:
+    """Where ``loop start`` writes its file: ``--project``, else ``$CLAUDE_PROJECT_DIR``, else the
+    root of the git work tree holding the working directory (the working directory outside one)."""
+    from ledger.stop_hook import project_root
+
+    if given is not None:
+        return Path(given)
+    declared = os.environ.get("CLAUDE_PROJECT_DIR", "")
+    if declared and Path(declared).is_dir():
+        return Path(declared)
+    return project_root(Path.cwd())
 
 
 def _loop_mode(words: list[str]) -> tuple[list[str], str | None]:
@@ -718,15 +803,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; 0 on success, 1 on errors, 2 on bad usage (never 2
     for ``hook``: Claude Code reads exit code 2 as "block the stop")."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list == ["hook", "claude-code"]:  # the hot path: no argument parser to build
-        from ledger.stop_hook import main as hook_main
+    if "hook" in args_list:  # the hot path: no argument parser to build
+        home = _hook_home(args_list)
+        if home is not None:
+            from ledger.stop_hook import main as hook_main
 
-        return hook_main()
+            return hook_main(home=home or None)
     code = _main(args_list)
     if code == 2 and _command_of(args_list) == "hook":
         print("ralph-ledger hook: the command line above is wrong; allowing the stop", file=sys.stderr)
         return 0
     return code
+
+
+def _hook_home(argv: Sequence[str]) -> str | None:
+    """For ``[--home DIR] hook claude-code [--home DIR]``: the ``--home`` given ("" when none); None
+    for any other command line (then the full parser reads it)."""
+    at = [i for i in range(len(argv) - 1) if argv[i : i + 2] == ["hook", "claude-code"]]
+    if len(at) != 1:
+        return None
+    options = [*argv[: at[0]], *argv[at[0] + 2 :]]
+    if not options:
+        return ""
+    if len(options) == 2 and options[0] == "--home":
+        return options[1]
+    if len(options) == 1 and options[0].startswith("--home="):
+        return options[0].partition("=")[2]
+    return None
 
 
 def _command_of(argv: Sequence[str]) -> str:

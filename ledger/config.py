@@ -44,6 +44,7 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     agent: str = ""
     max_iterations: int | None = None
     completion_promises: list[str] = msgspec.field(default_factory=lambda: ["COMPLETE", "BLOCKED"])
+    exclusive_promises: bool = False  # only completion_promises complete (not COMPLETE, LOOP_DONE)
     rules: list[dict[str, Any]] = []
     hooks: list[str] = []
     guards: GuardConfig = GuardConfig()
@@ -239,9 +240,11 @@ def frontmatter(text: str, source: str) -> dict[str, Any]:
 
 
 def promise_word(text: str) -> str:
-    """'<promise>COMPLETE</promise>' -> 'COMPLETE'; other text unchanged."""
-    m = re.fullmatch(r"\s*<promise>(.*?)</promise>\s*", text, re.I | re.S)
-    return (m.group(1) if m else text).strip()
+    """'<promise>COMPLETE</promise>' -> 'COMPLETE'; other text with its whitespace folded
+    (``ledger.promises.unwrap``)."""
+    from ledger.promises import unwrap
+
+    return unwrap(text)
 
 
 def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:

@@ -199,7 +199,7 @@ class Engine:
                 max_iterations=max_it,
                 completion_promises=config.completion_promises,
                 rules=[spec(r) for r in rules],
-                config=msgspec.to_builtins(config),
+                config=_recorded(config),
             ),
             *hooks,
             ev.IterationStarted(session_id=session_id, iteration=1, max_iterations=max_it),
@@ -242,7 +242,9 @@ class Engine:
             duration_ms=duration_ms,
             transcript_offset=transcript_offset,
         )
-        detection = detect_promises(agent_output, custom=s.config.completion_promises)
+        detection = detect_promises(
+            agent_output, custom=s.config.completion_promises, exclusive=s.config.exclusive_promises
+        )
         promise = strongest(detection.promises)
         results = run_rules(s.rules, RuleContext(self.work_dir, agent_output, n, final, timer=self.timer))
         passed = all(r.passed and not r.errored for r in results)
@@ -310,6 +312,7 @@ class Engine:
             files_modified=tuple(files),
             validation_results=tuple(results),
             promises=tuple(p.signal for p in promises),
+            promise_words=tuple(p.word for p in promises),
             agent_output=output,
         )
         return registry.evaluate(ctx)
@@ -522,6 +525,15 @@ class Engine:
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """One row of the ``iterations`` view per iteration."""
         return _history(self._ledger(session_id), session_id)
+
+
+def _recorded(config: LoopConfig) -> dict[str, Any]:
+    """The configuration as ``session_started`` records it; ``exclusive_promises`` only when set,
+    so the records of loops without it are as they were before it existed."""
+    recorded: dict[str, Any] = msgspec.to_builtins(config)
+    if not config.exclusive_promises:
+        del recorded["exclusive_promises"]
+    return recorded
 
 
 def _only_errors(path: Path) -> bool:

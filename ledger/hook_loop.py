@@ -16,11 +16,13 @@ guards and hooks are evaluated and the signal table decides:
 | BLOCKED   | allows the stop (the session is blocked), removes the loop file      |
 | ESCALATE  | allows the stop (the session is escalated), removes the loop file    |
 
-The loop file only says which Claude Code session owns the loop and what
-the user asked; everything else (iteration, scores, trips) is the ledger's
-session ``cc-<claude session id>``. The first stop claims an unclaimed file for
-its session, like the plugin; a stop of any other session never blocks or
-touches the loop. Every block starts a new iteration, so seed 002's
+The loop file only says which Claude Code session owns the loop, what the
+user asked and which ledger session records it; everything else (iteration,
+scores, trips) is that session's. The first stop claims an unclaimed file for
+its session, like the plugin, and names the loop's own ledger session in it
+(``cc-<claude session id>`` for the session's first loop, ``cc-<id>-2``, ...
+after it: ``ledger.stop_hook.loop_session``); a stop of any other session never
+blocks or touches the loop. Every block starts a new iteration, so seed 002's
 ``max_stop_retries`` (blocks within one iteration) never trips here: the
 iteration guards bound the loop instead (``max_iterations`` is on by default).
 
@@ -45,12 +47,15 @@ from ledger.home import Home
 from ledger.journal import Journal, journal_path
 from ledger.prompts import next_prompt
 from ledger.stop_hook import (
+    ErrorSink,
     HookInput,
     HookInputError,
     HookOutcome,
-    _previous_offset,
+    LoopRecord,
     _turn,
-    ledger_session,
+    belongs,
+    loop_session,
+    named_session,
     transcript_of,
 )
 
@@ -61,13 +66,17 @@ class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
     """``.claude/ralph-ledger.local.json``: who owns the loop and what was asked.
 
     ``max_iterations`` and ``completion_promise`` override the configuration
-    when set; ``claude_session_id`` is empty until the first stop claims it.
+    when set (a completion promise is then the only one that completes, as
+    with the plugin); ``claude_session_id`` and ``ledger_session`` are empty
+    until the first stop claims the file.
     """
 
     prompt: str
     claude_session_id: str = ""
     max_iterations: int | None = None
     completion_promise: str | None = None
+    started_at: str | None = None  # when ``loop start`` wrote it (None: a file from before loop ids)
+    ledger_session: str = ""  # the loop's ledger session, chosen by the first stop
 
 
 class LoopFileError(ValueError):
@@ -113,15 +122,16 @@ def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
         config = find_config(project)
     except ConfigError as exc:
         raise HookInputError(str(exc)) from None
-    promises = config.completion_promises
-    if loop.completion_promise:
-        promises = [loop.completion_promise, *(p for p in promises if p != loop.completion_promise)]
+    promises, exclusive = config.completion_promises, config.exclusive_promises
+    if loop.completion_promise:  # as the plugin's --completion-promise: that phrase and no other
+        promises, exclusive = [loop.completion_promise], True
     return msgspec.structs.replace(
         config,
         task=loop.prompt[:500],
         agent=config.agent or AGENT,
         max_iterations=loop.max_iterations or config.max_iterations,
         completion_promises=promises,
+        exclusive_promises=exclusive,
     )
 
 
@@ -133,10 +143,34 @@ def status_line(result: ValidateResult, iteration: int, max_iterations: int) -> 
     return " | ".join(parts)
 
 
+def _claim(
+    loop: LoopFile, data: HookInput, home: Home, clock: Callable[[], datetime]
+) -> tuple[LoopFile, LoopRecord, int]:
+    """The loop claimed by this stop's session, naming its ledger session; that session's record
+    and where its first turn starts reading the transcript."""
+    sid = loop.ledger_session
+    if sid and belongs(sid, data.session_id):
+        return loop, *named_session(home, data.session_id, sid, clock)
+    claimed = loop.claude_session_id == data.session_id
+
+    def same_loop(record: LoopRecord) -> bool:  # a file claimed before loops had their own session
+        return claimed and loop.started_at is None
+
+    sid, record, carry = loop_session(home, data.session_id, same_loop, clock)
+    claim = msgspec.structs.replace(loop, claude_session_id=data.session_id, ledger_session=sid)
+    return claim, record, carry
+
+
 def native_stop(
-    data: HookInput, project: Path, home: Home, path: Path, clock: Callable[[], datetime]
+    data: HookInput,
+    project: Path,
+    home: Home,
+    path: Path,
+    clock: Callable[[], datetime],
+    sink: ErrorSink | None = None,
 ) -> HookOutcome:
-    """One stop of a ledger-native loop: what to print."""
+    """One stop of a ledger-native loop: what to print. Errors are recorded by the caller in
+    ``sink``, which names the loop's session once it is known."""
     try:
         loop = read_loop_file(path)
     except LoopFileError as exc:
@@ -148,19 +182,21 @@ def native_stop(
     transcript = transcript_of(data)
     if transcript is None and data.transcript_path and data.last_assistant_message is None:
         raise HookInputError(f"transcript {data.transcript_path!r} is not a readable file")
-    if not loop.claude_session_id:
-        loop = msgspec.structs.replace(loop, claude_session_id=data.session_id)
-        write_loop_file(path, loop)
-    sid = ledger_session(data.session_id)
+    claimed, record, carry = _claim(loop, data, home, clock)
+    if claimed != loop:
+        write_loop_file(path, claimed)
+        loop = claimed
+    sid = loop.ledger_session
     engine = Engine(home, work_dir=project, clock=clock)
     journal = Journal(journal_path(home.journals, sid), clock=clock)
-    started, offset = _previous_offset(journal)
-    if not started:
+    if sink is not None:
+        sink.use(journal, sid)
+    if not record.started:
         engine.start(sid, loop_config(project, loop))
-    elif engine.status(sid)["status"] != "running":
+    elif record.ended:
         path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
         return HookOutcome()
-    text, turn = _turn(data, transcript, offset)
+    text, turn = _turn(data, transcript, record.offset if record.started else carry)
     result = engine.validate(
         sid,
         text or "",

@@ -40,6 +40,13 @@ class AgentContext:
     promises: Sequence[ev.Signal] = ()  # signals of the promises detected, in text order
     execution_phase: str = ""
     agent_output: str = ""
+    promise_words: Sequence[str] = ()  # the words of those promises (``DONE ALL`` for a phrase)
+
+    def promise_word(self, signal: ev.Signal) -> str:
+        """The word of the first promise with ``signal`` (the signal's name when words are not known)."""
+        return next(
+            (w for s, w in zip(self.promises, self.promise_words, strict=False) if s == signal), signal
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +97,14 @@ def _feedback(ctx: AgentContext) -> str:
 def promise_hook(ctx: AgentContext) -> HookResult:
     """Only completion promises: COMPLETE completes, ESCALATE or BLOCKED escalate."""
     if "COMPLETE" in ctx.promises:
-        return HookResult("complete", "Agent signaled completion via <promise>COMPLETE</promise>")
+        word = ctx.promise_word("COMPLETE")
+        return HookResult("complete", f"Agent signaled completion via <promise>{word}</promise>")
     if "ESCALATE" in ctx.promises:
-        return HookResult("escalate", "Agent signaled escalation via <promise>ESCALATE</promise>")
+        word = ctx.promise_word("ESCALATE")
+        return HookResult("escalate", f"Agent signaled escalation via <promise>{word}</promise>")
     if "BLOCKED" in ctx.promises:
-        return HookResult("escalate", "Agent signaled it is blocked via <promise>BLOCKED</promise>")
+        word = ctx.promise_word("BLOCKED")
+        return HookResult("escalate", f"Agent signaled it is blocked via <promise>{word}</promise>")
     return HookResult("continue", "No completion promise detected")
 
 

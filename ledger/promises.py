@@ -84,6 +84,7 @@ __all__ = [
     "normalise",
     "strongest",
     "to_event",
+    "unwrap",
 ]
 
 
@@ -163,6 +164,24 @@ def normalise(phrase: str) -> str:
     return " ".join(phrase.split())
 
 
+def unwrap(text: str, *, plugin: bool = False) -> str:
+    """The promise ``text`` states: the content of its first ``<promise>`` element (the whole text
+    when it has none), trimmed, runs of whitespace collapsed to one space.
+
+    ``'<promise> ALL  GREEN </promise>'`` and ``'ALL GREEN'`` both give ``'ALL GREEN'``. This is how
+    a configured phrase is read, and (``plugin=True``) what the ``ralph-loop`` plugin compares with
+    its completion promise (``perl -0777 -pe 's/.*?<promise>(.*?)<\\/promise>.*/$1/s; s/^\\s+|\\s+$//g;
+    s/\\s+/ /g'``): the same, but tag names only in lower case and only ASCII whitespace. Unlike
+    :func:`detect_promises`, code blocks and comments are not looked at.
+    """
+    if plugin:
+        m = _FIRST_TAG_PLUGIN().search(text)
+        inner = m.group(1) if m else text
+        return _ASCII_SPACE_RUN().sub(" ", inner.strip(_ASCII_SPACE))
+    m = _FIRST_TAG().search(text)
+    return normalise(m.group(1) if m else text)
+
+
 # --- scanning ---------------------------------------------------------------
 
 
@@ -188,7 +207,12 @@ _COMMENT_END: Final = _lazy(r"-->")
 _PARAGRAPH_END: Final = _lazy(rf"\n[ \t\r]*+(?:\n|$)|{_FENCE_LINE}", re.MULTILINE)
 _RUN: Final = _lazy(r"`++")
 _FENCE_CLOSE: Final = _lazy(rf"^{_PREFIX}(`{{3,}}+|~{{3,}}+)[ \t]*+\r?$", re.MULTILINE)
-_TAGGED: Final = _lazy(r"\s*+<promise>(?P<body>.*)</promise>\s*+", re.IGNORECASE | re.ASCII | re.DOTALL)
+# The first promise element of a text, for ``unwrap``: tag names in any case (ours) or exactly as
+# written (the ralph-loop plugin's perl); its content may hold anything, ``<`` included.
+_FIRST_TAG: Final = _lazy(r"<promise>(.*?)</promise>", re.IGNORECASE | re.ASCII | re.DOTALL)
+_FIRST_TAG_PLUGIN: Final = _lazy(r"<promise>(.*?)</promise>", re.DOTALL)
+_ASCII_SPACE: Final = " \t\n\r\f\v"
+_ASCII_SPACE_RUN: Final = _lazy(r"\s+", re.ASCII)
 
 
 def _fence_end(text: str, pos: int, char: str, length: int) -> int:
@@ -362,24 +386,38 @@ def _capture(
 # --- API --------------------------------------------------------------------
 
 
-def _custom_table(custom: Sequence[str]) -> dict[str, _Word]:
+def _phrases(custom: Sequence[str]) -> list[str]:
+    """The configured phrases, unwrapped, empty ones dropped."""
+    words = (unwrap(phrase) for phrase in ((custom,) if isinstance(custom, str) else custom))
+    return [w for w in words if w]
+
+
+def _custom_table(custom: Sequence[str], *, exclusive: bool = False) -> dict[str, _Word]:
     table: dict[str, _Word] = {}
-    for phrase in (custom,) if isinstance(custom, str) else custom:
-        m = _TAGGED().fullmatch(phrase)
-        word = normalise(m.group("body") if m else phrase)
+    listed = _phrases(custom)
+    for word in listed:
         key = word.casefold()
-        if word and key not in _BY_KEY and key not in table:
+        if key not in _BY_KEY and key not in table:
             table[key] = _Word(word, "custom", "COMPLETE", CUSTOM_ACTION)
+    if exclusive:  # the vocabulary's completion words complete only when listed
+        keep = {w.casefold() for w in listed}
+        table.update({k: _UNLISTED for k, w in _BY_KEY.items() if w.signal == "COMPLETE" and k not in keep})
     return table
 
 
-def detect_promises(text: str, custom: Sequence[str] = ()) -> Detection:
+_UNLISTED: Final = _Word("", "custom", "CONTINUE", "")  # marks a completion word that is not listed
+
+
+def detect_promises(text: str, custom: Sequence[str] = (), *, exclusive: bool = False) -> Detection:
     """Every completion promise in ``text``, in text order.
 
     ``custom`` are extra completion phrases (bare or in promise tags); each
-    maps to the COMPLETE signal. Never raises on a ``str``.
+    maps to the COMPLETE signal. With ``exclusive``, only they complete: the
+    vocabulary's completion words (``COMPLETE``, ``LOOP_DONE``) that are not
+    listed land in :attr:`Detection.unknown`, as the ralph-loop plugin's
+    ``--completion-promise`` has it. Never raises on a ``str``.
     """
-    phrases = _custom_table(custom)
+    phrases = _custom_table(custom, exclusive=exclusive)
     tags, hidden = _scan(text)
     hidden_starts = [h[0] for h in hidden]
     promises: list[Promise] = []
@@ -387,8 +425,8 @@ def detect_promises(text: str, custom: Sequence[str] = ()) -> Detection:
     for i, tag in enumerate(tags):
         body = normalise(tag.body)
         key = body.casefold()
-        known = _BY_KEY.get(key) or phrases.get(key)
-        if known is None:
+        known = phrases.get(key) or _BY_KEY.get(key)
+        if known is None or known is _UNLISTED:
             unknown.append(body)
             continue
         end = tags[i + 1].start if i + 1 < len(tags) else len(text)

@@ -8,10 +8,26 @@ and exit 0; to allow the stop print nothing and exit 0.
 
 Drop-in for the ``ralph-loop`` plugin: when ``.claude/ralph-loop.local.md``
 exists in the project, the decisions are the plugin's (``ledger.claude_code``),
-and every stop is also recorded in the ledger as events of the session
-``cc-<claude session id>``: the agent's turn read from the transcript (only the
-bytes appended since the previous stop), promises, the stop decision, and how
-the loop ended.
+and every stop is also recorded in the ledger as events of the loop's session:
+the agent's turn read from the transcript (only the bytes appended since the
+previous stop), promises, the stop decision, and how the loop ended.
+
+Loop identity: each loop is its own ledger session. The first loop of a Claude
+Code session is ``cc-<claude session id>``, the next ones ``cc-<id>-2``,
+``cc-<id>-3``, ... (:func:`loop_session`); the first stop of a loop chooses its
+session and writes it into the loop file (``ledger_session``), so a loop
+started after another ended is never appended to it. A new loop reads the
+transcript from where the previous loop of the session stopped reading.
+
+Finding the loop (:func:`find_project`): ``$CLAUDE_PROJECT_DIR``, else the
+hook's working directory, else stdin's ``cwd`` and its parents up to the
+project root (the first holding ``.git``): the first that holds a loop file.
+The home (:func:`hook_home`): ``--home``, else ``$RALPH_HOME``, else
+``<project>/.ralph``; a relative one is taken from the project directory.
+
+A transcript the drop-in cannot read (no path, a relative one, missing, not a
+regular file, unreadable) stops the loop as the plugin does: one line on stderr
+naming it, the state file deleted, the session escalated.
 
 The hook never wedges the agent: any internal error allows the stop, prints
 one line on stderr, exits 0, and records an ``error_recorded`` event when it
@@ -29,6 +45,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
+from msgspec.structs import replace
 
 from ledger import events as ev
 from ledger.claude_code import (
@@ -91,13 +108,37 @@ def parse_input(raw: bytes) -> HookInput:
     return data
 
 
-def ledger_session(claude_session: str) -> str:
-    """The ledger session id of a Claude Code session."""
-    return check_session_id(f"cc-{claude_session}")
+def ledger_session(claude_session: str, n: int = 1) -> str:
+    """The ledger session id of the ``n``-th loop of a Claude Code session: ``cc-<id>``, then
+    ``cc-<id>-2``, ``cc-<id>-3``, ..."""
+    return check_session_id(f"cc-{claude_session}" if n == 1 else f"cc-{claude_session}-{n}")
 
 
-def project_dir(data: HookInput) -> Path:
-    """The project the hook runs for: ``cwd`` from stdin, which must be an existing directory."""
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _has_loop(directory: Path) -> bool:
+    return (directory / LOOP_FILE).exists() or (directory / STATE_FILE).exists()
+
+
+def project_root(start: Path) -> Path:
+    """The git work tree holding ``start`` (the nearest directory at or above it holding ``.git``),
+    ``start`` itself when there is none."""
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
+
+
+def _up_to_root(start: Path) -> list[Path]:
+    """``start`` and its parents up to its project root (just ``start`` outside a git work tree)."""
+    root = project_root(start)
+    return [start, *(d for d in start.parents if d.is_relative_to(root))]
+
+
+def _stdin_cwd(data: HookInput) -> Path:
+    """``cwd`` from stdin (the hook's own when empty): an existing directory, else ``HookInputError``."""
     cwd = Path(data.cwd or os.getcwd())
     if not cwd.is_absolute():
         raise HookInputError(f"cwd {data.cwd!r} is not an absolute path")
@@ -107,33 +148,142 @@ def project_dir(data: HookInput) -> Path:
     return cwd
 
 
-def transcript_of(data: HookInput) -> Path | None:
-    """The transcript path from stdin, resolved; None when absent, relative, or not a regular file
-    (a directory, a FIFO, a device, a symlink loop): reading those could block or never end."""
+def find_project(data: HookInput, env: dict[str, str] | None = None) -> Path:
+    """The project whose loop this stop is for: the first of ``$CLAUDE_PROJECT_DIR``, the hook's
+    working directory, and stdin's ``cwd`` and its parents up to the project root (the first one
+    holding ``.git``) that holds a loop file. With no loop anywhere: ``$CLAUDE_PROJECT_DIR`` when
+    set, else the project root above stdin's ``cwd``. ``HookInputError`` when it comes to stdin's
+    ``cwd`` and that is not an existing absolute directory."""
+    environ = os.environ if env is None else env
+    claude_dir = environ.get("CLAUDE_PROJECT_DIR", "")
+    declared = Path(claude_dir) if claude_dir and Path(claude_dir).is_absolute() else None
+    if declared is not None and _is_dir(declared) and _has_loop(declared):
+        return declared.resolve()
+    with contextlib.suppress(OSError):  # the hook's working directory may have been removed
+        here = Path.cwd()
+        if _has_loop(here):
+            return here
+    cwd = _stdin_cwd(data)
+    for d in _up_to_root(cwd):
+        if _has_loop(d):
+            return d
+    return declared.resolve() if declared is not None and _is_dir(declared) else project_root(cwd)
+
+
+def hook_home(project: Path, home: str | None = None, env: dict[str, str] | None = None) -> Home:
+    """The hook's ledger home: ``home`` (``--home``), else ``$RALPH_HOME``, else ``<project>/.ralph``;
+    a relative path is taken from ``project``, wherever Claude Code runs the hook from."""
+    chosen = home or (os.environ if env is None else env).get("RALPH_HOME") or ".ralph"
+    path = Path(chosen).expanduser()
+    return Home.resolve(path if path.is_absolute() else project / path)
+
+
+def transcript_problem(data: HookInput) -> tuple[Path | None, str]:
+    """The transcript path from stdin, resolved, and ``""``; or None and what is wrong with it
+    (absent, relative, missing, not a regular file: a directory, a FIFO, a device or a symlink
+    loop could block or never end)."""
     if not data.transcript_path:
-        return None
+        return None, "the Stop event names no transcript_path"
     try:
         path = Path(data.transcript_path).expanduser()
         if not path.is_absolute():
-            return None
+            return None, f"transcript {data.transcript_path!r} is not an absolute path"
         path = path.resolve()
-        return path if path.is_file() else None
+        if not path.exists():
+            return None, f"transcript {path} does not exist"
+        return (path, "") if path.is_file() else (None, f"transcript {path} is not a regular file")
     except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte, "~" with no home
-        return None
+        return None, f"transcript {data.transcript_path!r} cannot be resolved"
+
+
+def transcript_of(data: HookInput) -> Path | None:
+    """The transcript path from stdin, resolved; None when absent, relative, or not a regular file
+    (see :func:`transcript_problem`)."""
+    return transcript_problem(data)[0]
+
+
+class LoopRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """What a loop's journal says: started, ended, the transcript offset of its last turn, its
+    latest iteration and the configuration it started with."""
+
+    started: bool = False
+    ended: bool = False
+    offset: int = 0
+    iteration: int = 0
+    config: dict[str, Any] = {}
+
+
+_ENDINGS: Final = (ev.SessionCompleted, ev.SessionBlocked, ev.SessionEscalated)
+
+
+def read_record(journal: Journal) -> LoopRecord:
+    """The :class:`LoopRecord` of ``journal`` (an empty one when there is no journal)."""
+    if not journal.path.exists():
+        return LoopRecord()
+    started = ended = False
+    offset = iteration = 0
+    config: dict[str, Any] = {}
+    for e in read_new(journal.path, Cursor()).events:
+        if isinstance(e, ev.SessionStarted):
+            started, config = True, e.config
+        elif isinstance(e, ev.AgentTurn) and e.transcript_offset:
+            offset = e.transcript_offset
+        elif isinstance(e, ev.IterationStarted):
+            iteration = e.iteration
+        elif isinstance(e, _ENDINGS):
+            ended = True
+    return LoopRecord(started=started, ended=ended, offset=offset, iteration=iteration, config=config)
 
 
 def _previous_offset(journal: Journal) -> tuple[bool, int]:
     """(whether the session was started in the ledger, transcript offset of its last turn)."""
-    if not journal.path.exists():
-        return False, 0
-    offset = 0
-    started = False
-    for e in read_new(journal.path, Cursor()).events:
-        if isinstance(e, ev.SessionStarted):
-            started = True
-        elif isinstance(e, ev.AgentTurn) and e.transcript_offset:
-            offset = e.transcript_offset
-    return started, offset
+    record = read_record(journal)
+    return record.started, record.offset
+
+
+def belongs(sid: str, claude_session: str) -> bool:
+    """Whether ``sid`` names a loop of the Claude Code session ``claude_session``."""
+    base = ledger_session(claude_session)
+    return sid == base or (sid.startswith(base + "-") and sid[len(base) + 1 :].isdigit())
+
+
+def loop_session(
+    home: Home, claude_session: str, same_loop: Callable[[LoopRecord], bool], clock: Callable[[], datetime]
+) -> tuple[str, LoopRecord, int]:
+    """The ledger session of a loop whose file names none yet: the latest loop of the Claude Code
+    session when it is still running and ``same_loop`` says the file is that loop's (a loop file
+    written before files named their session), else the first of ``cc-<id>``, ``cc-<id>-2``, ...
+    not started yet. Also its record, and the transcript offset the session's loops reached."""
+    latest: tuple[str, LoopRecord] | None = None
+    carry = 0
+    n = 1
+    while True:
+        sid = ledger_session(claude_session, n)
+        record = read_record(Journal(journal_path(home.journals, sid), clock=clock))
+        if not record.started:
+            break
+        latest, carry = (sid, record), max(carry, record.offset)
+        n += 1
+    if latest is not None and not latest[1].ended and same_loop(latest[1]):
+        return latest[0], latest[1], carry
+    return sid, record, carry
+
+
+def named_session(
+    home: Home, claude_session: str, sid: str, clock: Callable[[], datetime]
+) -> tuple[LoopRecord, int]:
+    """The record of the loop session ``sid`` a loop file names, and where its first turn starts
+    reading the transcript (where the Claude Code session's earlier loops stopped)."""
+    record = read_record(Journal(journal_path(home.journals, sid), clock=clock))
+    if record.started:
+        return record, record.offset
+    carry, n = 0, 1
+    while (other := ledger_session(claude_session, n)) != sid:
+        earlier = read_record(Journal(journal_path(home.journals, other), clock=clock))
+        if not earlier.started:
+            break
+        carry, n = max(carry, earlier.offset), n + 1
+    return record, carry
 
 
 def _turn(data: HookInput, transcript: Path | None, start: int) -> tuple[str | None, Scan | None]:
@@ -170,7 +320,11 @@ def _events(
                 agent="claude-code",
                 max_iterations=state.max_iterations,
                 completion_promises=[state.completion_promise] if state.completion_promise else [],
-                config={"mode": "ralph-loop", "claude_session_id": data.session_id},
+                config={
+                    "mode": "ralph-loop",
+                    "claude_session_id": data.session_id,
+                    "started_at": state.started_at,
+                },
             ),
             ev.IterationStarted(session_id=sid, iteration=n, max_iterations=state.max_iterations or None),
         ]
@@ -227,43 +381,113 @@ def _ending(sid: str, state: LoopState, decision: PluginDecision) -> list[ev.Eve
             ),
             ev.SessionEscalated(session_id=sid, iteration=n, guard="max_iterations", reason=decision.reason),
         ]
+    if decision.action == "allow":  # the loop stopped on a problem (transcript, prompt): nothing runs on
+        return [ev.SessionEscalated(session_id=sid, iteration=n, reason=decision.reason)]
     return []
 
 
-def run(raw: bytes, *, home: Home | None = None, clock: Callable[[], datetime] = utc_now) -> HookOutcome:
-    """One stop, fail-open: the outcome to print; never raises."""
-    sid = ""
-    journal: Journal | None = None
+class ErrorSink:
+    """Where an error of this stop is recorded: the loop's session once it is known; before that,
+    the Claude Code session's latest loop while it runs, else the session its next loop will have
+    (so an error never lands in a loop that has ended)."""
+
+    def __init__(self) -> None:
+        self.journal: Journal | None = None
+        self.sid = ""
+        self._guess: Callable[[], str] | None = None
+        self._clock: Callable[[], datetime] = utc_now
+        self._home: Home | None = None
+
+    def use(self, journal: Journal, sid: str) -> None:
+        """Record errors in ``journal`` (of session ``sid``) from now on."""
+        self.journal, self.sid, self._guess = journal, sid, None
+
+    def guess(self, home: Home, claude_session: str, clock: Callable[[], datetime]) -> None:
+        """Until :meth:`use` names the loop's session, find it from the Claude Code session's loops."""
+        self._home, self._clock = home, clock
+        self._guess = lambda: loop_session(home, claude_session, lambda _: True, clock)[0]
+
+    def target(self) -> tuple[Journal | None, str]:
+        """The journal and session an error is recorded in (None when nothing is known yet)."""
+        if self._guess is not None and self._home is not None:
+            with contextlib.suppress(Exception):  # best effort, like the recording itself
+                sid = self._guess()
+                return Journal(journal_path(self._home.journals, sid), clock=self._clock), sid
+        return self.journal, self.sid
+
+
+def run(
+    raw: bytes,
+    *,
+    home: Home | None = None,
+    clock: Callable[[], datetime] = utc_now,
+    home_arg: str | None = None,
+) -> HookOutcome:
+    """One stop, fail-open: the outcome to print; never raises. ``home`` is the ledger home itself,
+    ``home_arg`` the ``--home`` given on the command line (see :func:`hook_home`)."""
+    sink = ErrorSink()
     try:
         data = parse_input(raw)
-        sid = ledger_session(data.session_id)
-        project = project_dir(data)
-        home = home or Home.resolve(os.environ.get("RALPH_HOME") or project / ".ralph")
-        journal = Journal(journal_path(home.journals, sid), clock=clock)
+        ledger_session(data.session_id)  # a session id that cannot name a journal is refused here
+        project = find_project(data)
+        home = home or hook_home(project, home_arg)
+        sink.guess(home, data.session_id, clock)
         if (project / LOOP_FILE).exists():  # a ledger-native loop: the engine decides (imports DuckDB)
             from ledger.hook_loop import native_stop
 
-            return native_stop(data, project, home, project / LOOP_FILE, clock)
-        state_path = project / STATE_FILE
-        try:
-            state = read_state(state_path)
-        except StateError as exc:  # kept for the user to mend; the plugin would delete it
-            raise HookInputError(str(exc)) from None
-        if state is None:
-            return HookOutcome()
-        started, offset = _previous_offset(journal)
-        transcript = transcript_of(data)
-        text, turn = _turn(data, transcript, offset)
-        decision = plugin_decision(state, text, hook_session_id=data.session_id)
-        if not decision.ours:
-            return HookOutcome()  # another Claude Code session's loop: never block or touch it
-        journal.append(*_events(sid, state, decision, text, turn, started, data))
-        apply_decision(state_path, decision, current=state)
-        return _outcome(decision)
+            return native_stop(data, project, home, project / LOOP_FILE, clock, sink)
+        return _drop_in(data, project / STATE_FILE, home, clock, sink)
     except Exception as exc:  # the agent must never be wedged by the hook
         line = f"ralph-ledger hook: {one_line(exc, 300)}; allowing the stop"
-        _record_error(journal, sid, line)
+        _record_error(*sink.target(), line)
         return HookOutcome(stderr=line + "\n")
+
+
+def _drop_in(
+    data: HookInput, state_path: Path, home: Home, clock: Callable[[], datetime], sink: ErrorSink
+) -> HookOutcome:
+    """One stop of a ``ralph-loop`` plugin loop: the plugin's decision, recorded."""
+    try:
+        read = read_state(state_path)
+    except StateError as exc:  # kept for the user to mend; the plugin would delete it
+        raise HookInputError(str(exc)) from None
+    if read is None:
+        return HookOutcome()
+    if not plugin_decision(read, "", hook_session_id=data.session_id).ours:
+        return HookOutcome()  # another Claude Code session's loop: never block or touch it
+    sid, record, carry = _state_session(home, data.session_id, read, clock)
+    journal = Journal(journal_path(home.journals, sid), clock=clock)
+    sink.use(journal, sid)
+    state = replace(read, ledger_session=sid)
+    transcript, problem = transcript_problem(data)
+    text: str | None = None
+    turn: Scan | None = None
+    if transcript is not None:
+        try:
+            text, turn = _turn(data, transcript, record.offset if record.started else carry)
+        except OSError as exc:
+            problem = f"transcript {transcript} cannot be read: {exc.strerror or exc}"
+    decision = plugin_decision(state, text, hook_session_id=data.session_id, transcript_problem=problem)
+    journal.append(*_events(sid, state, decision, text, turn, record.started, data))
+    apply_decision(state_path, decision, current=read)
+    return _outcome(decision)
+
+
+def _state_session(
+    home: Home, claude_session: str, state: LoopState, clock: Callable[[], datetime]
+) -> tuple[str, LoopRecord, int]:
+    """The ledger session of a plugin loop: the one its file names, else :func:`loop_session`'s
+    (the running loop continues when it started with this file's ``started_at``, or, recorded
+    before loops had their own session, when it is at this file's iteration)."""
+    if state.ledger_session and belongs(state.ledger_session, claude_session):
+        return state.ledger_session, *named_session(home, claude_session, state.ledger_session, clock)
+
+    def same_loop(record: LoopRecord) -> bool:
+        if "started_at" in record.config:
+            return bool(record.config["started_at"] == state.started_at)
+        return state.iteration > 1 and record.iteration == state.iteration
+
+    return loop_session(home, claude_session, same_loop, clock)
 
 
 def _outcome(decision: PluginDecision) -> HookOutcome:
@@ -282,10 +506,10 @@ def _record_error(journal: Journal | None, sid: str, line: str) -> None:
         journal.append(ev.ErrorRecorded(session_id=sid, component="hook claude-code", message=line))
 
 
-def main(stdin: Any = None, stdout: Any = None, stderr: Any = None) -> int:
-    """Entry point: read stdin, print the outcome, exit 0."""
+def main(stdin: Any = None, stdout: Any = None, stderr: Any = None, *, home: str | None = None) -> int:
+    """Entry point: read stdin, print the outcome, exit 0. ``home`` is ``--home`` (see :func:`hook_home`)."""
     stdin = stdin or sys.stdin.buffer
-    outcome = run(stdin.read(MAX_STDIN + 1))
+    outcome = run(stdin.read(MAX_STDIN + 1), home_arg=home)
     (stdout or sys.stdout).write(outcome.stdout)
     (stderr or sys.stderr).write(outcome.stderr)
     return outcome.exit_code

@@ -188,6 +188,16 @@ def add_usage(a: TokenUsage, b: TokenUsage) -> TokenUsage:
     )
 
 
+def _sub_usage(a: TokenUsage, b: TokenUsage) -> TokenUsage:
+    """The field-by-field difference ``a - b``."""
+    return TokenUsage(
+        input=a.input - b.input,
+        output=a.output - b.output,
+        cache_creation=a.cache_creation - b.cache_creation,
+        cache_read=a.cache_read - b.cache_read,
+    )
+
+
 # --- forward scan ---------------------------------------------------------------------------------
 
 
@@ -196,7 +206,9 @@ class Scan(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     ``end`` is the offset just after the last complete line (``start`` when there is none): pass it as
     the next call's ``start``. ``tokens`` sums, once per ``message.id``, the usage of that message's
-    last line in the range; ``messages`` counts the distinct ids. ``tool_count`` counts tool_use blocks
+    last line in the range, less what a scan ending at ``start`` counted for a message whose lines
+    began before ``start`` (its last line there): the tokens of consecutive scans add up to those of
+    one scan over the whole file. ``messages`` counts the distinct ids. ``tool_count`` counts tool_use blocks
     and ``files_modified`` lists, first seen first, the files of Edit, Write, MultiEdit and NotebookEdit
     calls. ``last_text`` is the text of the last assistant message with text in the current turn,
     ``stop_reason`` the last non-null one of an assistant line (``""`` if none). ``lines`` counts the
@@ -277,14 +289,18 @@ class _Aggregate:
             self.run_texts.extend(texts)
             self.last_text = "\n\n".join(self.run_texts)
 
-    def tokens(self) -> TokenUsage:
+    def tokens(self, counted: dict[str, _Usage | None] | None = None) -> TokenUsage:
+        """Each message's last usage, less what ``counted`` says an earlier range counted for it."""
         total = TokenUsage()
-        for usage in self.usage.values():
+        for mid, usage in self.usage.items():
             if usage is not None:
                 total = add_usage(total, _token_usage(usage))
+            before = counted.get(mid) if counted else None
+            if before is not None:
+                total = _sub_usage(total, _token_usage(before))
         return total
 
-    def result(self, start: int, end: int) -> Scan:
+    def result(self, start: int, end: int, counted: dict[str, _Usage | None] | None = None) -> Scan:
         return Scan(
             start=start,
             end=end,
@@ -294,7 +310,7 @@ class _Aggregate:
             messages=len(self.usage),
             tool_count=self.tool_count,
             files_modified=list(self.files),
-            tokens=self.tokens(),
+            tokens=self.tokens(counted),
             last_text=self.last_text,
             stop_reason=self.stop_reason,
         )
@@ -361,7 +377,31 @@ def scan(path: PathArg, start: int = 0, *, max_line_bytes: int = MAX_LINE_BYTES)
         for raw, size in _lines_forward(f, max_line_bytes):
             agg.feed(raw)
             end += size
-    return agg.result(start, end)
+        counted = _counted_before(f, start, set(agg.usage), max_line_bytes) if start and agg.usage else None
+    return agg.result(start, end, counted)
+
+
+def _counted_before(f: BinaryIO, start: int, ids: set[str], cap: int) -> dict[str, _Usage | None]:
+    """The usage an earlier scan ending at ``start`` counted for the messages of ``ids``: the usage
+    of each one's last line before ``start``. A message's lines are one run (other line types and
+    messages that also go on after ``start`` aside), so the search reads back from ``start`` and
+    stops at a prompt or at the first line of a message that does not go on after ``start``."""
+    found: dict[str, _Usage | None] = {}
+    for raw in _BackwardLines(f, DEFAULT_MAX_BYTES, cap, end=start):
+        line = None if raw is None or _is_blank(raw) else _decode(raw)
+        if line is None:
+            continue
+        if _is_prompt(line):
+            break
+        message = _assistant(line)
+        if message is None or not message.id:
+            continue
+        if message.id not in ids:
+            break
+        found.setdefault(message.id, message.usage)
+        if len(found) == len(ids):
+            break
+    return found
 
 
 # --- backward search for the last text ----------------------------------------------------------------
@@ -386,10 +426,11 @@ class LastText(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 class _BackwardLines:
     """Complete lines of a file, last first, read in blocks that double in size."""
 
-    def __init__(self, f: BinaryIO, max_bytes: int, cap: int) -> None:
+    def __init__(self, f: BinaryIO, max_bytes: int, cap: int, *, end: int | None = None) -> None:
         self.f = f
         self.max_bytes = max_bytes
         self.cap = cap
+        self.end = end  # read the lines before this offset (None: the end of the file)
         self.bytes_read = 0
         self.exhausted = False
 
@@ -406,7 +447,7 @@ class _BackwardLines:
 
     def __iter__(self) -> Iterator[bytes | None]:
         """Yield each complete line without its newline (``None`` for one longer than ``cap``)."""
-        pos = self.f.seek(0, os.SEEK_END)
+        pos = self.f.seek(0, os.SEEK_END) if self.end is None else self.end
         if pos == 0:
             return
         skipping = self._ends_with_partial_line(pos)  # the partial last line is not read

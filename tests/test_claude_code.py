@@ -27,11 +27,11 @@ from ledger.claude_code import (
     parse_loop_args,
     parse_state,
     plugin_decision,
-    promise_text,
     read_state,
     render_state,
     write_state,
 )
+from ledger.promises import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path("/work/shared/fixtures/claude-code")
@@ -121,6 +121,14 @@ def test_write_read_round_trip(tmp_path: Path) -> None:
     write_state(path, s)
     assert read_state(path) == s
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left behind
+
+
+def test_the_loops_ledger_session_round_trips_and_is_absent_until_named(tmp_path: Path) -> None:
+    path = tmp_path / "s.md"
+    s = replace(parse_state(PLUGIN_FILE), ledger_session="cc-abc-2")
+    write_state(path, s)
+    assert read_state(path) == s and "\nledger_session: cc-abc-2\n" in path.read_text(encoding="utf-8")
+    assert "ledger_session" not in render_state(parse_state(PLUGIN_FILE))
 
 
 def test_round_trip_without_optional_fields(tmp_path: Path) -> None:
@@ -356,8 +364,10 @@ def test_no_promise_loops_forever(promise: str | None) -> None:
 
 
 def test_promise_text_helper() -> None:
-    assert promise_text("x <promise> a\n b </promise> y") == "a b"
-    assert promise_text("  no tag\there ") == "no tag here"
+    assert unwrap("x <promise> a\n b </promise> y", plugin=True) == "a b"
+    assert unwrap("  no tag\there ", plugin=True) == "no tag here"
+    assert unwrap("<PROMISE>a</PROMISE>", plugin=True) == "<PROMISE>a</PROMISE>"  # perl: tags as written
+    assert unwrap("<promise>a <b> c</promise>", plugin=True) == "a <b> c"
 
 
 def test_unreadable_transcript_stops_and_deletes() -> None:
@@ -600,6 +610,18 @@ def test_install_keeps_every_other_key_and_hook(tmp_path: Path) -> None:
     assert list(got) == ["model", "permissions", "hooks", "env"]
     assert list(got["hooks"]) == ["PreToolUse", "Stop", "SessionStart"]
     assert '\n  "model": "opus"' in text and '"NAME": "é"' in text
+
+
+def test_install_replaces_an_older_form_of_the_same_hook(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    other = {"type": "command", "command": "other-stop"}
+    old = {"type": "command", "command": "ralph-ledger hook claude-code", "timeout": 30}
+    path.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [other, old]}]}}), encoding="utf-8")
+    assert install_hook(
+        path, "/v/bin/ralph-ledger hook claude-code", replaces=lambda c: c.startswith("ralph-ledger")
+    )
+    stop = json.loads(path.read_text(encoding="utf-8"))["hooks"]["Stop"]
+    assert stop == [{"hooks": [other, {**old, "command": "/v/bin/ralph-ledger hook claude-code"}]}]
 
 
 def test_install_twice_adds_once(tmp_path: Path) -> None:

@@ -287,10 +287,50 @@ def test_corrupt_loop_file_fails_open_and_is_kept(loop: Loop) -> None:
 def test_loop_file_left_by_an_ended_loop_is_removed(loop: Loop) -> None:
     loop.start("--max-iterations", "1")
     ended(loop, loop.turn(), "ESCALATE", "max_iterations")
-    (loop.project / LOOP_FILE).write_text(json.dumps({"prompt": "again", "claude_session_id": CLAUDE}))
+    left = {"prompt": "again", "claude_session_id": CLAUDE, "ledger_session": f"cc-{CLAUDE}"}
+    (loop.project / LOOP_FILE).write_text(json.dumps(left))  # names the loop that ended
     loop.say("more")
     assert loop.stop().stdout == ""
     assert not (loop.project / LOOP_FILE).exists()
+
+
+def test_a_loop_started_after_another_ended_is_its_own_session(loop: Loop) -> None:
+    loop.start("--max-iterations", "1")
+    ended(loop, loop.turn(), "ESCALATE", "max_iterations")
+    first = loop.events()
+    loop.start("--max-iterations", "3", "--completion-promise", "ALL GREEN")
+    second = blocked(loop.turn("not yet"))
+    assert second["reason"].startswith("Make the tests pass")
+    assert loop.events() == first  # the first loop's record is left alone
+    assert read_loop_file(loop.project / LOOP_FILE) == LoopFile(
+        prompt="Make the tests pass",
+        claude_session_id=CLAUDE,
+        max_iterations=3,
+        completion_promise="ALL GREEN",
+        started_at=read_loop_file(loop.project / LOOP_FILE).started_at,  # type: ignore[union-attr]
+        ledger_session=f"cc-{CLAUDE}-2",
+    )
+    done = loop.turn("<promise>ALL GREEN</promise>")
+    assert isinstance(done, str) and "ALL GREEN" in done
+    evs = loop.events(f"{CLAUDE}-2")
+    assert isinstance(evs[0], E.SessionStarted) and [
+        t.tokens.input for t in evs if isinstance(t, E.AgentTurn)
+    ] == [10, 10]  # each turn read once: the second loop starts where the first stopped reading
+    assert isinstance(evs[-1], E.SessionCompleted)
+
+
+@pytest.mark.parametrize("hooks", ["", 'hooks = ["default"]\n'])
+def test_a_custom_completion_promise_is_the_only_one(tmp_path: Path, hooks: str) -> None:
+    loop = Loop(tmp_path, hooks + flag("tests") + NO_BREAKER)
+    loop.start("--max-iterations", "5", "--completion-promise", "ALL GREEN")
+    blocked(loop.turn("<promise>COMPLETE</promise>"))
+    blocked(loop.turn("<promise>LOOP_DONE</promise>"))
+    loop.touch("tests")
+    done = loop.turn("All checks pass.\n<promise>ALL GREEN</promise>")
+    assert isinstance(done, str) and done.startswith("✅") and "ALL GREEN" in done and "COMPLETE<" not in done
+    completed = loop.events()[-1]
+    assert isinstance(completed, E.SessionCompleted) and completed.promise == "ALL GREEN"
+    assert "ALL GREEN" in completed.reason or "ALL GREEN" in done
 
 
 def test_loop_start_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -306,3 +346,27 @@ def test_loop_start_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["loop", "--project", str(forced), "start", "Again"]) == 1
     assert main(["loop", "--project", str(tmp_path), "start", "--mode", "both", "x"]) == 2
     assert "expected ledger or plugin, got 'both'" in capsys.readouterr().err
+
+
+def test_exclusive_promises_in_the_configuration(tmp_path: Path) -> None:
+    loop = Loop(tmp_path, "completion_promises = ['SHIP IT']\nexclusive_promises = true\n" + flag("tests"))
+    loop.start("--max-iterations", "4")
+    loop.touch("tests")
+    blocked(loop.turn("<promise>COMPLETE</promise>"))
+    done = loop.turn("<promise>SHIP IT</promise>")
+    assert isinstance(done, str) and done.startswith("✅") and "SHIP IT" in done
+
+
+def test_a_second_loop_whose_first_stop_failed_still_reads_only_its_own_turns(loop: Loop) -> None:
+    loop.start("--max-iterations", "1")
+    ended(loop, loop.turn(tokens=7), "ESCALATE", "max_iterations")
+    loop.start("--max-iterations", "3")
+    good = (loop.project / "ralph.toml").read_text()
+    (loop.project / "ralph.toml").write_text("max_iterations = 'soon'\n")
+    loop.say("first try", tokens=20)
+    assert "max_iterations" in loop.stop().stderr  # fails open; the loop file names its session
+    (loop.project / "ralph.toml").write_text(good)
+    loop.say("second try", tokens=300)
+    assert json.loads(loop.stop().stdout)["decision"] == "block"
+    turns = [e.tokens.input for e in loop.events(f"{CLAUDE}-2") if isinstance(e, E.AgentTurn)]
+    assert turns == [320]  # the turns since the first loop, not the first loop's 7 again

@@ -18,6 +18,7 @@ from ledger.promises import (
     detect_promises,
     strongest,
     to_event,
+    unwrap,
 )
 
 FAST = settings(max_examples=200, deadline=None)
@@ -288,6 +289,73 @@ def test_comments_and_code_hide_promises(text: str, count: int) -> None:
 def test_a_hidden_promise_does_not_end_the_reason_region() -> None:
     p = only(f"<promise>BLOCKED</promise>\n<!-- {P} -->\nReason: r")
     assert p.reason == "r"
+
+
+# --- one reading of a promise ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "ours", "plugin"),
+    [
+        ("<promise>ALL GREEN</promise>", "ALL GREEN", "ALL GREEN"),
+        ("  <promise>\n ALL \t GREEN \n</promise> trailing", "ALL GREEN", "ALL GREEN"),
+        ("ALL  GREEN", "ALL GREEN", "ALL GREEN"),  # no tag: the whole text
+        ("<PROMISE>done</PROMISE>", "done", "<PROMISE>done</PROMISE>"),  # the plugin's perl: tags as written
+        ("<promise>a</promise> <promise>b</promise>", "a", "a"),  # the first element
+        ("<promise>ALL\u00a0GREEN</promise>", "ALL GREEN", "ALL\u00a0GREEN"),  # the plugin: ASCII space only
+    ],
+)
+def test_unwrap(text: str, ours: str, plugin: str) -> None:
+    assert unwrap(text) == ours
+    assert unwrap(text, plugin=True) == plugin
+
+
+def test_a_configured_phrase_reads_the_same_everywhere() -> None:
+    from ledger.config import promise_word
+
+    for phrase in ("<promise> ALL  GREEN </promise>", "ALL \n GREEN", "<PROMISE>ALL GREEN</PROMISE>"):
+        assert promise_word(phrase) == unwrap(phrase) == "ALL GREEN"
+        assert words("<promise>all green</promise>", (phrase,)) == ["ALL GREEN"]
+
+
+def test_only_this_module_parses_promise_tags() -> None:
+    """One parser of ``<promise>`` elements: no other module of ledger/ compiles its own."""
+    from pathlib import Path
+
+    ledger = Path(__file__).resolve().parents[1] / "ledger"
+    own = [
+        f"{path.name}:{n}"
+        for path in sorted(ledger.glob("*.py"))
+        if path.name != "promises.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "<promise>" in line and re.search(r"\bre\.(compile|match|fullmatch|search|sub|findall)\(", line)
+    ]
+    assert own == []
+
+
+@pytest.mark.parametrize(
+    ("text", "custom", "expected", "unknown"),
+    [
+        ("<promise>COMPLETE</promise>", ("ALL GREEN",), [], ["COMPLETE"]),
+        ("<promise>LOOP_DONE</promise>", ("ALL GREEN",), [], ["LOOP_DONE"]),
+        ("<promise>ALL GREEN</promise>", ("ALL GREEN",), ["ALL GREEN"], []),
+        ("<promise>BLOCKED</promise>", ("ALL GREEN",), ["BLOCKED"], []),  # not a completion word
+        ("<promise>COMPLETE</promise>", ("<promise>COMPLETE</promise>",), ["COMPLETE"], []),
+        (
+            "<promise>LOOP_DONE</promise> <promise>COMPLETE</promise>",
+            ("COMPLETE",),
+            ["COMPLETE"],
+            ["LOOP_DONE"],
+        ),
+        ("<promise>COMPLETE</promise>", (), [], ["COMPLETE"]),
+    ],
+)
+def test_exclusive_phrases_are_the_only_completion(
+    text: str, custom: tuple[str, ...], expected: list[str], unknown: list[str]
+) -> None:
+    got = detect_promises(text, custom, exclusive=True)
+    assert [p.word for p in got.promises] == expected and got.unknown == unknown
+    assert [p.word for p in detect_promises(text, custom).promises] != [] or not unknown
 
 
 # --- custom phrases -----------------------------------------------------------

@@ -17,7 +17,10 @@ from ledger import events as E
 from ledger.journal import Cursor, read_new
 from ledger.stop_hook import run
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
+FIXTURES = next(
+    (d / "shared/fixtures/claude-code" for d in Path(__file__).resolve().parents if (d / "shared").is_dir()),
+    Path("/work/shared/fixtures/claude-code"),
+)
 SESSION = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
 
 
@@ -301,3 +304,110 @@ def test_every_shared_transcript_goes_through_the_hook(project: Path, name: str)
     total = turns[0].tokens
     assert (total.input, total.output, total.cache_creation, total.cache_read) == oracle_tokens(transcript)
     assert turns[0].transcript_offset == transcript.stat().st_size
+
+
+def test_a_loop_recorded_before_loops_had_their_own_session_carries_on(project: Path) -> None:
+    """A loop that an older version was driving (its journal ``cc-<id>``, its file naming no ledger
+    session) goes on in that journal; a new loop after it gets its own."""
+    from ledger.journal import Journal
+
+    start_loop(project, "Old task", "--max-iterations", "9")
+    state_file = project / ".claude" / "ralph-loop.local.md"
+    text = (
+        state_file.read_text()
+        .replace("iteration: 1", "iteration: 2")
+        .replace("session_id: ", f"session_id: {SESSION}")
+    )
+    state_file.write_text(text)
+    sid = f"cc-{SESSION}"
+    Journal(project / ".ralph" / "journals" / f"{sid}.jsonl").append(
+        E.SessionStarted(
+            session_id=sid, task="Old task", config={"mode": "ralph-loop", "claude_session_id": SESSION}
+        ),
+        E.IterationStarted(session_id=sid, iteration=1),
+        E.StopDecided(session_id=sid, iteration=1, decision="block"),
+        E.IterationStarted(session_id=sid, iteration=2),
+    )
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "more")
+    assert json.loads(hook(project, event(project, transcript)).stdout)["systemMessage"].startswith(
+        "🔄 Ralph iteration 3"
+    )
+    assert [e.iteration for e in journal(project) if isinstance(e, E.AgentTurn)] == [2]
+    assert f"ledger_session: {sid}\n" in state_file.read_text()
+
+
+def test_an_unreadable_transcript_ends_the_plugin_loop_in_the_ledger(project: Path) -> None:
+    start_loop(project, "Go", "--max-iterations", "5")
+    missing = project / "missing.jsonl"
+    out = hook(project, event(project, missing, last_assistant_message="hi"))
+    assert out.stdout == "" and out.stderr.count("\n") == 1 and str(missing) in out.stderr
+    assert out.stderr.startswith("⚠️  Ralph loop: Failed to extract assistant messages: ")
+    assert not (project / ".claude" / "ralph-loop.local.md").exists()
+    last = journal(project)[-1]
+    assert isinstance(last, E.SessionEscalated) and str(missing) in last.reason
+
+
+@pytest.mark.parametrize("where", ["env", "hook cwd", "walk up"])
+def test_the_loop_is_found_from_a_subdirectory(project: Path, tmp_path: Path, where: str) -> None:
+    from ledger.stop_hook import HookInput, find_project
+
+    (project / ".git").mkdir()
+    (project / ".claude").mkdir()
+    (project / ".claude" / "ralph-loop.local.md").write_text("---\niteration: 1\nmax_iterations: 0\n---\nx\n")
+    deep = project / "a" / "b"
+    deep.mkdir(parents=True)
+    cwd = Path.cwd()
+    os.chdir(project if where == "hook cwd" else tmp_path)
+    try:
+        env = {"CLAUDE_PROJECT_DIR": str(project)} if where == "env" else {}
+        assert find_project(HookInput(session_id="s", cwd=str(deep)), env) == project.resolve()
+    finally:
+        os.chdir(cwd)
+
+
+def test_the_home_of_the_hook() -> None:
+    from ledger.stop_hook import hook_home
+
+    p = Path("/p/roj")
+    assert hook_home(p, None, {}).root == p / ".ralph"
+    assert hook_home(p, None, {"RALPH_HOME": "h"}).root == p / "h"
+    assert hook_home(p, "/abs", {"RALPH_HOME": "h"}).root == Path("/abs")
+    assert hook_home(p, "rel", {}).root == p / "rel"
+
+
+def test_the_walk_up_stops_at_the_project_root(project: Path, tmp_path: Path) -> None:
+    """A loop file above the git work tree (say in the home folder) is never the project's."""
+    from ledger.stop_hook import HookInput, find_project
+
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "ralph-loop.local.md").write_text(
+        "---\niteration: 1\nmax_iterations: 0\n---\nx\n"
+    )
+    (project / ".git").mkdir()
+    deep = project / "a"
+    deep.mkdir()
+    cwd = Path.cwd()
+    os.chdir(deep)
+    try:
+        assert find_project(HookInput(session_id="s", cwd=str(deep)), {}) == project.resolve()
+        plain = tmp_path / "plain" / "sub"  # no git work tree: only the directory itself
+        plain.mkdir(parents=True)
+        os.chdir(plain)
+        assert find_project(HookInput(session_id="s", cwd=str(plain)), {}) == plain.resolve()
+    finally:
+        os.chdir(cwd)
+
+
+def test_an_error_after_a_loop_ended_is_not_recorded_in_that_loop(project: Path) -> None:
+    start_loop(project, "Go", "--max-iterations", "5", "--completion-promise", "DONE")
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "<promise>DONE</promise>")
+    assert hook(project, event(project, transcript)).stdout.startswith("✅")
+    finished = journal(project)
+    (project / ".claude" / "ralph-loop.local.md").write_text("---\niteration: x\n---\nprompt\n")
+    out = hook(project, event(project, transcript))
+    assert "allowing the stop" in out.stderr
+    assert journal(project) == finished
+    errors = journal(project, f"{SESSION}-2")
+    assert [type(e) for e in errors] == [E.ErrorRecorded] and "iteration" in errors[0].message  # type: ignore[union-attr]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -18,7 +19,10 @@ from ledger.events import TokenUsage
 from ledger.transcript import MAX_LINE_BYTES, Scan, add_usage, find_last_text, last_text, scan
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
+FIXTURES = next(
+    (d / "shared/fixtures/claude-code" for d in Path(__file__).resolve().parents if (d / "shared").is_dir()),
+    Path("/work/shared/fixtures/claude-code"),
+)
 FIXTURE_FILES = sorted(FIXTURES.glob("*.jsonl")) if FIXTURES.is_dir() else []
 FIXTURE_PARAMS = [pytest.param(p, id=p.stem) for p in FIXTURE_FILES] or [
     pytest.param(None, marks=pytest.mark.skip(reason=f"no transcripts in {FIXTURES}"))
@@ -188,6 +192,65 @@ def test_fixture_scanned_in_two_pieces_at_a_turn_boundary(path: Path, tmp_path: 
         assert list(dict.fromkeys(first.files_modified + second.files_modified)) == whole.files_modified
         assert first.lines + second.lines == whole.lines
         assert second.last_text == whole.last_text
+
+
+def assistant_line_ends(data: bytes) -> list[int]:
+    """The byte offsets just after each assistant line: where a stop may have read up to."""
+    ends, pos = [], 0
+    for raw in complete_lines(data):
+        pos += len(raw) + 1
+        if json.loads(raw).get("type") == "assistant":
+            ends.append(pos)
+    return ends
+
+
+@pytest.mark.parametrize("path", FIXTURE_PARAMS)
+def test_fixture_split_at_every_assistant_line_counts_each_message_once(path: Path, tmp_path: Path) -> None:
+    """Two stops, the first seeing the transcript up to an assistant line (maybe mid-message), the
+    second the rest: their tokens add up to one stop's over the whole file, at every boundary."""
+    data = path.read_bytes()
+    whole = scan(path)
+    ends = assistant_line_ends(data)
+    inside = [e for e, nxt in itertools.pairwise(ends) if _message_id(data, e) == _message_id(data, nxt)]
+    assert inside, "the file should have messages split over several lines"
+    head = tmp_path / "growing.jsonl"
+    for cut in ends:
+        head.write_bytes(data[:cut])
+        first = scan(head)
+        with head.open("ab") as f:
+            f.write(data[cut:])
+        second = scan(head, start=first.end)
+        assert add_usage(first.tokens, second.tokens) == whole.tokens, cut
+
+
+def _message_id(data: bytes, end: int) -> str:
+    """The message id of the assistant line ending at ``end``."""
+    line = data[: end - 1].rsplit(b"\n", 1)[-1]
+    return str(json.loads(line)["message"]["id"])
+
+
+def test_a_message_split_between_two_scans_is_counted_once_with_its_final_usage(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "t.jsonl",
+        prompt("go"),
+        assistant("m1", thinking(), use=usage(100, 1, 5, 7)),
+        {"type": "progress", "data": {}},
+    )
+    first = scan(path)
+    assert first.tokens == TokenUsage(input=100, output=1, cache_creation=5, cache_read=7)
+    with path.open("ab") as f:
+        f.write(jl(assistant("m1", text("done"), use=usage(100, 40, 5, 7)), assistant("m2", text("x"))))
+    second = scan(path, start=first.end)
+    assert second.tokens == TokenUsage(input=1, output=41, cache_creation=3, cache_read=4)
+    assert add_usage(first.tokens, second.tokens) == scan(path).tokens
+
+
+def test_a_new_message_after_a_scan_is_not_reduced(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.jsonl", prompt("go"), assistant("m1", text("a"), use=usage(10, 1, 0, 0)))
+    first = scan(path)
+    with path.open("ab") as f:
+        f.write(jl(result(), assistant("m2", text("b"), use=usage(20, 2, 0, 0))))
+    assert scan(path, start=first.end).tokens == TokenUsage(input=20, output=2)
 
 
 @pytest.mark.parametrize("path", FIXTURE_PARAMS)
