@@ -148,13 +148,13 @@ def test_the_sql_console_in_a_terminal_types_runs_exports_and_goes_back(
         terminal.keys("C-z")
         terminal.wait(lambda s: "│ SELECT agent, sessions" in s or " SELECT agent, sessions" in s)
         terminal.keys("C-r")
-        terminal.wait(lambda s: re.search(r"\d+ row\(s\) · 5 column\(s\)", s))
+        terminal.wait(lambda s: re.search(r"\d+ row\(s\) · 6 column\(s\)", s))
         terminal.keys("C-s")
         terminal.wait(lambda s: "Export the result" in s)
         terminal.keys("C-u", "agents.csv", "Enter")
         terminal.wait(lambda s: "wrote" in s and "agents.csv" in s)
         header = (project.dir / "agents.csv").read_text().splitlines()[0]
-        assert header == "agent,sessions,completed,completion_pct,mean_iterations"
+        assert header == "agent,sessions,completed,completion_pct,autonomous_pct,mean_iterations"
         terminal.keys("Escape")
         terminal.wait(lambda s: "13 sessions" in s)
         terminal.keys("q")
