@@ -853,8 +853,14 @@ def bench_live(cfg: Config, home: Home) -> LiveRun:
             time.sleep(0.1)
         spaced_gap = ",".join(f"{g:g}" for g in SPACED_GAP_S)
         spacer = Child(
-            "append", home.root, "--appends", str(max(5, cfg.appends // 4)), "--seed", str(cfg.seed + 1),
-            "--gap", spaced_gap,
+            "append",
+            home.root,
+            "--appends",
+            str(max(5, cfg.appends // 4)),
+            "--seed",
+            str(cfg.seed + 1),
+            "--gap",
+            spaced_gap,
         )
         spacer.finish()
         spaced = spacer.events("append")

@@ -15,11 +15,19 @@ def test_ruff_clean() -> None:
         [
             str(BIN / "ruff"),
             "check",
-            *[d for d in ("ledger", "tests", "bench", "sample_sessions") if (ROOT / d).is_dir()],
+            *[d for d in ("ledger", "tui", "tests", "bench", "sample_sessions") if (ROOT / d).is_dir()],
         ],
         cwd=ROOT,
         capture_output=True,
         text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_format_clean() -> None:
+    """Every Python file, and the Python blocks of the Markdown files, as ``ruff format`` writes them."""
+    proc = subprocess.run(
+        [str(BIN / "ruff"), "format", "--check", "."], cwd=ROOT, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

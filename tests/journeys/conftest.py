@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,113 +97,85 @@ def project(tmp_path: Path) -> Project:
 
 
 class Terminal:
-    """A program running in a real pseudo-terminal, its screen kept by a VT100 emulator (``pyte``)."""
+    """A program in a real terminal: a pane of a private tmux server (``cols`` x ``rows``), its screen
+    read as the user sees it, keys typed into it, its exit code."""
 
     def __init__(
         self,
-        argv: list[str],
+        argv: Sequence[str],
         *,
         cwd: Path,
         env: Mapping[str, str] | None = None,
         size: tuple[int, int] = (100, 30),
     ) -> None:
-        import pty
-        import threading
-
-        import pyte
-
+        if shutil.which("tmux") is None:
+            pytest.fail("tmux is not installed: these journeys need it for a real terminal")
+        self.socket = f"ralph-{uuid.uuid4().hex[:12]}"
+        self._dir = Path(tempfile.mkdtemp(prefix="ralph-term-"))
+        self.rc_file = self._dir / "exit-code"
+        command = " ".join(shlex.quote(a) for a in argv)
+        shell = f"{command}; echo $? > {shlex.quote(str(self.rc_file))}; sleep 600"
+        self.env = {**(env if env is not None else clean_env()), "TERM": "xterm-256color"}
         cols, rows = size
-        self.screen = pyte.Screen(cols, rows)
-        self._stream = pyte.ByteStream(self.screen)
-        self._lock = threading.Lock()
-        pid, fd = pty.fork()
-        if pid == 0:  # the child: becomes the program
-            try:
-                os.chdir(cwd)
-                child_env = dict(env if env is not None else clean_env())
-                child_env.update(TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
-                os.execvpe(argv[0], argv, child_env)
-            finally:
-                os._exit(127)
-        self.pid, self.fd = pid, fd
-        self._resize(cols, rows)
-        self.returncode: int | None = None
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self.tmux("new-session", "-d", "-s", "main", "-x", str(cols), "-y", str(rows), "-c", str(cwd), shell)
 
-    def _resize(self, cols: int, rows: int) -> None:
-        import fcntl
-        import struct
-        import termios
+    def tmux(self, *args: str) -> str:
+        """Run a tmux command against this terminal's server; its output."""
+        proc = subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=30,
+        )
+        return proc.stdout
 
-        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    def screen(self) -> str:
+        """The text on the screen now."""
+        return self.tmux("capture-pane", "-p", "-t", "main")
+
+    def wait_for(self, done: str | Callable[[str], object], timeout: float = 30.0) -> str:
+        """Poll the screen until it shows ``done`` (a text, or a test of the screen); the screen then."""
+        test = (lambda s: done in s) if isinstance(done, str) else done
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.screen()
+            if test(text):
+                return text
+            if time.monotonic() > deadline:
+                pytest.fail(f"the screen never showed what was expected; it shows:\n{text}")
+            time.sleep(0.05)
+
+    def press(self, *keys: str) -> None:
+        """Press keys, one after another (tmux names: ``C-c``, ``Enter``, ``Escape``, or text)."""
+        for key in keys:
+            self.tmux("send-keys", "-t", "main", key)
 
     def resize(self, cols: int, rows: int) -> None:
         """Give the terminal a new size (the program gets SIGWINCH)."""
-        with self._lock:
-            self.screen.resize(rows, cols)
-        self._resize(cols, rows)
+        self.tmux("resize-window", "-t", "main", "-x", str(cols), "-y", str(rows))
 
-    def _read(self) -> None:
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            with self._lock:
-                self._stream.feed(data)
-
-    def text(self) -> str:
-        """What the screen shows now, one line per row."""
-        with self._lock:
-            return "\n".join(self.screen.display)
-
-    def wait_for(self, needle: str, timeout: float = 15) -> str:
-        """Wait until ``needle`` is on the screen; the screen's text (fails with it after ``timeout``)."""
-        import time
-
+    def exit_code(self, timeout: float = 20.0) -> int:
+        """Wait for the program to end; its exit code."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            shown = self.text()
-            if needle in shown:
-                return shown
-            if self.poll() is not None:
-                break
-            time.sleep(0.05)
-        pytest.fail(f"{needle!r} not on screen after {timeout} s (exit {self.returncode}):\n{self.text()}")
-
-    def send(self, keys: str) -> None:
-        """Type ``keys`` (``\\x03`` is Ctrl-C, ``\\r`` Enter)."""
-        os.write(self.fd, keys.encode())
-
-    def poll(self) -> int | None:
-        """The exit code once the program has ended, else None."""
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float = 15) -> int:
-        """Wait for the program to end; its exit code (fails after ``timeout``)."""
-        import time
-
-        deadline = time.monotonic() + timeout
-        while self.poll() is None:
+        while not self.rc_file.exists() or not self.rc_file.read_text().strip():
             if time.monotonic() > deadline:
-                pytest.fail(f"still running after {timeout} s:\n{self.text()}")
+                pytest.fail(f"the program did not end; the screen shows:\n{self.screen()}")
             time.sleep(0.05)
-        assert self.returncode is not None
-        return self.returncode
+        return int(self.rc_file.read_text())
 
     def close(self) -> None:
-        """End the program if it still runs and release the terminal."""
-        import signal
+        """End the tmux server (and anything still running in it) and remove what it left."""
+        self.tmux("kill-server")
+        folder = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        (folder / self.socket).unlink(missing_ok=True)
+        shutil.rmtree(self._dir, ignore_errors=True)
 
-        if self.poll() is None:
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-            self.returncode = -9
-        os.close(self.fd)
+
+@pytest.fixture
+def terminals() -> Iterator[list[Terminal]]:
+    """Terminals a test opens (append them); all closed when it ends."""
+    opened: list[Terminal] = []
+    yield opened
+    for t in opened:
+        t.close()

@@ -144,8 +144,8 @@ def run_tui(demo: Demo, line: str) -> None:
     term = Terminal(["bash", "-c", line], cwd=demo.dir, env=demo.env())
     try:
         term.wait_for("status", 30)
-        term.send("q")
-        assert term.wait(15) == 0, term.text()
+        term.press("q")
+        assert term.exit_code(15) == 0, term.screen()
     finally:
         term.close()
 
@@ -238,7 +238,7 @@ def test_first_command_on_a_fresh_checkout(tmp_path: Path) -> None:
     term = Terminal(shlex.split(run), cwd=tree, env=clean_env())
     try:
         term.wait_for("running", 30)
-        term.send("q")
-        assert term.wait(15) == 0
+        term.press("q")
+        assert term.exit_code(15) == 0, term.screen()
     finally:
         term.close()

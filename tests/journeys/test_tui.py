@@ -4,88 +4,15 @@ the tests read the screen as the user sees it, press keys, and read the exit cod
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
 import subprocess
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.journeys.conftest import Project, clean_env, script
-
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a pseudo-terminal")
+from tests.journeys.conftest import Project, Terminal, clean_env, script
 
 AGENT = 'import sys\nsys.stdin.read()\nprint("all done <promise>COMPLETE</promise>")\n'
 """A scripted agent: reads the prompt, promises completion."""
-
-
-class Terminal:
-    """``ralph-tui ARGS`` in a 120x40 tmux pane (a private tmux server), its screen and exit code."""
-
-    def __init__(self, cwd: Path, args: list[str], env: dict[str, str], tmp: Path) -> None:
-        self.socket = f"ralph-tui-{uuid.uuid4().hex[:12]}"
-        self.rc_file = tmp / f"{self.socket}.rc"
-        command = " ".join(shlex.quote(a) for a in [script("ralph-tui"), *args])
-        shell = f"{command}; echo $? > {shlex.quote(str(self.rc_file))}; sleep 600"
-        self.tmux("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", "-c", str(cwd), shell, env=env)
-
-    def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
-        """Run a tmux command against this terminal's server."""
-        proc = subprocess.run(
-            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-            capture_output=True,
-            text=True,
-            env=env if env is not None else clean_env(),
-            timeout=30,
-        )
-        return proc.stdout
-
-    def screen(self) -> str:
-        """The text on the screen now."""
-        return self.tmux("capture-pane", "-p", "-t", "main")
-
-    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 20.0) -> str:
-        """Poll the screen until ``predicate(screen)``; the screen then, or fail with it."""
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.screen()
-            if predicate(text):
-                return text
-            if time.monotonic() > deadline:
-                pytest.fail(f"the screen never showed what was expected; it shows:\n{text}")
-            time.sleep(0.05)
-
-    def press(self, *keys: str) -> None:
-        """Press keys (tmux names: ``C-c``, ``Enter``, or text)."""
-        self.tmux("send-keys", "-t", "main", *keys)
-
-    def exit_code(self, timeout: float = 15.0) -> int:
-        """Wait for ralph-tui to exit; its exit code."""
-        deadline = time.monotonic() + timeout
-        while not self.rc_file.exists() or not self.rc_file.read_text().strip():
-            if time.monotonic() > deadline:
-                pytest.fail(f"ralph-tui did not exit; the screen shows:\n{self.screen()}")
-            time.sleep(0.05)
-        return int(self.rc_file.read_text())
-
-    def close(self) -> None:
-        """End the tmux server (and anything still running in it) and remove its socket."""
-        self.tmux("kill-server")
-        folder = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
-        (folder / self.socket).unlink(missing_ok=True)
-
-
-@pytest.fixture
-def terminals(tmp_path: Path) -> Iterator[list[Terminal]]:
-    """Terminals opened by a test, closed after it."""
-    opened: list[Terminal] = []
-    yield opened
-    for t in opened:
-        t.close()
 
 
 def tui(
@@ -93,7 +20,7 @@ def tui(
 ) -> Terminal:
     """``ralph-tui ARGS`` started in the project, as a user types it (TERM set as a terminal has it)."""
     base = env if env is not None else clean_env()
-    term = Terminal(project.dir, list(args), {**base, "TERM": "xterm-256color"}, project.dir.parent)
+    term = Terminal([script("ralph-tui"), *args], cwd=project.dir, env=base, size=(120, 40))
     terminals.append(term)
     return term
 
