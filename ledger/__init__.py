@@ -7,9 +7,13 @@ hook) never pays for importing DuckDB.
 
 from __future__ import annotations
 
-import sys
-from importlib import import_module
-from typing import Any
+from ledger.interrupts import quiet_start
+
+quiet_start()  # first: in ralph-ledger and ralph-tui, Ctrl-C while they load is one line, not a traceback
+
+import sys  # noqa: E402
+from importlib import import_module  # noqa: E402
+from typing import Any  # noqa: E402
 
 
 def _import_msgspec_lean() -> None:
@@ -52,6 +56,7 @@ _EXPORTS = {
     "LedgerLocked": "ledger.errors",
     "one_line": "ledger.errors",
     "Monitor": "ledger.monitor",
+    "ready": "ledger.interrupts",
     "replay": "ledger.replay",
 }
 

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from ledger import interrupts
 from ledger.home import Home
 from ledger.journal import JournalError
 
@@ -183,6 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="-- AGENT_CMD",
         help="the agent command and its arguments (with --resume: the session's recorded one)",
     )
+    for name, command in sub.choices.items():  # the global options are taken after the command too
+        if name in ("hook", "loop"):  # (hook has its own --home; loop start passes its words on)
+            continue
+        command.add_argument("--home", default=argparse.SUPPRESS, help="ledger home (as before the command)")
+        command.add_argument(
+            "--wait",
+            type=non_negative_float,
+            default=argparse.SUPPRESS,
+            metavar="SECONDS",
+            help="as before the command",
+        )
     return p
 
 
@@ -781,6 +793,8 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
 
 # The commands that read the ledger file: one that finds it damaged moves it aside and runs again.
 LEDGER_COMMANDS = ("ingest", "rebuild", "sessions", "show", "sql", "export", "stats")
+CLEANING_UP = ("ingest", "rebuild", "export")
+"""Commands that clean up their scratch files on Ctrl-C (the others simply end: ``ledger.interrupts``)."""
 COMMANDS: dict[str, Callable[[Home, argparse.Namespace], None]] = {
     "ingest": cmd_ingest,
     "rebuild": cmd_ingest,
@@ -858,6 +872,8 @@ def _main(argv: Sequence[str]) -> int:
 
     try:
         args = build_parser().parse_args(argv)
+        if args.command in CLEANING_UP:
+            interrupts.ready()
         home = Home.resolve(args.home)
         _check_home(home, args)
         try:
@@ -890,6 +906,14 @@ def _main(argv: Sequence[str]) -> int:
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"ralph-ledger: {where}{_reason(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if interrupts.interrupted():  # DuckDB reports Ctrl-C during a statement as its own error
+            print("ralph-ledger: interrupted", file=sys.stderr)
+            return 130
+        from ledger.errors import one_line
+
+        print(f"ralph-ledger: internal error ({type(exc).__name__}): {one_line(exc, 300)}", file=sys.stderr)
         return 1
     return 0
 

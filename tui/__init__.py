@@ -3,3 +3,5 @@
 Built only on ledger's public API (``ledger``, ``ledger.monitor``, ``ledger.replay``); ``ledger``
 itself never imports Textual.
 """
+
+import ledger  # noqa: F401  (first: in ralph-tui, Ctrl-C while Textual loads is one line, not a traceback)

@@ -33,7 +33,7 @@ from textual.screen import Screen
 from textual.worker import get_current_worker
 from watchfiles import Change, awatch
 
-from ledger import is_journal, journals_in
+from ledger import is_journal, journals_in, ready
 from ledger import one_line as first_line
 from ledger.monitor import Monitor, Update, default_home_here, resolve_home
 from ledger.replay import replay
@@ -658,6 +658,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ... [--speed N]``."""
+    ready()  # loaded: Ctrl-C is the app's again
     args = parse_args(argv)
     if not valid_speed(args.speed):
         print(

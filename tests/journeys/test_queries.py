@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -314,3 +315,20 @@ def test_an_output_that_cannot_be_written_is_named(project: Project) -> None:
         text=True,
     )
     assert head.stdout == "range\n" and head.stderr == "" and head.returncode == 0
+
+
+def test_home_and_wait_after_the_command(project: Project, tmp_path: Path) -> None:
+    """``ralph-ledger sessions --home DIR`` as well as ``ralph-ledger --home DIR sessions``."""
+    elsewhere = Project(tmp_path / "elsewhere")
+    elsewhere.write("agent.py", "import sys\nsys.stdin.read()\nprint('<promise>COMPLETE</promise>')\n")
+    proc = elsewhere.cli("run", "--session", "far", "--", sys.executable, "agent.py", input="go")
+    assert proc.returncode == 0, proc.stderr
+    home = str(elsewhere.home)
+    for args in (
+        ["--home", home, "sessions", "--json"],
+        ["sessions", "--json", "--home", home, "--wait", "0"],
+    ):
+        proc = project.cli(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert [row["session_id"] for row in json.loads(proc.stdout)] == ["far"]
+    assert project.cli("sessions", "--wait", "-1").returncode == 2
