@@ -566,17 +566,22 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     session = os.environ.get("CLAUDE_CODE_SESSION_ID", "")
     state = new_state(loop, session_id=session)
     if native:
+        from ledger.hook_loop import loop_config
+        from ledger.stop_hook import HookInputError
+
         path = project / LOOP_FILE
-        write_loop_file(
-            path,
-            LoopFile(
-                prompt=loop.prompt,
-                claude_session_id=session,
-                max_iterations=loop.max_iterations or None,
-                completion_promise=loop.completion_promise,
-                started_at=state.started_at,
-            ),
+        native_loop = LoopFile(
+            prompt=loop.prompt,
+            claude_session_id=session,
+            max_iterations=loop.max_iterations or None,
+            completion_promise=loop.completion_promise,
+            started_at=state.started_at,
         )
+        try:  # the configuration every stop will use: checked now, not at the first stop
+            loop_config(project, native_loop)
+        except HookInputError as exc:
+            raise CliError(f"ralph-ledger loop start: {exc}") from None
+        write_loop_file(path, native_loop)
         read_loop_file(path)
         limit = (
             f"at most {loop.max_iterations} iterations" if loop.max_iterations else "the configured limits"

@@ -25,7 +25,7 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("ctrl+p", "command palette"),
             ("+ -", "replay faster / slower"),
             ("p", "pause the replay"),
-            ("q", "quit"),
+            ("q ctrl+c", "quit"),
         ),
     ),
     (

@@ -299,6 +299,17 @@ def test_loop_start_help_starts_nothing(project: Project) -> None:
     assert not (project.dir / ".claude").exists()
 
 
+def test_loop_start_checks_the_configuration_before_any_stop(project: Project) -> None:
+    """A ``ralph.toml`` every stop would refuse is refused by ``loop start``: one line naming the file
+    and the key, exit 1, no loop file (the agent never runs on a loop that cannot work)."""
+    project.write("ralph.toml", "max_iterations = 0\nhooks = ['defualt']\n")
+    proc = project.cli("loop", "start", "Fix it", "--mode", "ledger")
+    assert proc.returncode == 1, proc
+    assert len(proc.stderr.splitlines()) == 1 and "ralph.toml" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (project.dir / ".claude").exists()
+
+
 # --- 3.7 a transcript the drop-in cannot use ----------------------------------------------------------
 
 
