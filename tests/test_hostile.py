@@ -294,12 +294,16 @@ def test_hook_as_a_process_never_exits_2_nor_prints_a_traceback(bed: HookBed) ->
 
 
 def test_native_loop_recovers_once_a_bad_configuration_is_mended(tmp_path: Path) -> None:
-    """A ledger-native loop whose first stop meets a bad ``ralph.toml`` fails open (one line, an
-    ``error_recorded``); once mended, the next stop starts the loop instead of failing forever."""
+    """A ledger-native loop whose first stop meets a bad ``ralph.toml`` (broken after ``loop start``,
+    which refuses a bad one) fails open (one line, an ``error_recorded``); once mended, the next stop
+    starts the loop instead of failing forever."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "ralph.toml").write_text("max_iterations = 'soon'\n")
+    assert cli_main(["loop", "--project", str(project), "start", "Do it", "--mode", "ledger"]) == 1
+    (project / "ralph.toml").write_text("max_iterations = 3\n")
     assert cli_main(["loop", "--project", str(project), "start", "Do it", "--mode", "ledger"]) == 0
+    (project / "ralph.toml").write_text("max_iterations = 'soon'\n")
     transcript = tmp_path / "t.jsonl"
     transcript.write_text(
         json.dumps({"type": "assistant", "message": {"id": "m", "content": [{"type": "text", "text": "hi"}]}})

@@ -13,19 +13,12 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import AGENT_PREAMBLE
 from tests.journeys.conftest import Project, clean_env, script
 
 TASK = "Make the tests pass.\n"
 
-AGENT = """\
-import os, pathlib, subprocess, sys, time
-state = pathlib.Path(sys.argv[1])
-prompt = sys.stdin.read()
-counter = state / "count"
-n = int(counter.read_text()) + 1 if counter.exists() else 1
-counter.write_text(str(n))
-(state / f"prompt{n}.txt").write_text(prompt)
-"""
+AGENT = "import os\n" + AGENT_PREAMBLE + '(state / f"prompt{n}.txt").write_text(prompt)\n'
 """The start of every scripted agent: it counts its runs (``n``) and keeps each run's prompt."""
 
 HANG = """\
