@@ -99,8 +99,12 @@ def test_the_sql_console_in_a_terminal_types_runs_exports_and_goes_back(
         terminal.press("C-r")
         terminal.wait_for(lambda s: re.search(r"\d+ row\(s\) · 6 column\(s\)", s))
         terminal.press("C-s")
-        terminal.wait_for(lambda s: "Export the result" in s)
-        terminal.press("C-u", "agents.csv", "Enter")
+        terminal.wait_for(lambda s: "Export the result" in s and "ralph-query-" in s)  # the default name
+        terminal.press("C-u")
+        terminal.wait_for(lambda s: "Export the result" in s and "ralph-query-" not in s)  # cleared
+        terminal.press("agents.csv")
+        terminal.wait_for(lambda s: "Export the result" in s and "agents.csv" in s)  # typed in the dialog
+        terminal.press("Enter")
         terminal.wait_for(lambda s: "wrote" in s and "agents.csv" in s)
         header = (project.dir / "agents.csv").read_text().splitlines()[0]
         assert header == "agent,sessions,completed,completion_pct,autonomous_pct,mean_iterations"
