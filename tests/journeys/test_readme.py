@@ -141,9 +141,14 @@ def run_tui(demo: Demo, line: str) -> None:
             journals = demo.user_home / word[2:] / "journals"
             journals.mkdir(parents=True, exist_ok=True)
             shutil.copy(SAMPLES / "tdd-success.jsonl", journals)
-    term = Terminal(["bash", "-c", line], cwd=demo.dir, env=demo.env())
+    show_then_quit(["bash", "-c", line], demo.dir, demo.env(), "status")
+
+
+def show_then_quit(argv: list[str], cwd: Path, env: dict[str, str], shows: str) -> None:
+    """``ralph-tui`` in a terminal shows ``shows``; ``q`` quits it with 0."""
+    term = Terminal(argv, cwd=cwd, env=env)
     try:
-        term.wait_for("status", 30)
+        term.wait_for(shows, 30)
         term.press("q")
         assert term.exit_code(15) == 0, term.screen()
     finally:
@@ -235,10 +240,4 @@ def test_first_command_on_a_fresh_checkout(tmp_path: Path) -> None:
     setup, _, run = SETUP.rpartition(" && ")
     proc = subprocess.run(["bash", "-c", setup], cwd=tree, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    term = Terminal(shlex.split(run), cwd=tree, env=clean_env())
-    try:
-        term.wait_for("running", 30)
-        term.press("q")
-        assert term.exit_code(15) == 0, term.screen()
-    finally:
-        term.close()
+    show_then_quit(shlex.split(run), tree, clean_env(), "running")
