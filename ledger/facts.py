@@ -23,12 +23,17 @@ def _naive_utc(now: datetime) -> datetime:
 def read_facts(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime) -> Facts:
     """The session as the guards see it, after its latest recorded events."""
     sid = [session_id]
-    row = _one(
-        ledger, "SELECT iteration, max_iterations, tokens, started_at FROM sessions WHERE session_id = ?", sid
-    )
+    row = _one(ledger, "SELECT iteration, max_iterations, tokens FROM sessions WHERE session_id = ?", sid)
     if row is None:
         raise LookupError(f"no session {session_id!r} in the ledger")
-    iteration, max_iterations, tokens, started_at = row
+    iteration, max_iterations, tokens = row
+    clock = _one(
+        ledger,
+        "SELECT elapsed_s, backward_steps, forward_jumps, skipped_s "
+        "FROM session_elapsed(session := ?, now := ?)",
+        [session_id, _naive_utc(now)],
+    )
+    elapsed_s, back, jumps, skipped_s = clock or (0.0, 0, 0, 0.0)
     streak = _one(ledger, "SELECT streak FROM failure_streak(session := ?)", sid)
     errors = _one(ledger, "SELECT streak FROM failure_streak(session := ?, errors := TRUE)", sid)
     qr = cfg.quality_regression
@@ -64,7 +69,8 @@ def read_facts(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime)
         regression=(float(regression[0]), float(regression[1])) if regression else None,
         thrashing=tuple((str(f), int(n)) for f, n in thrash),
         stall=(float(stall[0]), float(stall[1])) if stall else None,
-        elapsed_s=max(0.0, (_naive_utc(now) - started_at).total_seconds()),
+        elapsed_s=float(elapsed_s),
+        clock_skew=(int(back), int(jumps), float(skipped_s)),
         tokens=int(tokens),
         stop_retries=retries,
         circuit=state,

@@ -13,7 +13,7 @@ guard that fires returns a ``Trip`` with its evidence and the signal it forces.
 | quality_regression | last `span` scores strictly falling, drop > min_drop | ESCALATE | on, 3, 10   |
 | thrashing          | one file modified in >= N iterations                | BLOCKED  | on, 5       |
 | validation_stall   | `span` iterations without beating the best score    | ESCALATE | on, 3       |
-| time_limit         | elapsed since the loop started > limit              | BLOCKED  | on, 1800 s  |
+| time_limit         | time run since the loop's start event > limit       | BLOCKED  | on, 1800 s  |
 | token_budget       | tokens used >= budget                               | ESCALATE | off         |
 | max_stop_retries   | stops blocked in a row within one iteration >= N    | ESCALATE | on, 3       |
 | error_threshold    | validation runs with an errored rule in a row >= N  | ESCALATE | on, 3       |
@@ -118,7 +118,8 @@ class Facts:
     regression: tuple[float, float] | None = None  # (first score, current score) when declining
     thrashing: tuple[tuple[str, int], ...] = ()  # (file, iterations) at or past the threshold
     stall: tuple[float, float] | None = None  # (score, best before) when stalled
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0  # time worked by the session's own clock (``session_elapsed.sql``)
+    clock_skew: tuple[int, int, float] = (0, 0, 0.0)  # (steps back, jumps ahead, seconds set aside)
     tokens: int = 0
     stop_retries: int = 0
     circuit: CircuitState = "closed"
@@ -206,11 +207,16 @@ def validation_stall(f: Facts, cfg: GuardConfig) -> Trip | None:
 
 
 def time_limit(f: Facts, cfg: GuardConfig) -> Trip | None:
-    """BLOCKED when more than ``time_limit.seconds`` seconds have elapsed since the start."""
+    """BLOCKED when the session has run more than ``time_limit.seconds`` seconds by its own clock
+    (``Facts.elapsed_s``: steps back and jumps of the clock are left out, and said in the detail)."""
     limit = cfg.time_limit.seconds
-    if f.elapsed_s > limit:
-        return Trip("time_limit", "BLOCKED", f"running for {f.elapsed_s:.0f} s, over the {limit:.0f} s limit")
-    return None
+    if f.elapsed_s <= limit:
+        return None
+    detail = f"running for {f.elapsed_s:.0f} s, over the {limit:.0f} s limit"
+    back, jumps, _ = f.clock_skew
+    if back or jumps:
+        detail += f" (clock went back {back} time(s), jumped ahead {jumps} time(s): not counted)"
+    return Trip("time_limit", "BLOCKED", detail)
 
 
 def token_budget(f: Facts, cfg: GuardConfig) -> Trip | None:
@@ -256,6 +262,14 @@ GUARDS: dict[str, Callable[[Facts, GuardConfig], Trip | None]] = {
 }
 
 
+def _clock_skew(f: Facts) -> dict[str, Any]:
+    """The clock's steps back and jumps ahead that the elapsed time left out (none: nothing)."""
+    back, jumps, skipped = f.clock_skew
+    if not (back or jumps):
+        return {}
+    return {"clock_steps_back": back, "clock_jumps": jumps, "clock_skipped_s": round(skipped, 3)}
+
+
 def evidence(f: Facts, guard: str, cfg: GuardConfig) -> dict[str, Any]:
     """What a trip is recorded with: the facts it looked at and its settings."""
     facts: dict[str, dict[str, Any]] = {
@@ -268,7 +282,7 @@ def evidence(f: Facts, guard: str, cfg: GuardConfig) -> dict[str, Any]:
         "quality_regression": {"scores": list(f.regression or ())},
         "thrashing": {"files": [list(t) for t in f.thrashing]},
         "validation_stall": {"score_and_best": list(f.stall or ())},
-        "time_limit": {"elapsed_s": round(f.elapsed_s, 3)},
+        "time_limit": {"elapsed_s": round(f.elapsed_s, 3), **_clock_skew(f)},
         "token_budget": {"tokens": f.tokens},
         "max_stop_retries": {"stop_retries": f.stop_retries},
         "error_threshold": {"error_streak": f.error_streak},

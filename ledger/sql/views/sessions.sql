@@ -17,8 +17,8 @@ SELECT
   coalesce(any_value(e.streak), 0) AS consecutive_failures,
   bool_or(type = 'override' AND kind = 'manual_stop') AS stop_requested,
   arg_max(reason, seq) FILTER (WHERE type = 'override' AND kind = 'manual_stop') AS stop_reason,
-  min(ts) AS started_at,
-  max(ts) AS updated_at,
+  arg_min(ts, seq) AS started_at,  -- the first and last events by seq, whatever their clocks said
+  arg_max(ts, seq) AS updated_at,
   count(e.seq) AS events,
   coalesce(sum(e.tokens), 0) AS tokens  -- as turn_tokens defines them
 FROM (
