@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import reprlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -88,6 +89,33 @@ def one_line(error: BaseException | str, limit: int | None = None) -> str:
         first = type(error).__name__
     first = printable(first)
     return first if limit is None or len(first) <= limit else first[: limit - 1] + "…"
+
+
+_OPERATION: Final = "ralph_ledger_operation"
+
+
+@contextmanager
+def operation(what: str) -> Iterator[None]:
+    """Run the block; an ``OSError`` raised in it that names no file (``os.write`` on a full disk)
+    is marked with ``what`` it was doing (``appending to the journal /p/s1.jsonl``), for
+    ``os_error`` to name. The innermost operation is the one kept."""
+    try:
+        yield
+    except OSError as exc:
+        if not exc.filename and not hasattr(exc, _OPERATION):
+            setattr(exc, _OPERATION, what)
+        raise
+
+
+def os_error(exc: OSError, doing: str = "") -> str:
+    """An OS error as one line that says where: ``PATH: reason`` when it names a file, else
+    ``OPERATION: reason`` (marked by ``operation``, else ``doing``), else the reason alone."""
+    reason = printable(exc.strerror) if exc.strerror else one_line(exc)
+    if exc.filename:
+        where = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
+    else:
+        where = getattr(exc, _OPERATION, "") or doing
+    return f"{printable(where)}: {reason}" if where else reason
 
 
 def _explain(
