@@ -82,8 +82,9 @@ def no_session(session_id: str, home: Path) -> str:
 def one_line(error: BaseException | str, limit: int | None = None) -> str:
     """An error as the one line a user is shown: the first non-blank line of its message (an
     exception without one: its class name), unprintable characters escaped, cut to ``limit``
-    characters (the last one ``…``). The one way every part of ralph-ledger words an error."""
-    message = str(error)
+    characters (the last one ``…``); an OS error says where, as ``os_error`` words it. The one way
+    every part of ralph-ledger words an error."""
+    message = os_error(error) if isinstance(error, OSError) else str(error)
     first = next((line.strip() for line in message.splitlines() if line.strip()), "")
     if not first and isinstance(error, BaseException):
         first = type(error).__name__
@@ -110,12 +111,17 @@ def operation(what: str) -> Iterator[None]:
 def os_error(exc: OSError, doing: str = "") -> str:
     """An OS error as one line that says where: ``PATH: reason`` when it names a file, else
     ``OPERATION: reason`` (marked by ``operation``, else ``doing``), else the reason alone."""
-    reason = printable(exc.strerror) if exc.strerror else one_line(exc)
+    reason = printable(exc.strerror) if exc.strerror else _first_line(str(exc)) or type(exc).__name__
     if exc.filename:
         where = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
     else:
         where = getattr(exc, _OPERATION, "") or doing
     return f"{printable(where)}: {reason}" if where else reason
+
+
+def _first_line(text: str) -> str:
+    """The first non-blank line of ``text``, printable."""
+    return printable(next((line.strip() for line in text.splitlines() if line.strip()), ""))
 
 
 def _explain(

@@ -166,3 +166,22 @@ def test_a_full_disk_is_named_by_ingest_sql_and_run(project: Project, small_disk
     journal = str(home / "journals" / "s3.jsonl")
     assert f"appending to the journal {journal}" in one_error_line(run("s3"), journal)
     assert list((home / "tmp").iterdir()) == []  # a failed scratch file is removed at once
+
+
+def test_a_stop_hook_on_a_full_disk_allows_the_stop_and_names_what_failed(
+    project: Project, small_disk: Path
+) -> None:
+    home = small_disk / "home"
+    assert project.cli("init", "claude-code").returncode == 0
+    start(project, "Write the parser", "--max-iterations", "9")
+    claude = Claude(project)
+    home.mkdir()
+    fill(small_disk)  # the loop's journal is a new file: it needs room the disk no longer has
+    claude.text("Started on the parser.")
+    proc = claude.stop("--home", str(home))
+    assert proc.stdout == ""  # the stop is allowed: the hook never wedges the agent
+    line = proc.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line, proc.stderr
+    assert line.startswith("ralph-ledger hook: ") and line.endswith("; allowing the stop"), line
+    assert f"appending to the journal {home / 'journals'}" in line, line
+    assert "No space left on device" in line and ": :" not in line, line
