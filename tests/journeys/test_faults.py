@@ -4,6 +4,7 @@ state file, and a home on a small filesystem that fills up under ``ingest``, ``s
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.journeys.conftest import Project, clean_env
-from tests.journeys.test_claude_code import Claude, block, start
+from tests.journeys.test_claude_code import CLAUDE, Claude, block, ledger_project, start
 
 STATE = ".claude/ralph-loop.local.md"
 
@@ -98,6 +99,27 @@ def test_a_loop_start_after_a_killed_rewrite_removes_the_orphan(project: Project
     start(project, "Write the lexer", "--max-iterations", "3")  # it writes the state file anew
     assert leftovers(project) == []
     assert "Write the lexer" in (project.dir / STATE).read_text()
+
+
+def test_a_ledger_loop_stop_killed_mid_rewrite_leaves_no_temp_file_once_the_next_stop_ran(
+    project: Project,
+) -> None:
+    ledger_project(project)
+    assert project.cli("init", "claude-code").returncode == 0
+    start(project, "Write the parser", "--max-iterations", "9")
+    loop_file = project.dir / ".claude" / "ralph-ledger.local.json"
+    assert loop_file.exists()
+    claude = Claude(project)
+    claude.text("Started on the parser.")
+    dead = killed_stop(project, claude)  # killed as it claims the loop file for this session
+
+    def ours() -> list[str]:
+        return [p.name for p in loop_file.parent.iterdir() if p.name.startswith(f".{loop_file.name}.")]
+
+    assert len(ours()) == 1 and str(dead) in ours()[0], ours()
+    assert block(claude.stop())["decision"] == "block"
+    assert ours() == []
+    assert json.loads(loop_file.read_text())["claude_session_id"] == CLAUDE
 
 
 # --- a full disk --------------------------------------------------------------------------------
