@@ -182,7 +182,7 @@ def test_a_full_disk_is_named_by_ingest_sql_and_run(project: Project, small_disk
 
     scratch = str(home / "tmp")
     ingest = one_error_line(project.cli("--home", str(home), "ingest"), scratch, str(home / "ledger.duckdb"))
-    assert "ingest" in ingest, ingest  # the operation that failed
+    assert "into the scratch file" in ingest, ingest  # the operation that failed
     sql = project.cli("--home", str(home), "sql", "SELECT count(*) FROM events")
     one_error_line(sql, scratch, str(home / "ledger.duckdb"))
     journal = str(home / "journals" / "s3.jsonl")
