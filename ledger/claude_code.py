@@ -101,11 +101,8 @@ How this module differs, on purpose
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import stat
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -114,6 +111,7 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec.structs import replace
 
+from ledger.atomic import atomic_write, sweep_temps
 from ledger.promises import unwrap
 
 STATE_FILE: Final = ".claude/ralph-loop.local.md"
@@ -289,25 +287,8 @@ def render_state(state: LoopState) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to a temp file beside ``path``, then ``os.replace`` it (keeping the mode)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o644
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` to ``path`` atomically, keeping its mode (see ``ledger.atomic``)."""
+    atomic_write(path, text.encode("utf-8"))
 
 
 def write_state(path: StrPath, state: LoopState) -> None:
@@ -475,8 +456,11 @@ def apply_decision(path: StrPath, decision: PluginDecision, *, current: LoopStat
     """Delete or rewrite the state file as the plugin would; ``current`` is what was read."""
     if decision.next_state is None:
         Path(path).unlink(missing_ok=True)
+        sweep_temps(Path(path))  # what killed rewrites left: nothing rewrites this file again
     elif decision.next_state != current:
-        write_state(path, decision.next_state)
+        write_state(path, decision.next_state)  # (removes them first)
+    else:
+        sweep_temps(Path(path))
 
 
 # --------------------------------------------------------------------------- loop start

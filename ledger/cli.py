@@ -909,8 +909,11 @@ def _main(argv: Sequence[str]) -> int:
         print("ralph-ledger: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"ralph-ledger: {where}{_reason(exc)}", file=sys.stderr)
+        from ledger.errors import os_error
+
+        command = _command_of(argv)
+        doing = f"running `ralph-ledger {command}`" if command else "running ralph-ledger"
+        print(f"ralph-ledger: {os_error(exc, doing)}", file=sys.stderr)
         return 1
     except Exception as exc:
         if interrupts.interrupted():  # DuckDB reports Ctrl-C during a statement as its own error

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import reprlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -81,13 +82,46 @@ def no_session(session_id: str, home: Path) -> str:
 def one_line(error: BaseException | str, limit: int | None = None) -> str:
     """An error as the one line a user is shown: the first non-blank line of its message (an
     exception without one: its class name), unprintable characters escaped, cut to ``limit``
-    characters (the last one ``…``). The one way every part of ralph-ledger words an error."""
-    message = str(error)
+    characters (the last one ``…``); an OS error says where, as ``os_error`` words it. The one way
+    every part of ralph-ledger words an error."""
+    message = os_error(error) if isinstance(error, OSError) else str(error)
     first = next((line.strip() for line in message.splitlines() if line.strip()), "")
     if not first and isinstance(error, BaseException):
         first = type(error).__name__
     first = printable(first)
     return first if limit is None or len(first) <= limit else first[: limit - 1] + "…"
+
+
+_OPERATION: Final = "ralph_ledger_operation"
+
+
+@contextmanager
+def operation(what: str) -> Iterator[None]:
+    """Run the block; an ``OSError`` raised in it that names no file (``os.write`` on a full disk)
+    is marked with ``what`` it was doing (``appending to the journal /p/s1.jsonl``), for
+    ``os_error`` to name. The innermost operation is the one kept."""
+    try:
+        yield
+    except OSError as exc:
+        if not exc.filename and not hasattr(exc, _OPERATION):
+            setattr(exc, _OPERATION, what)
+        raise
+
+
+def os_error(exc: OSError, doing: str = "") -> str:
+    """An OS error as one line that says where: ``PATH: reason`` when it names a file, else
+    ``OPERATION: reason`` (marked by ``operation``, else ``doing``), else the reason alone."""
+    reason = printable(exc.strerror) if exc.strerror else _first_line(str(exc)) or type(exc).__name__
+    if exc.filename:
+        where = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
+    else:
+        where = getattr(exc, _OPERATION, "") or doing
+    return f"{printable(where)}: {reason}" if where else reason
+
+
+def _first_line(text: str) -> str:
+    """The first non-blank line of ``text``, printable."""
+    return printable(next((line.strip() for line in text.splitlines() if line.strip()), ""))
 
 
 def _explain(

@@ -32,7 +32,6 @@ drop-in mode does not.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Final
 import msgspec
 
 from ledger import events as ev
+from ledger.atomic import atomic_write, sweep_temps
 from ledger.config import ConfigError, LoopConfig, find_config
 from ledger.engine import Engine, EngineError, ValidateResult
 from ledger.home import Home
@@ -106,14 +106,7 @@ def read_loop_file(path: Path) -> LoopFile | None:
 
 def write_loop_file(path: Path, loop: LoopFile) -> None:
     """Write the loop file atomically, readable by its owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, msgspec.json.format(msgspec.json.encode(loop), indent=2) + b"\n")
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    atomic_write(path, msgspec.json.format(msgspec.json.encode(loop), indent=2) + b"\n", mode=0o600)
 
 
 def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
@@ -195,6 +188,7 @@ def native_stop(
         engine.start(sid, loop_config(project, loop))
     elif record.ended:
         path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
+        sweep_temps(path)
         return HookOutcome()
     text, turn = _turn(data, transcript, record.offset if record.started else carry)
     result = engine.validate(
@@ -238,6 +232,7 @@ def _decide(
             }
             return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
     path.unlink(missing_ok=True)
+    sweep_temps(path)
     message = _ending(n, result, refused)
     journal.append(ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message))
     if result.signal == "COMPLETE":

@@ -19,13 +19,14 @@ good events are re-encoded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -34,7 +35,8 @@ import duckdb
 import msgspec
 
 from ledger import events as ev
-from ledger.errors import LedgerError, one_line
+from ledger.atomic import pid_gone
+from ledger.errors import LedgerError, one_line, operation
 from ledger.journal import BadLine, Span, count_lines, decode_chunk, locate_new, read_span
 from ledger.schema import defaulted_columns, invalid_rows_predicate, normalise_select, read_json_columns
 
@@ -284,15 +286,8 @@ def sweep_scratch(tmpdir: Path) -> None:
     except OSError:
         return
     for m in names:
-        pid = int(m[1])
-        if pid == os.getpid():
-            continue
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if pid_gone(int(m[1])):
             (tmpdir / m[0]).unlink(missing_ok=True)
-        except OSError:  # alive, another user's
-            pass
 
 
 def _scratch_path(tmpdir: Path) -> tuple[Path, int]:
@@ -303,34 +298,46 @@ def _scratch_path(tmpdir: Path) -> tuple[Path, int]:
 
 def _scratch(tmpdir: Path, parts: Iterable[bytes]) -> Path:
     path, fd = _scratch_path(tmpdir)
-    try:
-        for data in parts:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
+    with _removed_on_error(path), operation(f"writing the scratch file {path}"):
+        try:
+            for data in parts:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
     return path
 
 
 def _copy_spans(tmpdir: Path, spans: list[Span]) -> Path:
     """Concatenate journal byte ranges into a scratch file, copied by the kernel."""
     path, out = _scratch_path(tmpdir)
-    try:
-        for span in spans:
-            src = os.open(span.path, os.O_RDONLY)
-            try:
-                pos = span.start
-                while pos < span.end:
-                    n = os.copy_file_range(src, out, span.end - pos, pos)
-                    if n == 0:
-                        raise OSError(f"{span.path} shrank while being ingested")
-                    pos += n
-            finally:
-                os.close(src)
-    finally:
-        os.close(out)
+    with _removed_on_error(path), operation(f"copying journals into the scratch file {path}"):
+        try:
+            for span in spans:
+                src = os.open(span.path, os.O_RDONLY)
+                try:
+                    pos = span.start
+                    while pos < span.end:
+                        n = os.copy_file_range(src, out, span.end - pos, pos)
+                        if n == 0:
+                            raise OSError(f"{span.path} shrank while being ingested")
+                        pos += n
+                finally:
+                    os.close(src)
+        finally:
+            os.close(out)
     return path
+
+
+@contextlib.contextmanager
+def _removed_on_error(path: Path) -> Iterator[None]:
+    """Remove the scratch file ``path`` when the block fails (a full disk: it is of no use)."""
+    try:
+        yield
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def _insert(con: duckdb.DuckDBPyConnection, batch: _Batch, *, normalise: bool, exact: bool) -> bool:

@@ -26,7 +26,7 @@ from typing import Any, Final
 import msgspec
 
 from ledger import events as ev
-from ledger.errors import printable
+from ledger.errors import operation, printable
 
 SESSION_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 FIRST_BLOCK: Final = 4096  # most lines are shorter: read that much first
@@ -313,7 +313,7 @@ class Journal:
 
     def append(self, *events: ev.Event) -> list[ev.Event]:
         """Append events atomically with the next seqs; returns them as written."""
-        with self._locked() as fd:
+        with operation(f"appending to the journal {self.path}"), self._locked() as fd:
             rfd = os.open(self.path, os.O_RDONLY)
             try:
                 seq, torn = _last_seq(rfd, os.fstat(rfd).st_size)

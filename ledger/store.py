@@ -26,7 +26,7 @@ from typing import Any, Final, TypeVar
 
 import duckdb
 
-from ledger.errors import LedgerError, LedgerLocked, one_line
+from ledger.errors import LedgerError, LedgerLocked, one_line, operation
 from ledger.home import Home
 from ledger.ingest import IngestReport, ingest, sweep_scratch
 from ledger.schema import SCHEMA_VERSION as EVENTS_VERSION
@@ -398,7 +398,8 @@ class Ledger:
             raise LedgerError("this ledger was opened read-only; it cannot ingest")
         if self.home and sweep and self.scratch is None:
             sweep_scratch(self.home.tmp)
-        with self._private():
+        where = f"ingesting into {self.path}" if self.path is not None else "ingesting"
+        with operation(where), self._private():
             return self._mending(work)
 
     def _private(self) -> contextlib.AbstractContextManager[None]:
