@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label
 
 from tui import format as fmt
+from tui.messages import ralph_app
 
 if TYPE_CHECKING:
     from tui.app import RalphApp
@@ -65,10 +66,7 @@ class AlertsScreen(Screen[None]):
     @property
     def ralph(self) -> RalphApp:
         """The app, typed."""
-        from tui.app import RalphApp
-
-        assert isinstance(self.app, RalphApp)
-        return self.app
+        return ralph_app(self)
 
     def compose(self) -> ComposeResult:
         """A title line, the table (or a note while there are none), the footer."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Final
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from ledger.monitor import EXAMPLE_QUERIES
+from tui.messages import ralph_app
 
 if TYPE_CHECKING:
     from tui.app import RalphApp
@@ -50,10 +51,7 @@ class RalphCommands(Provider):
     @property
     def ralph(self) -> RalphApp:
         """The app, typed."""
-        from tui.app import RalphApp
-
-        assert isinstance(self.app, RalphApp)
-        return self.app
+        return ralph_app(self)
 
     def commands(self, *, sessions: bool = True) -> list[Command]:
         """Every command, with the sessions known now."""

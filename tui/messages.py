@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
+from textual.app import App
 from textual.message import Message
 
 from ledger import QueryResult
@@ -19,6 +21,9 @@ from ledger.monitor import (
     SessionRow,
     Update,
 )
+
+if TYPE_CHECKING:
+    from tui.app import RalphApp
 
 
 class Opened(Message):
@@ -137,3 +142,17 @@ class Exported(Message):
         self.path = path
         self.rows = rows
         self.error = error
+
+
+class _OfAnApp(Protocol):
+    @property
+    def app(self) -> App[Any]: ...
+
+
+def ralph_app(node: _OfAnApp) -> RalphApp:
+    """The ``RalphApp`` a screen or provider belongs to, typed: the one way they reach it."""
+    from tui.app import RalphApp
+
+    app = node.app
+    assert isinstance(app, RalphApp)
+    return app

@@ -15,7 +15,7 @@ from textual.worker import get_current_worker
 
 from ledger.monitor import EventLine, IterationDetail, IterationRow, SessionRow
 from tui import format as fmt
-from tui.messages import DetailLoaded, SessionLoaded
+from tui.messages import DetailLoaded, SessionLoaded, ralph_app
 from tui.widgets import HeatGrid, ScorePlot, TokenBars, checkpoints_text
 
 if TYPE_CHECKING:
@@ -179,10 +179,7 @@ class SessionScreen(Screen[None]):
     @property
     def ralph(self) -> RalphApp:
         """The app, typed."""
-        from tui.app import RalphApp
-
-        assert isinstance(self.app, RalphApp)
-        return self.app
+        return ralph_app(self)
 
     def compose(self) -> ComposeResult:
         """Title, timeline and detail, the plots, the event log, the footer."""

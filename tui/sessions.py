@@ -20,6 +20,7 @@ from textual.widgets import Footer, Input, Label, ProgressBar, Static
 
 from ledger.monitor import Fleet, SessionRow, fleet_of
 from tui import format as fmt
+from tui.messages import ralph_app
 from tui.table import Column, VirtualTable
 
 if TYPE_CHECKING:
@@ -171,10 +172,7 @@ class SessionsScreen(Screen[None]):
     @property
     def ralph(self) -> RalphApp:
         """The app, typed."""
-        from tui.app import RalphApp
-
-        assert isinstance(self.app, RalphApp)
-        return self.app
+        return ralph_app(self)
 
     def compose(self) -> ComposeResult:
         """Fleet line, progress bar, filter, the table, the footer."""

@@ -32,7 +32,7 @@ from ledger import QueryResult, output
 from ledger import one_line as first_line
 from ledger.monitor import EXAMPLE_QUERIES
 from tui import format as fmt
-from tui.messages import Exported, QueryDone
+from tui.messages import Exported, QueryDone, ralph_app
 
 if TYPE_CHECKING:
     from tui.app import RalphApp
@@ -256,10 +256,7 @@ class SqlScreen(Screen[None]):
     @property
     def ralph(self) -> RalphApp:
         """The app, typed."""
-        from tui.app import RalphApp
-
-        assert isinstance(self.app, RalphApp)
-        return self.app
+        return ralph_app(self)
 
     def compose(self) -> ComposeResult:
         """The examples and the history, the editor, the error line, the status and the results."""
