@@ -1,0 +1,37 @@
+"""A user's slips at the command line: each is one line on stderr and the documented exit code."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.journeys.conftest import Project, clean_env, script
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["sesions"], 2, "invalid choice: 'sesions'"),
+        (["show", "nope"], 1, "no session 'nope' in"),
+        (["run", "--"], 2, "missing the agent command"),
+        (["sql", "SELEC 1"], 1, "ralph-ledger"),
+        (["sessions", "--status", "done"], 2, "invalid choice: 'done'"),
+    ],
+)
+def test_a_slip_is_one_line(project: Project, args: list[str], code: int, says: str) -> None:
+    project.write("agent.py", "import sys\nsys.stdin.read()\nprint('<promise>COMPLETE</promise>')\n")
+    assert project.cli("run", "--session", "one", "--", "python3", "agent.py", input="go").returncode == 0
+    proc = project.cli(*args, input="")
+    assert proc.returncode == code, proc
+    assert len(proc.stderr.splitlines()) == 1 and says in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_ralph_tui_with_a_wrong_option_is_one_line(project: Project) -> None:
+    proc = subprocess.run(
+        [script("ralph-tui"), "--speed", "fast"], cwd=project.dir, capture_output=True, text=True,
+        env=clean_env(), timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc
+    assert "Traceback" not in proc.stderr and "--speed" in proc.stderr, proc.stderr
