@@ -239,3 +239,18 @@ def test_quality_regression_span_parameter(scores: list[float], span: int, fires
     ledger = ledger_with(evs)
     sql = f"SELECT min(iteration) FROM quality_regression(span := {span}) HAVING count(*) > 0"
     assert first_hit(ledger, sql) == fires_at
+
+
+def test_loop_metrics_means_print_the_same_on_every_run(sample: Ledger) -> None:
+    """A float mean summed in parallel differs in its last digits from run to run; the view rounds
+    its means to 4 decimals so one ledger always prints one set of numbers."""
+    means = [
+        "mean_iterations_to_completion",
+        "mean_quality_improvement",
+        "mean_first_score",
+        "mean_final_score",
+    ]
+    rows = sample.rows(f"SELECT {', '.join(means)} FROM loop_metrics")
+    values = [row[m] for row in rows for m in means if row[m] is not None]
+    assert values and any(v != int(v) for v in values)
+    assert all(round(v, 4) == v for v in values), values

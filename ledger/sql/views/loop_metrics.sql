@@ -4,6 +4,8 @@
 -- autonomously when no human override was recorded in it.
 -- completion_rate: completed / ended (the TUI's fleet line shows the same over all agents);
 -- autonomous_completion_rate: completed with no override / ended. Both NULL before a loop ended.
+-- Means are rounded to 4 decimals: a parallel float sum differs in its last digits from run to
+-- run, and the same ledger must print the same numbers.
 SELECT
   coalesce(nullif(s.agent, ''), '-') AS agent,
   count(*) AS sessions,
@@ -14,10 +16,10 @@ SELECT
     / nullif(count(*) FILTER (WHERE s.status <> 'running'), 0) AS completion_rate,
   count(*) FILTER (WHERE s.status = 'complete' AND coalesce(o.overrides, 0) = 0)
     / nullif(count(*) FILTER (WHERE s.status <> 'running'), 0) AS autonomous_completion_rate,
-  avg(s.iteration) FILTER (WHERE s.status = 'complete') AS mean_iterations_to_completion,
-  avg(q.last_score - q.first_score) AS mean_quality_improvement,
-  avg(q.first_score) AS mean_first_score,
-  avg(q.last_score) AS mean_final_score
+  round(avg(s.iteration) FILTER (WHERE s.status = 'complete'), 4) AS mean_iterations_to_completion,
+  round(avg(q.last_score - q.first_score), 4) AS mean_quality_improvement,
+  round(avg(q.first_score), 4) AS mean_first_score,
+  round(avg(q.last_score), 4) AS mean_final_score
 FROM sessions s
 LEFT JOIN (SELECT session_id, count(*) AS overrides FROM events WHERE type = 'override' GROUP BY ALL) o
   USING (session_id)
