@@ -2,7 +2,9 @@
 
 Appending takes an exclusive ``flock`` on the journal, reads the last
 complete line to find the next ``seq``, writes the whole line with one
-``os.write`` on an ``O_APPEND`` descriptor and (by default) fsyncs. A torn
+``os.write`` on an ``O_APPEND`` descriptor and (by default) fsyncs. The events of one
+append land together or not at all: a short or failed write (a full disk) is cut
+back to the size the file had, under the same lock, before the error is raised. A torn
 last line left by a crash is first closed with a newline, so it stays a
 single bad line (reported by readers) and the next event starts clean; if
 only its newline was missing, it is a whole event and its seq counts.
@@ -14,6 +16,7 @@ and undecodable lines come back as ``BadLine`` records.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -312,7 +315,8 @@ class Journal:
             os.close(fd)  # closing releases the lock
 
     def append(self, *events: ev.Event) -> list[ev.Event]:
-        """Append events atomically with the next seqs; returns them as written."""
+        """Append events with the next seqs, all or none (see the module docstring); returns them as
+        written. Raises ``OSError`` when they could not be written; the journal is then unchanged."""
         with operation(f"appending to the journal {self.path}"), self._locked() as fd:
             rfd = os.open(self.path, os.O_RDONLY)
             try:
@@ -325,9 +329,15 @@ class Journal:
                 ts = e.ts if e.ts != ev.EPOCH else self.clock()
                 written.append(msgspec.structs.replace(e, seq=seq, ts=ts.astimezone(UTC)))
             data = b"".join(ev.encode(e) for e in written)
-            _write_all(fd, (b"\n" if torn else b"") + data)
-            if self.fsync:
-                os.fsync(fd)
+            size = os.fstat(fd).st_size
+            try:
+                _write_all(fd, (b"\n" if torn else b"") + data)
+                if self.fsync:
+                    os.fsync(fd)
+            except BaseException:  # a short write (full disk), an error, a signal: none of it stays
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
         return written
 
     def read_all(self) -> ReadResult:

@@ -7,10 +7,10 @@
 -- `backward_steps` / `forward_jumps`, with the seconds set aside in `skipped_s`.
 SELECT
   session_id,
-  coalesce(sum(step) FILTER (WHERE step BETWEEN 0 AND max_step_s * 1000000::BIGINT), 0) / 1e6 AS elapsed_s,
+  coalesce(sum(step) FILTER (WHERE step BETWEEN 0 AND max_step_s * 1e6), 0) / 1e6 AS elapsed_s,
   count(*) FILTER (WHERE step < 0) AS backward_steps,
-  count(*) FILTER (WHERE step > max_step_s * 1000000::BIGINT) AS forward_jumps,
-  coalesce(sum(abs(step)) FILTER (WHERE step < 0 OR step > max_step_s * 1000000::BIGINT), 0) / 1e6 AS skipped_s
+  count(*) FILTER (WHERE step > max_step_s * 1e6) AS forward_jumps,
+  coalesce(sum(abs(step)) FILTER (WHERE step < 0 OR step > max_step_s * 1e6), 0) / 1e6 AS skipped_s
 FROM (
   SELECT session_id,
          epoch_us(ts) - epoch_us(lag(ts) OVER (PARTITION BY session_id ORDER BY seq)) AS step  -- microseconds: sums are exact
