@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 from ledger import interrupts
 from ledger.home import Home
 from ledger.journal import JournalError
+from ledger.locks import loop_lock
 
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
     import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
@@ -551,11 +552,7 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
         print(LOOP_HELP)
         return
     project = _loop_project(args.project)
-    for path in (project / LOOP_FILE, project / STATE_FILE):
-        if path.exists():
-            raise CliError(
-                f"ralph-ledger: a loop is already active ({path}); delete that file to start another"
-            )
+    _no_active_loop(project)
     native = mode == "ledger" or (mode is None and has_config(project))
     limit = f"at most {loop.max_iterations} iterations" if loop.max_iterations else "no iteration limit"
     until = (
@@ -581,18 +578,31 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
             loop_config(project, native_loop)
         except HookInputError as exc:
             raise CliError(f"ralph-ledger loop start: {exc}") from None
-        write_loop_file(path, native_loop)
+        with loop_lock(path.parent):  # not while a stop is changing the loop files
+            _no_active_loop(project)
+            write_loop_file(path, native_loop)
         read_loop_file(path)
-        limit = (
-            f"at most {loop.max_iterations} iterations" if loop.max_iterations else "the configured limits"
-        )
+        most = loop.max_iterations
+        limit = f"at most {most} iterations" if most else "the configured limits"
         until = f"until the agent outputs <promise>{loop.completion_promise or 'COMPLETE'}</promise>"
         print(f"loop started with the project's rules and guards ({limit}, {until}); state in {path}")
         return
     path = project / STATE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_state(path, state)
+    with loop_lock(path.parent):  # not while a stop is changing the loop files
+        _no_active_loop(project)
+        write_state(path, state)
     print(f"loop started ({limit}, {until}); state in {path}")
+
+
+def _no_active_loop(project: Path) -> None:
+    """``CliError`` when the project has a loop file of either kind."""
+    from ledger.stop_hook import LOOP_FILE, STATE_FILE
+
+    for path in (project / LOOP_FILE, project / STATE_FILE):
+        if path.exists():
+            raise CliError(
+                f"ralph-ledger: a loop is already active ({path}); delete that file to start another"
+            )
 
 
 LOOP_HELP = """\

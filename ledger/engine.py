@@ -382,9 +382,16 @@ class Engine:
         events = read_new(journal_path(self.home.journals, session_id), Cursor()).events
         return sum(1 for e in events if isinstance(e, ev.CheckpointCreated) and e.trigger == "hook")
 
-    def next(self, session_id: str, notes: str = "") -> NextResult:
+    def next(
+        self,
+        session_id: str,
+        notes: str = "",
+        lead: Callable[[int, int], Sequence[ev.Event]] | None = None,
+    ) -> NextResult:
         """iteration_next: advance, refusing past the maximum; the latest
-        checkpoint's agent context carries over, validation state does not."""
+        checkpoint's agent context carries over, validation state does not. ``lead`` gives the
+        events (e.g. the stop decision) that land in the same append, before the new iteration,
+        from its number and the maximum."""
         s = self._running(session_id)
         n = s.iteration
         max_it = int(s.row["max_iterations"] or s.config.effective_max_iterations())
@@ -399,6 +406,7 @@ class Engine:
         cp = f"{session_id}-cp{n + 1}"
         self._append(
             session_id,
+            *(lead(n + 1, max_it) if lead is not None else ()),
             ev.IterationStarted(session_id=session_id, iteration=n + 1, notes=notes),
             ev.CheckpointCreated(
                 session_id=session_id,
@@ -412,8 +420,9 @@ class Engine:
         )
         return NextResult(session_id, n + 1, max_it, cp, f"Advanced to iteration {n + 1} of {max_it}")
 
-    def complete(self, session_id: str, promise: str = "") -> CompleteResult:
-        """iteration_complete: finish the loop and clear its hooks."""
+    def complete(self, session_id: str, promise: str = "", lead: Sequence[ev.Event] = ()) -> CompleteResult:
+        """iteration_complete: finish the loop and clear its hooks; ``lead`` lands first, in the
+        same append."""
         s = self._running(session_id)
         history = _history(s.ledger, session_id)
         final = history[-1]["score"] if history else None
@@ -421,6 +430,7 @@ class Engine:
         hook_ids = [h.hook_id for h in Registry.from_events(s.events).hooks()]
         self._append(
             session_id,
+            *lead,
             *(
                 [ev.HooksCleared(session_id=session_id, iteration=s.iteration, hook_ids=hook_ids, ts=now)]
                 if hook_ids
@@ -482,13 +492,14 @@ class Engine:
         return len(ids)
 
     # -- overrides (seed 000 §5.4) --------------------------------------------
-    def escalate(self, session_id: str, reason: str, guard: str = "") -> None:
-        """End a running session as escalated (a caller that cannot go on, e.g. ``next`` refused)."""
+    def escalate(self, session_id: str, reason: str, guard: str = "", lead: Sequence[ev.Event] = ()) -> None:
+        """End a running session as escalated (a caller that cannot go on, e.g. ``next`` refused);
+        ``lead`` lands first, in the same append."""
         s = self._running(session_id)
         escalated = ev.SessionEscalated(
             session_id=session_id, iteration=s.iteration, reason=reason, guard=guard
         )
-        self._append(session_id, escalated)
+        self._append(session_id, *lead, escalated)
 
     def stop(self, session_id: str, reason: str = "") -> None:
         """Ask a running loop to stop; honoured at its next validate."""

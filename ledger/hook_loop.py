@@ -45,6 +45,7 @@ from ledger.config import ConfigError, LoopConfig, find_config
 from ledger.engine import Engine, EngineError, ValidateResult
 from ledger.home import Home
 from ledger.journal import Journal, journal_path
+from ledger.locks import loop_lock
 from ledger.prompts import next_prompt
 from ledger.stop_hook import (
     ErrorSink,
@@ -163,15 +164,35 @@ def native_stop(
     sink: ErrorSink | None = None,
 ) -> HookOutcome:
     """One stop of a ledger-native loop: what to print. Errors are recorded by the caller in
-    ``sink``, which names the loop's session once it is known."""
+    ``sink``, which names the loop's session once it is known. The loop file is read, claimed and
+    acted on under the loop lock (``ledger.locks``)."""
+    loop = _loop_file(path)
+    if loop is None or (loop.claude_session_id and loop.claude_session_id != data.session_id):
+        return HookOutcome()  # no loop, or another Claude Code session's: never block or touch it
+    with loop_lock(path.parent):
+        loop = _loop_file(path)  # again: another stop may have claimed or ended it
+        if loop is None or (loop.claude_session_id and loop.claude_session_id != data.session_id):
+            return HookOutcome()
+        return _owned_stop(data, project, home, path, loop, clock, sink)
+
+
+def _loop_file(path: Path) -> LoopFile | None:
     try:
-        loop = read_loop_file(path)
+        return read_loop_file(path)
     except LoopFileError as exc:
         raise HookInputError(str(exc)) from None
-    if loop is None:
-        return HookOutcome()
-    if loop.claude_session_id and loop.claude_session_id != data.session_id:
-        return HookOutcome()  # another Claude Code session's loop: never block or touch it
+
+
+def _owned_stop(
+    data: HookInput,
+    project: Path,
+    home: Home,
+    path: Path,
+    loop: LoopFile,
+    clock: Callable[[], datetime],
+    sink: ErrorSink | None,
+) -> HookOutcome:
+    """A stop of the loop this stop's session owns (or claims now)."""
     transcript = transcript_of(data)
     if transcript is None and data.transcript_path and data.last_assistant_message is None:
         raise HookInputError(f"transcript {data.transcript_path!r} is not a readable file")
@@ -200,23 +221,23 @@ def native_stop(
         tokens=turn.tokens if turn else None,
         transcript_offset=turn.end if turn else 0,
     )
-    return _decide(engine, journal, loop, path, result)
+    return _decide(engine, loop, path, result)
 
 
-def _decide(
-    engine: Engine, journal: Journal, loop: LoopFile, path: Path, result: ValidateResult
-) -> HookOutcome:
-    """Record the stop decision and act on the signal."""
+def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) -> HookOutcome:
+    """Record the stop decision and act on the signal. The decision lands in the same append as
+    what it starts or ends (the next iteration, the session's end) and the answer is printed after
+    it; the loop file goes once the journal says the loop ended (a file left by a stop killed in
+    between is removed by the next stop)."""
     sid, n = result.session_id, result.iteration
     refused = ""
     if result.signal == "CONTINUE":
-        try:
-            nxt = engine.next(sid)
-        except EngineError as exc:
-            refused = str(exc)
-        else:
-            message = status_line(result, nxt.iteration, nxt.max_iterations)
-            journal.append(
+        block = {"decision": "block", "reason": next_prompt(loop.prompt, result), "systemMessage": ""}
+
+        def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
+            message = status_line(result, iteration, max_iterations)
+            block["systemMessage"] = message
+            return [
                 ev.StopDecided(
                     session_id=sid,
                     iteration=n,
@@ -224,21 +245,25 @@ def _decide(
                     reason="loop continues",
                     system_message=message,
                 )
-            )
-            block = {
-                "decision": "block",
-                "reason": next_prompt(loop.prompt, result),
-                "systemMessage": message,
-            }
+            ]
+
+        block = {"decision": "block", "reason": next_prompt(loop.prompt, result), "systemMessage": ""}
+        try:
+            engine.next(sid, lead=decided)
+        except EngineError as exc:
+            refused = str(exc)
+        else:
             return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
+    message = _ending(n, result, refused)
+    allowed = [ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message)]
+    if result.signal == "COMPLETE":
+        engine.complete(sid, result.detected_promise, lead=allowed)
+    elif refused:
+        engine.escalate(sid, refused, lead=allowed)
+    else:  # BLOCKED / ESCALATE: validate recorded the session's end
+        engine.journal(sid).append(*allowed)
     path.unlink(missing_ok=True)
     sweep_temps(path)
-    message = _ending(n, result, refused)
-    journal.append(ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message))
-    if result.signal == "COMPLETE":
-        engine.complete(sid, result.detected_promise)
-    elif refused:
-        engine.escalate(sid, refused)
     return HookOutcome(stdout=message + "\n")
 
 

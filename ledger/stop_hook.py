@@ -39,10 +39,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 from msgspec.structs import replace
@@ -55,10 +55,12 @@ from ledger.claude_code import (
     apply_decision,
     plugin_decision,
     read_state,
+    write_state,
 )
-from ledger.errors import one_line
+from ledger.errors import one_line, os_error
 from ledger.home import Home
 from ledger.journal import Cursor, Journal, JournalError, check_session_id, journal_path, read_new, utc_now
+from ledger.locks import loop_lock
 from ledger.promises import detect_promises, to_event
 from ledger.transcript import Scan, find_last_text, scan
 
@@ -299,16 +301,10 @@ def _turn(data: HookInput, transcript: Path | None, start: int) -> tuple[str | N
     return (find_last_text(transcript).text if transcript is not None else None), turn
 
 
-def _events(
-    sid: str,
-    state: LoopState,
-    decision: PluginDecision,
-    text: str | None,
-    turn: Scan | None,
-    started: bool,
-    data: HookInput,
-) -> list[ev.Event]:
-    """The events one stop appends, in order."""
+def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> list[ev.Event]:
+    """The events one stop appends, in order (without how the loop goes on or ends when not
+    ``ending``)."""
+    sid, state, text, turn, started, data = stop
     n = state.iteration
     text = text or ""
     out: list[ev.Event] = []
@@ -351,7 +347,8 @@ def _events(
             system_message=decision.system_message,
         )
     )
-    out += _ending(sid, state, decision)
+    if ending:
+        out += _ending(sid, state, decision)
     return out
 
 
@@ -438,7 +435,7 @@ def run(
             return native_stop(data, project, home, project / LOOP_FILE, clock, sink)
         return _drop_in(data, project / STATE_FILE, home, clock, sink)
     except Exception as exc:  # the agent must never be wedged by the hook
-        line = f"ralph-ledger hook: {one_line(exc, 300)}; allowing the stop"
+        line = _allowing(exc)
         _record_error(*sink.target(), line)
         return HookOutcome(stderr=line + "\n")
 
@@ -446,31 +443,118 @@ def run(
 def _drop_in(
     data: HookInput, state_path: Path, home: Home, clock: Callable[[], datetime], sink: ErrorSink
 ) -> HookOutcome:
-    """One stop of a ``ralph-loop`` plugin loop: the plugin's decision, recorded."""
+    """One stop of a ``ralph-loop`` plugin loop: the plugin's decision, recorded. The state is read,
+    decided on and written under the loop lock (``ledger.locks``); see :func:`_commit` for the
+    order of effects."""
+    if not _owned(data, state_path):
+        return HookOutcome()  # no loop, or another Claude Code session's: never block or touch it
+    with loop_lock(state_path.parent):
+        read = _read_state(state_path)  # again: another stop may have claimed, advanced or ended it
+        if read is None or not plugin_decision(read, "", hook_session_id=data.session_id).ours:
+            return HookOutcome()
+        sid, record, carry = _state_session(home, data.session_id, read, clock)
+        journal = Journal(journal_path(home.journals, sid), clock=clock)
+        sink.use(journal, sid)
+        state, note = reconcile(replace(read, ledger_session=sid), record)
+        transcript, problem = transcript_problem(data)
+        text: str | None = None
+        turn: Scan | None = None
+        if transcript is not None:
+            try:
+                text, turn = _turn(data, transcript, record.offset if record.started else carry)
+            except OSError as exc:
+                problem = f"transcript {transcript} cannot be read: {exc.strerror or exc}"
+        decision = plugin_decision(state, text, hook_session_id=data.session_id, transcript_problem=problem)
+        stop = _Stop(sid, state, text, turn, record.started, data)
+        notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
+        return _commit(state_path, read, journal, decision, notes, stop)
+
+
+RECONCILE: Final = "hook claude-code: reconcile"
+"""The ``component`` of the ``error_recorded`` event a stop appends when it sets the state file's
+iteration back to the journal's."""
+
+
+def _read_state(path: Path) -> LoopState | None:
     try:
-        read = read_state(state_path)
+        return read_state(path)
     except StateError as exc:  # kept for the user to mend; the plugin would delete it
         raise HookInputError(str(exc)) from None
-    if read is None:
-        return HookOutcome()
-    if not plugin_decision(read, "", hook_session_id=data.session_id).ours:
-        return HookOutcome()  # another Claude Code session's loop: never block or touch it
-    sid, record, carry = _state_session(home, data.session_id, read, clock)
-    journal = Journal(journal_path(home.journals, sid), clock=clock)
-    sink.use(journal, sid)
-    state = replace(read, ledger_session=sid)
-    transcript, problem = transcript_problem(data)
-    text: str | None = None
-    turn: Scan | None = None
-    if transcript is not None:
-        try:
-            text, turn = _turn(data, transcript, record.offset if record.started else carry)
-        except OSError as exc:
-            problem = f"transcript {transcript} cannot be read: {exc.strerror or exc}"
-    decision = plugin_decision(state, text, hook_session_id=data.session_id, transcript_problem=problem)
-    journal.append(*_events(sid, state, decision, text, turn, record.started, data))
-    apply_decision(state_path, decision, current=read)
+
+
+def _owned(data: HookInput, state_path: Path) -> bool:
+    """Whether a state file is there and this stop's session may drive it (read without the lock:
+    a loop claimed by another session stays that session's, so its stops never wait for ours)."""
+    read = _read_state(state_path)
+    return read is not None and plugin_decision(read, "", hook_session_id=data.session_id).ours
+
+
+def reconcile(state: LoopState, record: LoopRecord) -> tuple[LoopState, str]:
+    """The state with the journal's iteration when the two disagree, and a line saying so ("" when
+    they agree). A stop rewrites the state file before it records its decision and answers only
+    after both, so a state file ahead of the journal is a block that was never recorded nor
+    delivered (the stop was killed, or its journal append failed): the journal says what the agent
+    was told, and the loop goes on from there."""
+    if not record.started or not record.iteration or state.iteration == record.iteration:
+        return state, ""
+    note = (
+        f"the state file said iteration {state.iteration} and the journal iteration "
+        f"{record.iteration}: continuing from {record.iteration} (a stop was interrupted between "
+        "rewriting the state file and recording its decision)"
+    )
+    return replace(state, iteration=record.iteration), note
+
+
+class _Stop(NamedTuple):
+    """What one stop of a plugin loop records besides its decision."""
+
+    sid: str
+    state: LoopState
+    text: str | None
+    turn: Scan | None
+    started: bool
+    data: HookInput
+
+
+def _commit(
+    state_path: Path,
+    read: LoopState,
+    journal: Journal,
+    decision: PluginDecision,
+    notes: Sequence[ev.Event],
+    stop: _Stop,
+) -> HookOutcome:
+    """Carry out a decision, in the one order that never lets the journal claim a decision the
+    agent did not get: (1) the state file (a block's next iteration, or its removal), (2) the
+    stop's events in one all-or-nothing append, (3) the answer. A state file that cannot be
+    written turns a block into an allowed stop, recorded as such; a failed append puts the state
+    file back (a kill between (1) and (2) is put right by the next stop: :func:`reconcile`)."""
+    try:
+        apply_decision(state_path, decision, current=read)
+    except OSError as exc:
+        line = _allowing(os_error(exc, f"writing {state_path}"))
+        ending = decision.action == "allow"  # a loop that ended has ended, file or no file
+        if decision.action == "block":  # the agent is allowed, and the loop stays where it was
+            decision = PluginDecision(action="allow", outcome=decision.outcome, reason=line)
+        error = ev.ErrorRecorded(session_id=stop.sid, component="hook claude-code", message=line)
+        with contextlib.suppress(OSError):  # the stop is allowed whatever the journal can take
+            journal.append(*notes, *_events(stop, decision, ending=ending), error)
+        return HookOutcome(stderr=line + "\n")
+    try:
+        journal.append(*notes, *_events(stop, decision))
+    except OSError as exc:
+        line = _allowing(exc)
+        if decision.action == "block":
+            with contextlib.suppress(OSError):  # else the next stop's reconcile puts it back
+                write_state(state_path, read)
+        _record_error(journal, stop.sid, line)
+        return HookOutcome(stderr=line + "\n")
     return _outcome(decision)
+
+
+def _allowing(exc: BaseException | str) -> str:
+    """The one line a stop prints on stderr when ``exc`` (or what it says) makes it allow the stop."""
+    return f"ralph-ledger hook: {exc if isinstance(exc, str) else one_line(exc, 300)}; allowing the stop"
 
 
 def _state_session(
