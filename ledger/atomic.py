@@ -94,7 +94,10 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
             finally:
                 os.close(fd)
             os.chmod(tmp, mode)
-            os.replace(tmp, path)
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:  # name the file being written, not the temp file beside it
+                raise type(exc)(exc.errno, exc.strerror, str(path)) from None
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)

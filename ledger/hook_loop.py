@@ -201,7 +201,7 @@ def _owned_stop(
         write_loop_file(path, claimed)
         loop = claimed
     sid = loop.ledger_session
-    engine = Engine(home, work_dir=project, clock=clock)
+    engine = Engine(home, work_dir=project, clock=clock, fsync=False)  # synced after the answer
     journal = Journal(journal_path(home.journals, sid), clock=clock)
     if sink is not None:
         sink.use(journal, sid)
@@ -221,7 +221,7 @@ def _owned_stop(
         tokens=turn.tokens if turn else None,
         transcript_offset=turn.end if turn else 0,
     )
-    return _decide(engine, loop, path, result)
+    return msgspec.structs.replace(_decide(engine, loop, path, result), sync=(str(journal.path),))
 
 
 def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) -> HookOutcome:

@@ -59,7 +59,16 @@ from ledger.claude_code import (
 )
 from ledger.errors import one_line, os_error
 from ledger.home import Home
-from ledger.journal import Cursor, Journal, JournalError, check_session_id, journal_path, read_new, utc_now
+from ledger.journal import (
+    Cursor,
+    Journal,
+    JournalError,
+    check_session_id,
+    journal_path,
+    read_new,
+    sync_file,
+    utc_now,
+)
 from ledger.locks import loop_lock
 from ledger.promises import detect_promises, to_event
 from ledger.transcript import Scan, find_last_text, scan
@@ -82,11 +91,13 @@ class HookInput(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class HookOutcome(msgspec.Struct, frozen=True):
-    """What the hook process prints and its exit code (always 0)."""
+    """What the hook process prints and its exit code (always 0), and the journals it appended to
+    without an fsync: :func:`main` syncs them once the answer is out (see docs/reliability.md)."""
 
     stdout: str = ""
     stderr: str = ""
     exit_code: int = 0
+    sync: tuple[str, ...] = ()
 
 
 class HookInputError(ValueError):
@@ -453,7 +464,9 @@ def _drop_in(
         if read is None or not plugin_decision(read, "", hook_session_id=data.session_id).ours:
             return HookOutcome()
         sid, record, carry = _state_session(home, data.session_id, read, clock)
-        journal = Journal(journal_path(home.journals, sid), clock=clock)
+        journal = Journal(
+            journal_path(home.journals, sid), clock=clock, fsync=False
+        )  # synced after the answer
         sink.use(journal, sid)
         state, note = reconcile(replace(read, ledger_session=sid), record)
         transcript, problem = transcript_problem(data)
@@ -549,7 +562,7 @@ def _commit(
                 write_state(state_path, read)
         _record_error(journal, stop.sid, line)
         return HookOutcome(stderr=line + "\n")
-    return _outcome(decision)
+    return msgspec.structs.replace(_outcome(decision), sync=(str(journal.path),))
 
 
 def _allowing(exc: BaseException | str) -> str:
@@ -594,6 +607,10 @@ def main(stdin: Any = None, stdout: Any = None, stderr: Any = None, *, home: str
     """Entry point: read stdin, print the outcome, exit 0. ``home`` is ``--home`` (see :func:`hook_home`)."""
     stdin = stdin or sys.stdin.buffer
     outcome = run(stdin.read(MAX_STDIN + 1), home_arg=home)
-    (stdout or sys.stdout).write(outcome.stdout)
+    out = stdout or sys.stdout
+    out.write(outcome.stdout)
+    out.flush()  # the answer first: a kill from here on leaves the agent's decision recorded
     (stderr or sys.stderr).write(outcome.stderr)
+    for path in outcome.sync:
+        sync_file(Path(path))
     return outcome.exit_code

@@ -338,7 +338,7 @@ def test_concurrent_stops_of_one_session_lose_no_increment(
         ledger_project(project)
     start(project, "Write the parser", "--max-iterations", "2000")
     claude = Claude(project)
-    rounds = (60 if mode == "plugin" else 15) if long_form else 3
+    rounds = (205 if mode == "plugin" else 15) if long_form else 3
     messages: list[str] = []
     for r in range(rounds):
         claude.text(f"round {r}")
@@ -481,3 +481,33 @@ def test_one_event_stamped_2001_does_not_end_a_ledger_loop(project: Project) -> 
     proc = project.cli("sql", query, "--json")
     (row,) = json.loads(proc.stdout)
     assert row["status"] == "running" and not row["started"].startswith("2001"), row
+
+
+def test_an_immutable_state_file_turns_the_block_into_a_recorded_allow(project: Project) -> None:
+    """``chattr +i`` on the state file: the stop cannot advance it, so the agent is allowed with one
+    line naming the file, the journal records that allow (never a block), and once the file can be
+    written again the loop goes on from the same iteration."""
+    start(project, "Write the parser", "--max-iterations", "9")
+    state = project.dir / STATE
+    claude = Claude(project)
+    claude.text("turn 1")
+    assert json.loads(faulty_stop(project, claude).stdout)["decision"] == "block"
+    chattr = subprocess.run(["chattr", "+i", str(state)], capture_output=True, text=True, check=False)
+    if chattr.returncode != 0:
+        pytest.skip(f"cannot make a file immutable here (needs root and ext4-like): {chattr.stderr.strip()}")
+    try:
+        claude.text("turn 2")
+        proc = project.cli("hook", "claude-code", input=claude.event())
+    finally:
+        subprocess.run(["chattr", "-i", str(state)], check=True)
+    assert proc.returncode == 0 and proc.stdout == "", proc
+    assert proc.stderr.count("\n") == 1 and str(state) in proc.stderr, proc.stderr
+    assert proc.stderr.rstrip().endswith("; allowing the stop") and "ralph-tmp" not in proc.stderr, (
+        proc.stderr
+    )
+    events = journal_lines(project, session_of(project))
+    assert decisions_by_turn(events) == {"turn 1": "block", "turn 2": "allow"}
+    assert state_iteration(project) == check_invariants(events)[1] == 2
+    claude.text("turn 3")
+    answer = json.loads(faulty_stop(project, claude).stdout)
+    assert answer["systemMessage"].startswith("🔄 Ralph iteration 3"), answer
