@@ -184,7 +184,9 @@ def _ingest_all(
         return True
     finally:
         if not ok:
-            con.execute("ROLLBACK")
+            # a commit that failed (a full disk) has ended the transaction: ROLLBACK would hide why
+            with contextlib.suppress(duckdb.TransactionException):
+                con.execute("ROLLBACK")
         _drain(feed, reader)
         for b in loaded:
             b.tmp.unlink(missing_ok=True)

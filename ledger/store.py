@@ -5,11 +5,16 @@ filled by ``ledger.ingest``, and read through the views and detectors of
 ``ledger.sql``. The file can be deleted at any time: it is rebuilt from the
 journals. A file DuckDB cannot read (corrupt, truncated) is moved aside as
 ``ledger.duckdb.corrupt-<timestamp>`` and rebuilt the same way.
+
+A new ledger file is created whole or not at all (``create_file``): a full disk never leaves a
+half-made file that the next command would take for a damaged one. A write that fails later (an
+ingest's commit on a full disk) is undone by DuckDB and leaves the file as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -26,6 +31,7 @@ from typing import Any, Final, TypeVar
 
 import duckdb
 
+from ledger.atomic import TMP_MARK, pid_gone, sweep_temps, temp_name
 from ledger.errors import LedgerError, LedgerLocked, one_line, operation
 from ledger.home import Home
 from ledger.ingest import IngestReport, ingest, sweep_scratch
@@ -183,6 +189,67 @@ def _connect_file(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def sweep_builds(path: Path) -> None:
+    """Remove the new ledger files (and their WALs) that processes killed while creating the ledger
+    file ``path`` left beside it (named as ``ledger.atomic`` names temp files; a live process's
+    build is kept)."""
+    sweep_temps(path)
+    prefix = f".{path.name}.{TMP_MARK}."
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".wal")):
+            continue
+        pid = name[len(prefix) :].partition(".")[0]
+        if pid.isdigit() and pid_gone(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(path.parent / name)
+
+
+def create_file(path: Path) -> None:
+    """Create an empty ledger file (its tables, checkpointed: no WAL) at ``path``, whole or not at
+    all: it is built in a temp file beside it and linked into place once complete, so a failure (a
+    full disk) leaves no file that could later be taken for a damaged one. A file another process
+    placed meanwhile is kept. Raises ``LedgerError`` (one line, naming ``path``)."""
+    sweep_builds(path)
+    tmp = path.with_name(temp_name(path.name))
+    try:
+        try:
+            con = _connect_file(tmp, read_only=False)
+            try:
+                Ledger(con, None, path=tmp).con.execute("CHECKPOINT")
+            finally:
+                con.close()
+            _place(tmp, path)
+        finally:
+            for p in (tmp, tmp.with_name(f"{tmp.name}.wal")):
+                p.unlink(missing_ok=True)
+    except (duckdb.Error, OSError) as exc:
+        raise LedgerError(f"cannot create ledger {path}: {one_line(exc)}") from None
+
+
+def _place(tmp: Path, path: Path) -> None:
+    """Give the complete file ``tmp`` the name ``path``, unless a file has it already."""
+    try:
+        os.link(tmp, path)  # never replaces a ledger another process created meanwhile
+    except FileExistsError:
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if not path.exists():  # a file system without hard links
+            os.rename(tmp, path)
+        return
+    with contextlib.suppress(OSError):  # the new name survives a power cut
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def connect(path: Path | None, *, read_only: bool = False, wait: float = 0.0) -> duckdb.DuckDBPyConnection:
     """Open a DuckDB file (or memory), waiting up to ``wait`` seconds for a lock."""
     if path is None:
@@ -331,6 +398,8 @@ class Ledger:
 
     @classmethod
     def _open_file(cls, home: Home, *, read_only: bool = False, wait: float = 0.0) -> Ledger:
+        if not read_only and not home.database.exists():
+            create_file(home.database)
         con = connect(home.database, read_only=read_only, wait=wait)
         try:
             return cls(con, home, writable=not read_only, path=home.database)
@@ -393,11 +462,14 @@ class Ledger:
 
     def _write(self, work: Callable[[], IngestReport], *, sweep: bool) -> IngestReport:
         """Run an ingest: owner-only files, a damaged file mended; first, with ``sweep``, remove
-        the scratch files that killed ingests left in the home."""
+        the scratch files that killed ingests left in the home (and new ledger files that killed
+        processes were creating)."""
         if not self.writable:
             raise LedgerError("this ledger was opened read-only; it cannot ingest")
         if self.home and sweep and self.scratch is None:
             sweep_scratch(self.home.tmp)
+            if self.path is not None:
+                sweep_builds(self.path)
         where = f"ingesting into {self.path}" if self.path is not None else "ingesting"
         with operation(where), self._private():
             return self._mending(work)
@@ -408,11 +480,15 @@ class Ledger:
 
     def _mending(self, work: Callable[[], IngestReport]) -> IngestReport:
         """``work()``; if it finds the ledger file damaged, move the file aside and ingest every
-        journal into a new one."""
+        journal into a new one. A write DuckDB could not make (a full disk) is ``LedgerError``."""
         try:
             return work()
         except (duckdb.Error, LedgerError) as exc:
             if self.path is None or self.home is None or not damage_of(exc, self.path):
+                if isinstance(exc, duckdb.IOException | duckdb.TransactionException):
+                    # a write that failed (a full disk): DuckDB undid it; the file is as it was
+                    where = f" into {self.path}" if self.path is not None else ""
+                    raise LedgerError(f"cannot ingest{where}: {one_line(exc)}") from exc
                 raise
             with contextlib.suppress(duckdb.Error):
                 self.con.close()

@@ -3,6 +3,7 @@ project and a fresh home, with real files, stdin JSON, signals and exit codes.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -179,3 +180,44 @@ def terminals() -> Iterator[list[Terminal]]:
     yield opened
     for t in opened:
         t.close()
+
+
+# --- a full disk --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs mounted at ``tmp_path/disk`` (root only), unmounted afterwards."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs to fill needs root; this machine runs the tests as a user")
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True, text=True
+    )
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mount.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path) -> None:
+    """Fill ``disk`` up to its last byte."""
+    with (disk / "filler").open("wb", buffering=0) as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"\0" * 4096)
+    with (disk / "filler-tail").open("wb", buffering=0) as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"\0")
+
+
+def release(disk: Path, nbytes: int | None = None) -> None:
+    """Give back ``nbytes`` of what ``fill`` took on ``disk`` (all of it by default)."""
+    filler = disk / "filler"
+    if nbytes is None:
+        filler.unlink(missing_ok=True)
+        (disk / "filler-tail").unlink(missing_ok=True)
+    else:
+        os.truncate(filler, max(0, filler.stat().st_size - nbytes))

@@ -20,14 +20,11 @@ from typing import Any
 
 import pytest
 
-from tests.journeys import test_faults
-from tests.journeys.conftest import Project, clean_env, script
+from tests.journeys.conftest import Project, clean_env, fill, script
 from tests.journeys.test_claude_code import Claude, ledger_project, start
-from tests.journeys.test_faults import fill
 
 STATE = ".claude/ralph-loop.local.md"
 LOOP = ".claude/ralph-ledger.local.json"
-small_disk = test_faults.small_disk  # the fixture: a small filesystem to fill
 
 FAULTY = r"""
 import os, signal, sys

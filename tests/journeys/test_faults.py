@@ -3,19 +3,14 @@ state file, and a home on a small filesystem that fills up under ``ingest``, ``s
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.journeys.conftest import Project, clean_env
+from tests.journeys.conftest import Project, clean_env, fill
 from tests.journeys.test_claude_code import CLAUDE, Claude, block, ledger_project, start
 
 STATE = ".claude/ralph-loop.local.md"
@@ -123,34 +118,6 @@ def test_a_ledger_loop_stop_killed_mid_rewrite_leaves_no_temp_file_once_the_next
 
 
 # --- a full disk --------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs mounted at ``tmp_path/disk`` (root only), unmounted afterwards."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs to fill needs root; this machine runs the tests as a user")
-    mount = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True, text=True
-    )
-    if mount.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mount.stderr.strip()}")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
-def fill(disk: Path) -> None:
-    """Fill ``disk`` up to its last byte."""
-    with (disk / "filler").open("wb", buffering=0) as f, contextlib.suppress(OSError):
-        while True:
-            f.write(b"\0" * 4096)
-    with (disk / "filler-tail").open("wb", buffering=0) as f, contextlib.suppress(OSError):
-        while True:
-            f.write(b"\0")
 
 
 def one_error_line(proc: subprocess.CompletedProcess[str], *names: str) -> str:
