@@ -40,6 +40,25 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def spawn(argv: Sequence[str], cwd: Path, stdin: str) -> subprocess.Popen[str]:
+    """Start ``argv`` in ``cwd`` with the user's environment (``clean_env``), ``stdin`` written and
+    closed, stdout and stderr piped: ``communicate()`` then only reads."""
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=clean_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    proc.stdin = None
+    return proc
+
+
 class Project:
     """A fresh git project (one commit) whose ledger home is its own ``.ralph``."""
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.journeys.conftest import Project, clean_env, fill, script
+from tests.journeys.conftest import Project, clean_env, fill, script, spawn
 from tests.journeys.test_claude_code import Claude, ledger_project, start
 
 STATE = ".claude/ralph-loop.local.md"
@@ -233,19 +233,7 @@ def test_random_kills_lose_no_printed_decision_and_repeat_no_iteration(
     for i in range(n):
         text = f"turn {i + 1}"
         claude.text(text)
-        proc = subprocess.Popen(
-            [python, "-c", FAULTY, "hook", "claude-code"],
-            cwd=project.dir,
-            env=clean_env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert proc.stdin is not None
-        proc.stdin.write(claude.event())
-        proc.stdin.close()
-        proc.stdin = None  # written and closed: communicate() only reads
+        proc = spawn([python, "-c", FAULTY, "hook", "claude-code"], project.dir, claude.event())
         time.sleep(rng.uniform(0, took * 1.2))
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate(timeout=60)
@@ -274,25 +262,7 @@ def test_random_kills_lose_no_printed_decision_and_repeat_no_iteration(
 
 def simultaneous(project: Project, events: list[str]) -> list[subprocess.CompletedProcess[str]]:
     """Run one Stop hook per stdin in ``events``, all at once."""
-    procs = [
-        subprocess.Popen(
-            [script("ralph-ledger"), "hook", "claude-code"],
-            cwd=project.dir,
-            env=clean_env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in events
-    ]
-    for proc, event in zip(procs, events, strict=True):
-        assert proc.stdin is not None
-        proc.stdin.write(event)
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.stdin = None  # written and closed: communicate() only reads
+    procs = [spawn([script("ralph-ledger"), "hook", "claude-code"], project.dir, e) for e in events]
     done = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)

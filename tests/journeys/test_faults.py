@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.journeys.conftest import Project, clean_env, fill
+from tests.journeys.conftest import Project, fill, spawn
 from tests.journeys.test_claude_code import CLAUDE, Claude, block, ledger_project, start
 
 STATE = ".claude/ralph-loop.local.md"
@@ -34,16 +34,8 @@ def leftovers(project: Project) -> list[str]:
 
 def killed_stop(project: Project, claude: Claude) -> int:
     """A Stop hook that is killed (SIGKILL) in the middle of the state file's rewrite; its pid."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILLED_REWRITE, "hook", "claude-code"],
-        cwd=project.dir,
-        env=clean_env(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    out, err = proc.communicate(claude.event(), timeout=60)
+    proc = spawn([sys.executable, "-c", KILLED_REWRITE, "hook", "claude-code"], project.dir, claude.event())
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL, (out, err)
     assert out == "", out  # killed before it could answer
     return proc.pid
