@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ledger.events import RuleResult, RuleSpec
-from ledger.rules import (
+from ledger.loop.rules import (
     CommandRule,
     ContentPatternRule,
     CoverageRule,
@@ -27,7 +27,7 @@ from ledger.rules import (
     run_rules,
     spec,
 )
-from ledger.score import validation_score
+from ledger.loop.score import validation_score
 
 PY = sys.executable
 

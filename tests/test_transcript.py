@@ -1,4 +1,4 @@
-"""Tests of ledger.transcript: forward scans and the backward search for the last text."""
+"""Tests of ledger.agents.claude_code.transcript: forward scans and the backward search for the last text."""
 
 from __future__ import annotations
 
@@ -14,9 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import transcript
+from ledger.agents.claude_code import transcript
+from ledger.agents.claude_code.transcript import (
+    MAX_LINE_BYTES,
+    Scan,
+    add_usage,
+    find_last_text,
+    last_text,
+    scan,
+)
 from ledger.events import TokenUsage
-from ledger.transcript import MAX_LINE_BYTES, Scan, add_usage, find_last_text, last_text, scan
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = next(
@@ -520,7 +527,7 @@ def test_last_text_stops_at_max_bytes(tmp_path: Path) -> None:
 
 def test_transcript_module_imports_neither_duckdb_nor_pyarrow() -> None:
     code = (
-        "import sys, ledger.transcript; "
+        "import sys, ledger.agents.claude_code.transcript; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('duckdb', 'pyarrow')))"
     )
     out = subprocess.run(
@@ -584,7 +591,7 @@ def test_scan_never_raises_on_arbitrary_bytes(tmp_path: Path, data: bytes, start
 
 
 def test_scan_output_reads_stream_json_and_result_objects() -> None:
-    from ledger.transcript import scan_output
+    from ledger.agents.claude_code.transcript import scan_output
 
     def assistant(mid: str, usage: dict[str, int], block: dict[str, Any]) -> str:
         return json.dumps({"type": "assistant", "message": {"id": mid, "usage": usage, "content": [block]}})
