@@ -350,7 +350,7 @@ def test_an_unreadable_transcript_ends_the_plugin_loop_in_the_ledger(project: Pa
 
 @pytest.mark.parametrize("where", ["env", "hook cwd", "walk up"])
 def test_the_loop_is_found_from_a_subdirectory(project: Path, tmp_path: Path, where: str) -> None:
-    from ledger.agents.claude_code.hook import HookInput, find_project
+    from ledger.agents.claude_code.stop_event import HookInput, find_project
 
     (project / ".git").mkdir()
     (project / ".claude").mkdir()
@@ -367,7 +367,7 @@ def test_the_loop_is_found_from_a_subdirectory(project: Path, tmp_path: Path, wh
 
 
 def test_the_home_of_the_hook() -> None:
-    from ledger.agents.claude_code.hook import hook_home
+    from ledger.agents.claude_code.stop_event import hook_home
 
     p = Path("/p/roj")
     assert hook_home(p, None, {}).root == p / ".ralph"
@@ -378,7 +378,7 @@ def test_the_home_of_the_hook() -> None:
 
 def test_the_walk_up_stops_at_the_project_root(project: Path, tmp_path: Path) -> None:
     """A loop file above the git work tree (say in the home folder) is never the project's."""
-    from ledger.agents.claude_code.hook import HookInput, find_project
+    from ledger.agents.claude_code.stop_event import HookInput, find_project
 
     (tmp_path / ".claude").mkdir()
     (tmp_path / ".claude" / "ralph-loop.local.md").write_text(

@@ -26,14 +26,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger import events as E
-from ledger.agents.claude_code.hook import (
+from ledger.agents.claude_code.hook import run
+from ledger.agents.claude_code.stop_event import (
     LOOP_FILE,
     MAX_STDIN,
     STATE_FILE,
     HookInputError,
     HookOutcome,
     parse_input,
-    run,
 )
 from ledger.agents.claude_code.transcript import find_last_text, scan
 from ledger.cli import main as cli_main

@@ -18,7 +18,8 @@ import msgspec
 import pytest
 
 from ledger import events as E
-from ledger.agents.claude_code.hook import LOOP_FILE, STATE_FILE, HookInput, run, transcript_of
+from ledger.agents.claude_code.hook import run
+from ledger.agents.claude_code.stop_event import LOOP_FILE, STATE_FILE, HookInput, transcript_of
 from ledger.agents.claude_code.transcript import find_last_text, scan
 from ledger.cli import main as cli_main
 from ledger.core.home import Home

@@ -40,7 +40,17 @@ from ledger.monitor.replay import replay
 from tui import format as fmt
 from tui.colours import ThemeColours
 from tui.commands import MAX_SPEED, MIN_SPEED, RalphCommands, faster, slower, speed_label, valid_speed
-from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, ReplayProgress, Watching
+from tui.messages import (
+    Failed,
+    LoadDone,
+    Loaded,
+    Opened,
+    OpenSession,
+    Pending,
+    Refreshed,
+    ReplayProgress,
+    Watching,
+)
 from tui.screens.alerts import AlertEntry, AlertsScreen
 from tui.screens.fleet import SessionsScreen
 from tui.screens.help import HelpScreen
@@ -282,6 +292,10 @@ class RalphApp(App[None]):
             self.switch_screen(screen)
         else:
             self.push_screen(screen)
+
+    def on_open_session(self, message: OpenSession) -> None:
+        """A screen asked for a session: show it."""
+        self.open_session(message.session_id)
 
     def open_example(self, name: str) -> None:
         """Open the SQL console with a saved example query and run it."""

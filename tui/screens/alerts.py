@@ -14,10 +14,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label
 
 from tui import format as fmt
-from tui.messages import ralph_app
+from tui.messages import OpenSession, ralph_app
 
 if TYPE_CHECKING:
-    from tui.app import RalphApp
+    pass
 
 KIND_COLOURS: Final = {"completed": fmt.GREEN, "blocked": fmt.AMBER, "guard": fmt.AMBER, "escalated": fmt.RED}
 """Alert kind -> colour (as the notification's severity)."""
@@ -63,11 +63,6 @@ class AlertsScreen(Screen[None]):
         self.shown: list[AlertEntry] = []
         """The alerts in table order (newest first)."""
 
-    @property
-    def ralph(self) -> RalphApp:
-        """The app, typed."""
-        return ralph_app(self)
-
     def compose(self) -> ComposeResult:
         """A title line, the table (or a note while there are none), the footer."""
         yield Label("Alerts · newest first · Enter opens the session", id="alerts-title")
@@ -94,7 +89,7 @@ class AlertsScreen(Screen[None]):
         """Show the app's alert history again (newest first), keeping the cursor on its alert."""
         table: DataTable[Any] = self.query_one("#alerts", DataTable)
         keep = self.shown[table.cursor_row] if self.shown and table.cursor_row > 0 else None
-        self.shown = sorted(reversed(self.ralph.alert_history), key=lambda e: e.at, reverse=True)
+        self.shown = sorted(reversed(ralph_app(self).alert_history), key=lambda e: e.at, reverse=True)
         table.clear()
         for entry in self.shown:
             table.add_row(*alert_cells(entry))
@@ -109,7 +104,7 @@ class AlertsScreen(Screen[None]):
     def _selected(self, event: DataTable.RowSelected) -> None:
         entry = self.shown[event.cursor_row]
         if entry.session_id:
-            self.ralph.open_session(entry.session_id)
+            self.post_message(OpenSession(entry.session_id))
         else:
             self.notify("a bad journal line belongs to no session", severity="warning", markup=False)
 

@@ -20,11 +20,11 @@ from textual.widgets import Footer, Input, Label, ProgressBar, Static
 
 from ledger.monitor import Fleet, SessionRow, fleet_of
 from tui import format as fmt
-from tui.messages import ralph_app
+from tui.messages import OpenSession, ralph_app
 from tui.widgets.table import Column, VirtualTable
 
 if TYPE_CHECKING:
-    from tui.app import RalphApp
+    pass
 
 NEVER: Final = datetime.min.replace(tzinfo=UTC)
 TREND_POINTS: Final = 10
@@ -169,11 +169,6 @@ class SessionsScreen(Screen[None]):
         self._welcome_shown: Text | None = None
         """The empty state (what is watched, how to start a loop), shown while there is no session."""
 
-    @property
-    def ralph(self) -> RalphApp:
-        """The app, typed."""
-        return ralph_app(self)
-
     def compose(self) -> ComposeResult:
         """Fleet line, progress bar, filter, the table, the footer."""
         yield Static(id="fleet")
@@ -275,7 +270,7 @@ class SessionsScreen(Screen[None]):
         """The cells of one session (computed when the row is first painted, then kept)."""
         cached = self.cell_cache.get(sid)
         if cached is None:
-            cached = self.cell_cache[sid] = cells(self.rows[sid], self.ralph.now())
+            cached = self.cell_cache[sid] = cells(self.rows[sid], ralph_app(self).now())
         return list(cached.values())
 
     def note(self, text: str) -> None:
@@ -377,7 +372,7 @@ class SessionsScreen(Screen[None]):
     # -- actions ---------------------------------------------------------------------------------
     @on(VirtualTable.Selected, "#sessions")
     def _row_selected(self, event: VirtualTable.Selected) -> None:
-        self.ralph.open_session(event.key)
+        self.post_message(OpenSession(event.key))
 
     @on(VirtualTable.HeaderClicked, "#sessions")
     def _header_clicked(self, event: VirtualTable.HeaderClicked) -> None:
@@ -395,7 +390,7 @@ class SessionsScreen(Screen[None]):
         """Open the session under the cursor."""
         sid = self.selected()
         if sid is not None:
-            self.ralph.open_session(sid)
+            self.post_message(OpenSession(sid))
 
     def action_filter(self) -> None:
         """Show the filter input and focus it."""

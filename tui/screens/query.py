@@ -35,7 +35,7 @@ from tui import format as fmt
 from tui.messages import Exported, QueryDone, ralph_app
 
 if TYPE_CHECKING:
-    from tui.app import RalphApp
+    pass
 
 MAX_ROWS: Final = 1000
 QUERY_TIMEOUT_S: Final = 60.0
@@ -253,11 +253,6 @@ class SqlScreen(Screen[None]):
         self._ticker: Timer | None = None
         self._focus_editor = False
 
-    @property
-    def ralph(self) -> RalphApp:
-        """The app, typed."""
-        return ralph_app(self)
-
     def compose(self) -> ComposeResult:
         """The examples and the history, the editor, the error line, the status and the results."""
         yield Label("SQL console · one read-only SELECT over the views and detectors", id="sql-title")
@@ -346,7 +341,7 @@ class SqlScreen(Screen[None]):
 
     def cancel(self) -> None:
         """Stop the running query (its worker reports back with an error, shown as cancelled)."""
-        monitor = self.ralph.monitor
+        monitor = ralph_app(self).monitor
         if self.running is None or monitor is None:
             return
         self._cancelled = True
@@ -356,7 +351,7 @@ class SqlScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="sql")
     def run_query(self, sql: str) -> None:
         """Run one read-only query on the monitor (errors come back as one line)."""
-        monitor = self.ralph.monitor
+        monitor = ralph_app(self).monitor
         started = clock()
         if monitor is None:
             message = QueryDone(sql, None, "the ledger is still opening; try again in a moment")
@@ -548,7 +543,7 @@ class SqlScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="sql-export")
     def export(self, sql: str, path: Path, kind: str) -> None:
         """Run the query again without a row limit and write every row to ``path``."""
-        monitor = self.ralph.monitor
+        monitor = ralph_app(self).monitor
         try:
             if monitor is None:
                 raise RuntimeError("the ledger is not open")

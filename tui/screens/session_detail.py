@@ -19,7 +19,7 @@ from tui.messages import DetailLoaded, SessionLoaded, ralph_app
 from tui.widgets.charts import HeatGrid, ScorePlot, TokenBars, checkpoints_text
 
 if TYPE_CHECKING:
-    from tui.app import RalphApp
+    pass
 
 FEEDBACK_LINES = 12
 TIMELINE_TAIL = ("score", "signal", "guards", "promise", "hook", "stop", "tokens", "time")
@@ -176,11 +176,6 @@ class SessionScreen(Screen[None]):
         self.last_seq = 0
         self.loads = 0
 
-    @property
-    def ralph(self) -> RalphApp:
-        """The app, typed."""
-        return ralph_app(self)
-
     def compose(self) -> ComposeResult:
         """Title, timeline and detail, the plots, the event log, the footer."""
         yield Static(title_text(self.session_id, None), id="title")
@@ -217,7 +212,7 @@ class SessionScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="session")
     def load_session(self) -> None:
         """Read the session's rows from the monitor."""
-        monitor = self.ralph.monitor
+        monitor = ralph_app(self).monitor
         if monitor is None:
             return
         sid = self.session_id
@@ -236,7 +231,7 @@ class SessionScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="detail")
     def load_detail(self, iteration: int) -> None:
         """Read one iteration's detail."""
-        monitor = self.ralph.monitor
+        monitor = ralph_app(self).monitor
         if monitor is None:
             return
         detail = monitor.detail(self.session_id, iteration)

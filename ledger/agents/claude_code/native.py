@@ -21,7 +21,7 @@ user asked and which ledger session records it; everything else (iteration,
 scores, trips) is that session's. The first stop claims an unclaimed file for
 its session, like the plugin, and names the loop's own ledger session in it
 (``cc-<claude session id>`` for the session's first loop, ``cc-<id>-2``, ...
-after it: ``ledger.agents.claude_code.hook.loop_session``); a stop of any other session never
+after it: ``ledger.agents.claude_code.stop_event.loop_session``); a stop of any other session never
 blocks or touches the loop. Every block starts a new iteration, so seed 002's
 ``max_stop_retries`` (blocks within one iteration) never trips here: the
 iteration guards bound the loop instead (``max_iterations`` is on by default).
@@ -40,16 +40,16 @@ from typing import Final
 import msgspec
 
 from ledger import events as ev
-from ledger.agents.claude_code.hook import (
+from ledger.agents.claude_code.stop_event import (
     ErrorSink,
     HookInput,
     HookInputError,
     HookOutcome,
     LoopRecord,
-    _turn,
     belongs,
     loop_session,
     named_session,
+    read_turn,
     transcript_of,
 )
 from ledger.core.atomic import atomic_write, sweep_temps
@@ -211,7 +211,7 @@ def _owned_stop(
         path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
         sweep_temps(path)
         return HookOutcome()
-    text, turn = _turn(data, transcript, record.offset if record.started else carry)
+    text, turn = read_turn(data, transcript, record.offset if record.started else carry)
     result = engine.validate(
         sid,
         text or "",
