@@ -18,11 +18,9 @@ from ledger.agents.claude_code.plugin import (
     LoopArgs,
     LoopState,
     PluginDecision,
-    SettingsError,
     StateError,
     UsageError,
     apply_decision,
-    install_hook,
     new_state,
     parse_loop_args,
     parse_state,
@@ -31,6 +29,7 @@ from ledger.agents.claude_code.plugin import (
     render_state,
     write_state,
 )
+from ledger.agents.claude_code.settings import SettingsError, install_hook
 from ledger.loop.promises import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -512,7 +512,7 @@ def cmd_init(home: Home, args: argparse.Namespace) -> None:
     """Add the Stop hook to ``.claude/settings.json``, keeping every other setting and hook (an
     older ``ralph-ledger hook claude-code`` entry is updated in place); prints what it did. Raises
     ``CliError`` on a broken file, exit 2 for a ``--project`` that is not an existing directory."""
-    from ledger.agents.claude_code.plugin import SettingsError, install_hook
+    from ledger.agents.claude_code.settings import SettingsError, install_hook
 
     project = Path(args.project)
     if not project.is_dir():

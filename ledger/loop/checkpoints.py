@@ -15,16 +15,8 @@ view expires checkpoints by id, so a shared id would expire both. Ids are
 deterministic; they are unique as long as one process writes a session
 (reading the journal and appending are two steps).
 
-Expiry. Seed 003 §3.2 gives each trigger a retention (24 hours for
-``iteration_checkpoint``, 7 days for the others) and prunes to "the latest
-3 per type"; seed 000 §8.5 says iteration checkpoints are session state that
-does not expire by default, and pruning happens after the task. For a live
-session seed 000 wins: ``create`` leaves ``expires_at`` unset and no
-checkpoint expires by the clock alone. Retention applies only when
-``prune`` is called (typically after completion): then, per trigger, the
-latest ``keep`` live checkpoints stay and older ones past their trigger's
-retention are expired with reason ``"pruned"``. The latest checkpoint of a
-running session is never pruned, whatever ``keep`` says.
+Expiry: none by the clock in a live session; retention per trigger applies only when ``prune``
+is called, and never to a running session's latest checkpoint (why: ``docs/seeds.md``).
 
 Resuming (seed 000 §4.2-4.3) carries the iteration number, configuration,
 history and agent context; validation state and draft are reset, so

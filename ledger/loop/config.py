@@ -6,9 +6,7 @@ Everything is validated with msgspec; an unknown key or a wrong type is a
 was expected, e.g. ``ralph.toml: guards.thrashing.min_iterations: expected
 int, got str``.
 
-Per-agent defaults (seed 000 §6.1): me 15, qa 10, sec 10, doc 6, do 8
-iterations; any other agent 15. Seed 003 §2.3 gives qa 8: we follow seed 000,
-the engine's own specification, which also sets the 15 default.
+Per-agent default iteration limits (seed 000 §6.1; ``docs/seeds.md``).
 """
 
 from __future__ import annotations

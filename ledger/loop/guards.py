@@ -18,11 +18,7 @@ guard that fires returns a ``Trip`` with its evidence and the signal it forces.
 | max_stop_retries   | stops blocked in a row within one iteration >= N    | ESCALATE | on, 3       |
 | error_threshold    | validation runs with an errored rule in a row >= N  | ESCALATE | on, 3       |
 
-Where the seeds disagree: seed 004 answers max iterations and max failures
-with LOOP_BLOCKED, seed 000 with ESCALATE; we follow seed 000 (the iteration
-engine's own spec) and keep BLOCKED for what seeds 003/004 call a pause for a
-human (thrashing, time limit). Seed 003's token budget forces a context
-compaction, which a tool outside the agent cannot do; here it stops the loop.
+Where the seeds disagree on signals and the token budget: ``docs/seeds.md``.
 """
 
 from __future__ import annotations

@@ -20,19 +20,7 @@ Gate: with ``require_passing_validation`` a COMPLETE from rows 6 or 8 while
 validation failed becomes CONTINUE ("completion claimed but validation
 failed"); off by default, as seed 000 §3.2 completes on the promise alone.
 
-Why this order, where the seeds disagree:
-
-- Seed 000 §3.3 ranks BLOCKED > COMPLETE > ESCALATE > CONTINUE, yet its own
-  example lets a safety guard's ESCALATE override a COMPLETE promise. We follow
-  the example: a tripped guard is evidence the loop must stop, so guards
-  (rows 2-3) come before any promise, and among promises the ranking holds.
-- Seed 001's hooks have only complete / continue / escalate, and its default
-  hook turns a BLOCKED promise into ``escalate``. We keep BLOCKED (row 4), so
-  a blocked agent is never told to continue (seed 000: "Never continue
-  iterating after BLOCKED signal") and its status stays "blocked".
-- Seed 001 returns ``continue`` "No hooks registered for this task", while
-  seed 000 completes on a promise with no hooks at all. Both hold: hooks, when
-  registered, are the policy (rows 5-7); without hooks, the promise decides.
+Why this order, where the seeds disagree: ``docs/seeds.md``.
 """
 
 from __future__ import annotations

@@ -1,113 +1,19 @@
-"""Claude Code integration: the ``ralph-loop`` plugin's state file and Stop-hook decisions,
-``loop start`` argument parsing, and installing a Stop hook into ``.claude/settings.json``.
+"""The ``ralph-loop`` plugin's state file (``.claude/ralph-loop.local.md``) and its Stop-hook
+decisions, and ``loop start`` argument parsing, as the official plugin's scripts behave; where and
+why this differs from them: ``docs/claude-code-plugin.md``.
 
 Stop hooks import this module, so it uses the standard library and msgspec only (no DuckDB,
-PyArrow or PyYAML; the frontmatter is parsed here) and imports ``json`` only where settings are
-read or written (``tests/test_house_rules.py``).
-
-What the official plugin does
-=============================
-
-Read from source: ``plugins/ralph-wiggum/scripts/setup-ralph-loop.sh`` and
-``plugins/ralph-wiggum/hooks/stop-hook.sh`` in anthropics/claude-code (the plugin's old name);
-``plugins/ralph-loop/scripts/setup-ralph-loop.sh``, ``hooks/stop-hook.sh``, ``hooks/stop-hook.js``,
-``tests/stop-hook.test.sh``, ``commands/ralph-loop.md`` and ``README.md`` in
-anthropics/claude-plugins-official (several stored versions, some apparently from pull requests).
-Points marked ASSUMED were not read in an official file.
-
-State file ``.claude/ralph-loop.local.md`` (setup script, heredoc)::
-
-    ---
-    active: true
-    iteration: 1
-    session_id: <id or empty>        (newer versions only; ASSUMED from the stop hook's comment
-    max_iterations: <N, 0 = unlimited>   "setup-ralph-loop.sh always writes an empty session_id"
-    completion_promise: "<text>" | null  and from many derived plugins; "session_id: " keeps its
-    started_at: "YYYY-MM-DDTHH:MM:SSZ"   trailing space, which the hook's claim sed needs)
-    ---
-
-    <prompt>
-
-Setup arguments: words that are not options are collected anywhere and joined with single spaces
-(``"${PROMPT_PARTS[*]}"``); unknown ``--options`` simply become prompt words; only the space form
-``--max-iterations N`` exists, N must match ``^[0-9]+$`` (a missing or empty value is an error),
-the last repeat wins; ``--completion-promise TEXT`` takes the next word verbatim (empty is an
-error); no prompt is an error; ``-h``/``--help`` prints help and exits 0. The newest setup escapes
-``\\`` and ``"`` inside the quoted promise and flattens newlines to spaces. One stored version also
-reads a bare trailing number as ``--max-iterations``; another writes no ``session_id`` at all.
-
-Stop hook, per stop, in this order (``stop-hook.sh``; every "allow" exits 0 without JSON):
-
-1. No state file: allow, print nothing.
-2. Fields are read with ``grep '^key:' | sed 's/key: *//'``; the promise loses one pair of
-   surrounding double quotes (no unescaping); ``active`` is never read.
-3. Session isolation (newer versions): the hook's ``session_id`` comes from its stdin
-   (``.session_id // ""``). If the file's ``session_id`` is empty and the hook's is not, the file is
-   claimed (``session_id`` rewritten to the hook's id). If the file's id is set and differs from the
-   hook's (an empty hook id included), allow and leave the file untouched. Empty on both sides falls
-   through (the pre-isolation behaviour). Older versions have no isolation at all; a test stored in
-   one branch (``stop-hook.test.sh``) instead claims only ``session_id: pending`` and deletes a file
-   whose id is empty.
-4. ``iteration`` or ``max_iterations`` not ``^[0-9]+$``: a multi-line "State file corrupted" message
-   on stderr, delete the file, allow.
-5. ``max_iterations > 0`` and ``iteration >= max_iterations``: print
-   ``🛑 Ralph loop: Max iterations (N) reached.`` on stdout, delete, allow. The setup writes
-   ``iteration: 1``, so N allows N turns (N - 1 blocks).
-6. Transcript missing, no line containing ``"role":"assistant"``, or unparsable JSON: a message on
-   stderr, delete, allow. The last text is the last ``text`` block among the last 100 assistant
-   lines (a turn of only tool calls gives "", which simply continues); older versions joined the
-   text blocks of the last assistant line with newlines and stopped (deleting) when there were none.
-7. Promise set (not ``null``, not empty): ``perl -0777 -pe 's/.*?<promise>(.*?)<\\/promise>.*/$1/s;
-   s/^\\s+|\\s+$//g; s/\\s+/ /g'`` on the text: the first ``<promise>`` element's content, trimmed,
-   runs of ASCII whitespace collapsed to one space (``ledger.loop.promises.unwrap(plugin=True)``), then
-   compared exactly (case-sensitive, ``=`` not a glob). Quirk: with no tag the substitution does
-   nothing, so a whole message that *is* the promise (after the same normalisation) also counts.
-   A match prints
-   ``✅ Ralph loop: Detected <promise>TEXT</promise>`` on stdout, deletes, allows.
-8. Prompt = the lines after the closing ``---`` (``awk '/^---$/{i++; next} i>=2'``). Empty: a
-   "State file corrupted or incomplete ... No prompt text found" message on stderr, delete, allow.
-9. Otherwise ``iteration`` becomes ``iteration + 1`` (``sed`` into a temp file, then ``mv``) and
-   the hook prints ``jq -n '{"decision": "block", "reason": $prompt, "systemMessage": $msg}'`` with
-   ``🔄 Ralph iteration N+1 | To stop: output <promise>TEXT</promise> (ONLY when statement is TRUE -
-   do not lie to exit!)`` or ``🔄 Ralph iteration N+1 | No completion promise set - loop runs
-   infinitely``.
-
-How this module differs, on purpose
-===================================
-
-- ``read_state`` validates the whole file up front and raises ``StateError`` instead of deleting
-  (step 4): the caller decides. It accepts CRLF and whitespace around values, keeps ``---`` lines
-  and leading blank lines of the prompt, drops exactly one blank separator line, strips double
-  quotes from ``session_id`` and ``started_at`` too, and keeps unknown keys (``extra``) so a
-  rewrite does not lose other versions' fields. The bash reason starts with a newline (the blank
-  separator line) and loses lines that are exactly ``---``; ``reason`` here is the prompt as read.
-- ``plugin_decision`` implements steps 1, 3 and 5-9 with the newer behaviour: a file without a
-  session id is claimed by the first stop that has one (``next_state`` carries the claim); an
-  empty hook id never matches a claimed file; both empty: the file stays unclaimed and the loop
-  goes on, as in the plugin. ``active`` is ignored, as in the plugin. ``last_text=None`` stands for
-  step 6's failures (a transcript that cannot be read); the plugin's several lines become one,
-  naming the transcript and why (``transcript_problem``). A transcript without assistant lines is
-  an empty turn here, not a failure. The agent's last text comes from
-  ``ledger.agents.claude_code.transcript`` (the turn's last assistant text), not from a second
-  reading of the transcript here.
-- The state file may carry ``ledger_session``: the loop's ledger session, written by the first stop
-  (``ledger.agents.claude_code.hook``); the plugin's ``grep`` ignores the line.
-  ``outcome`` (and ``ours``, ``completed``, ``max_reached``) names the step that decided; an
-  allow also carries a short ``reason`` (the plugin gives none).
-- ``parse_loop_args`` is strict where the setup script is lax: ``--opt=value`` and ``--opt value``
-  both work, unknown options, repeats, negative or non-numeric numbers and a value that is itself
-  an option are errors; ``--`` ends the options. Prompt words are joined with single spaces like
-  the plugin; no bare-number shorthand; newlines in the promise become spaces (newest setup).
+PyArrow or PyYAML; the frontmatter is parsed here; ``tests/test_house_rules.py``).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import msgspec
 from msgspec.structs import replace
@@ -116,7 +22,6 @@ from ledger.core.atomic import atomic_write, sweep_temps
 from ledger.loop.promises import unwrap
 
 STATE_FILE: Final = ".claude/ralph-loop.local.md"
-SETTINGS_FILE: Final = ".claude/settings.json"
 MAX_ASSISTANT_LINES: Final = 100  # the plugin looks at the last 100 assistant lines only
 
 StrPath = str | os.PathLike[str]
@@ -133,10 +38,6 @@ class StateError(ClaudeCodeError):
 
 class UsageError(ClaudeCodeError):
     """``loop start`` arguments are wrong."""
-
-
-class SettingsError(ClaudeCodeError):
-    """``.claude/settings.json`` cannot be merged into."""
 
 
 # --------------------------------------------------------------------------- state file
@@ -529,100 +430,3 @@ def parse_loop_args(argv: Sequence[str]) -> LoopArgs:
     if promise is not None:
         promise = promise.replace("\r", " ").replace("\n", " ")
     return LoopArgs(prompt=prompt, max_iterations=int(max_raw), completion_promise=promise)
-
-
-# --------------------------------------------------------------------------- settings.json
-
-
-def _kind(value: object) -> str:
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    return "null" if value is None else "a number"
-
-
-def _load_settings(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except UnicodeDecodeError:
-        raise SettingsError(f"{path}: not UTF-8 text") from None
-    except OSError as e:
-        raise SettingsError(f"{path}: cannot read: {e.strerror or e}") from None
-    if not text.strip():
-        return {}
-    import json  # here: Stop hooks never read the settings
-
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SettingsError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    if not isinstance(data, dict):
-        raise SettingsError(f"{path}: expected a JSON object, got {_kind(data)}")
-    return data
-
-
-def _expect(value: object, kind: type, where: str, path: Path) -> None:
-    if not isinstance(value, kind):
-        wanted = "an object" if kind is dict else "a list"
-        raise SettingsError(f"{path}: {where}: expected {wanted}, got {_kind(value)}")
-
-
-def _stop_entries(settings: dict[str, Any], path: Path) -> list[Any]:
-    """``settings["hooks"]["Stop"]`` (created when missing), its shape checked."""
-    hooks = settings.setdefault("hooks", {})
-    _expect(hooks, dict, "hooks", path)
-    stop = hooks.setdefault("Stop", [])
-    _expect(stop, list, "hooks.Stop", path)
-    entries: list[Any] = stop
-    for n, entry in enumerate(entries):
-        _expect(entry, dict, f"hooks.Stop[{n}]", path)
-        inner = entry.get("hooks", [])
-        _expect(inner, list, f"hooks.Stop[{n}].hooks", path)
-        for m, hook in enumerate(inner):
-            _expect(hook, dict, f"hooks.Stop[{n}].hooks[{m}]", path)
-    return entries
-
-
-def _has_command(entry: dict[str, Any], command: str) -> bool:
-    return any(h.get("type") == "command" and h.get("command") == command for h in entry.get("hooks", []))
-
-
-def install_hook(
-    settings_path: StrPath, command: str, *, replaces: Callable[[str], bool] | None = None
-) -> bool:
-    """Add a Stop hook running ``command`` to a Claude Code settings file, keeping everything else.
-
-    Returns False when that command is already a Stop hook. A Stop hook whose command
-    ``replaces`` accepts (an older form of the same hook) is given ``command`` in its place instead
-    of adding a second one. Creates the file and its folder when missing (an empty file counts as
-    ``{}``); ``SettingsError`` when the file is not JSON or not shaped like settings. Written
-    atomically with 2-space indentation.
-    """
-    import json  # here, like in _load_settings: Stop hooks import this module, never json
-
-    if not command.strip():
-        raise ValueError("command must not be empty")
-    path = Path(settings_path)
-    settings = _load_settings(path)
-    stop = _stop_entries(settings, path)
-    if any(_has_command(entry, command) for entry in stop):
-        return False
-    older = [
-        hook
-        for entry in stop
-        for hook in entry.get("hooks", [])
-        if replaces is not None and hook.get("type") == "command" and replaces(str(hook.get("command", "")))
-    ]
-    for hook in older:
-        hook["command"] = command
-    if not older:
-        stop.append({"hooks": [{"type": "command", "command": command}]})
-    _atomic_write(path, json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
-    return True
