@@ -20,9 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import cli
 from ledger import events as E
-from ledger.cli import main
+from ledger.cli import ledger_commands, main
 from ledger.core.home import Home
 from ledger.storage.database import Ledger
 from ledger.storage.journal import Journal
@@ -391,7 +390,7 @@ def value_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home.ensure()
     kept = _KeptOpen(duckdb.connect(":memory:"), None)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cli, "open_current", lambda home, wait: kept)
+        mp.setattr(ledger_commands, "open_current", lambda home, wait: kept)
         yield home.root
     kept.con.close()
 
@@ -531,7 +530,8 @@ def _ended_each_way(home: Home) -> None:
 def test_session_statuses_are_one_literal(home: Home) -> None:
     """The sessions view gives exactly ``SessionStatus``'s values; ``--status`` offers them and the
     TUI's symbols and sort order know each of them."""
-    from ledger.cli import CliError, build_parser
+    from ledger.cli.common import CliError
+    from ledger.cli.parser import build_parser
     from ledger.events import ENDING_STATUS, SESSION_STATUSES
     from tui.format import STATUS
     from tui.screens.fleet import STATUS_ORDER
