@@ -51,8 +51,8 @@ from typing import Any, Final
 
 from ledger import events as ev
 from ledger.agents.claude_code import hook as stop_hook
+from ledger.agents.claude_code.last_text import find_last_text
 from ledger.agents.claude_code.plugin import new_state, parse_loop_args, write_state
-from ledger.agents.claude_code.transcript import find_last_text
 from ledger.agents.runner import RunResult, run_loop
 from ledger.core.home import Home
 from ledger.loop.config import LoopConfig

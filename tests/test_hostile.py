@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from ledger import events as E
 from ledger.agents.claude_code.hook import run
+from ledger.agents.claude_code.last_text import find_last_text
 from ledger.agents.claude_code.stop_event import (
     LOOP_FILE,
     MAX_STDIN,
@@ -35,7 +36,7 @@ from ledger.agents.claude_code.stop_event import (
     HookOutcome,
     parse_input,
 )
-from ledger.agents.claude_code.transcript import find_last_text, scan
+from ledger.agents.claude_code.transcript import scan
 from ledger.cli import main as cli_main
 from ledger.core.home import Home
 from ledger.loop.config import ConfigError, load_agent, load_toml

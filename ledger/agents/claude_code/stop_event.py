@@ -18,7 +18,8 @@ from typing import Any, Final
 import msgspec
 
 from ledger import events as ev
-from ledger.agents.claude_code.transcript import Scan, find_last_text, scan
+from ledger.agents.claude_code.last_text import find_last_text
+from ledger.agents.claude_code.transcript import Scan, scan
 from ledger.core.home import Home
 from ledger.storage.journal import Cursor, Journal, check_session_id, journal_path, read_new, utc_now
 

@@ -17,8 +17,9 @@ Two entry points:
 - :func:`scan` reads the complete lines from a byte offset to the end and aggregates them into a
   :class:`Scan` (tokens, tools, files modified, the last text, the stop reason). Its ``end`` is the
   offset to give the next call, so a hook can read a growing transcript incrementally.
-- :func:`last_text` (and :func:`find_last_text`, which also reports its cost) finds the agent's last
-  text by reading backwards from the end of the file, decoding only the lines of the current turn.
+- ``last_text`` (the module: :func:`last_text`, and :func:`find_last_text`, which also reports its
+  cost) finds the agent's last text by reading backwards from the end of the file, decoding only the
+  lines of the current turn. Both read lines through ``lines``.
 
 Decisions:
 
@@ -48,37 +49,25 @@ pyarrow, since a Stop hook runs it on every stop.
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import BinaryIO, Final
 
 import msgspec
 
+from ledger.agents.claude_code.lines import (
+    DEFAULT_MAX_BYTES,
+    MAX_LINE_BYTES,
+    READ_BUFFER,
+    BackwardLines,
+    PathArg,
+    lines_forward,
+    open_regular,
+)
 from ledger.events import TokenUsage
 
-MAX_LINE_BYTES: Final = 8 * 1024 * 1024
-"""Lines longer than this (newline excluded) are skipped without decoding and counted as bad."""
-
-BACK_BLOCK: Final = 64 * 1024
-"""First block read backwards by :func:`find_last_text`; each further block doubles, up to 4 MB."""
-
-MAX_BACK_BLOCK: Final = 4 * 1024 * 1024
-
-DEFAULT_MAX_BYTES: Final = 32 * 1024 * 1024
-"""How far back :func:`last_text` reads at most, by default."""
-
 EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+
 FEEDBACK_PREFIX: Final = "Stop hook feedback:"
-
-_SKIP_CHUNK: Final = 1024 * 1024  # read size while skipping the rest of an enormous line
-_READ_BUFFER: Final = 256 * 1024
-
-PathArg = str | os.PathLike[str]
-
-
-# --- what is decoded from a line (everything else is skipped by msgspec) ---------------------------
 
 
 class _Usage(msgspec.Struct, gc=False):
@@ -100,7 +89,9 @@ class _Block(msgspec.Struct, gc=False):
     input: _ToolInput | None = None
 
 
-class _Message(msgspec.Struct, gc=False):
+class Message(msgspec.Struct, gc=False):
+    """An API message as a transcript line carries it (only the fields read here)."""
+
     id: str | None = None
     content: str | list[_Block] | None = None
     usage: _Usage | None = None
@@ -112,13 +103,13 @@ class _Line(msgspec.Struct, gc=False, rename="camel"):
     session_id: str | None = None
     is_meta: bool | None = None
     is_sidechain: bool | None = None
-    message: _Message | None = None
+    message: Message | None = None
 
 
 _decoder: Final = msgspec.json.Decoder(_Line)
 
 
-def _decode(raw: bytes) -> _Line | None:
+def decode_line(raw: bytes) -> _Line | None:
     """The decoded line, or ``None`` when it is not a JSON object of the expected shape."""
     try:
         return _decoder.decode(raw)
@@ -126,24 +117,22 @@ def _decode(raw: bytes) -> _Line | None:
         return None
 
 
-def _is_blank(raw: bytes) -> bool:
+def is_blank(raw: bytes) -> bool:
+    """Whether a raw line is empty or only whitespace (skipped, not counted as bad)."""
     return not raw or raw.isspace()
 
 
-# --- line predicates and extractors ------------------------------------------------------------------
-
-
-def _assistant(line: _Line) -> _Message | None:
+def assistant_message(line: _Line) -> Message | None:
     """The message of an assistant line, else ``None``."""
     return line.message if line.type == "assistant" else None
 
 
-def _blocks(message: _Message) -> list[_Block]:
+def _blocks(message: Message) -> list[_Block]:
     content = message.content
     return content if isinstance(content, list) else []
 
 
-def _is_prompt(line: _Line) -> bool:
+def is_prompt(line: _Line) -> bool:
     """True for a user prompt, the start of a turn (see the module docstring)."""
     if line.type != "user" or line.is_sidechain or line.is_meta or line.message is None:
         return False
@@ -151,7 +140,7 @@ def _is_prompt(line: _Line) -> bool:
     return isinstance(content, str) and not content.startswith(FEEDBACK_PREFIX)
 
 
-def _texts(message: _Message) -> list[str]:
+def message_texts(message: Message) -> list[str]:
     """The non-blank text blocks of a message line, stripped, in order."""
     out: list[str] = []
     for block in _blocks(message):
@@ -196,9 +185,6 @@ def _sub_usage(a: TokenUsage, b: TokenUsage) -> TokenUsage:
         cache_creation=a.cache_creation - b.cache_creation,
         cache_read=a.cache_read - b.cache_read,
     )
-
-
-# --- forward scan ---------------------------------------------------------------------------------
 
 
 class Scan(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -249,9 +235,9 @@ class _Aggregate:
         if raw is None:
             self.bad_lines += 1
             return
-        if _is_blank(raw):
+        if is_blank(raw):
             return
-        line = _decode(raw)
+        line = decode_line(raw)
         if line is None:
             self.bad_lines += 1
             return
@@ -260,14 +246,14 @@ class _Aggregate:
     def _feed_line(self, line: _Line) -> None:
         if line.session_id:
             self.session_id = line.session_id
-        if _is_prompt(line):
+        if is_prompt(line):
             self.run_id, self.run_texts, self.last_text = None, [], ""
             return
-        message = _assistant(line)
+        message = assistant_message(line)
         if message is not None:
             self._feed_assistant(message, bool(line.is_sidechain))
 
-    def _feed_assistant(self, message: _Message, sidechain: bool) -> None:
+    def _feed_assistant(self, message: Message, sidechain: bool) -> None:
         if message.id:
             self.usage[message.id] = message.usage  # the last line of an id wins
         for block in _blocks(message):
@@ -279,12 +265,12 @@ class _Aggregate:
         if not sidechain:
             self._feed_main(message)
 
-    def _feed_main(self, message: _Message) -> None:
+    def _feed_main(self, message: Message) -> None:
         if message.stop_reason:
             self.stop_reason = message.stop_reason
         if message.id != self.run_id:
             self.run_id, self.run_texts = message.id, []
-        texts = _texts(message)
+        texts = message_texts(message)
         if texts:
             self.run_texts.extend(texts)
             self.last_text = "\n\n".join(self.run_texts)
@@ -316,51 +302,6 @@ class _Aggregate:
         )
 
 
-def _skip_rest_of_line(f: BinaryIO) -> int | None:
-    """Read to the end of the current line; its length, or ``None`` if the file ends first."""
-    skipped = 0
-    while True:
-        chunk = f.readline(_SKIP_CHUNK)
-        if not chunk:
-            return None
-        skipped += len(chunk)
-        if chunk.endswith(b"\n"):
-            return skipped
-
-
-def _lines_forward(f: BinaryIO, cap: int) -> Iterator[tuple[bytes | None, int]]:
-    """Yield ``(line, size)`` for each complete line from the current position.
-
-    ``line`` is ``None`` for a line longer than ``cap`` (which is never held whole in memory);
-    ``size`` counts the newline. A partial last line is not yielded.
-    """
-    while True:
-        raw = f.readline(cap + 1)
-        if raw.endswith(b"\n"):
-            yield raw, len(raw)
-        elif len(raw) <= cap:  # end of file: nothing left, or a partial last line
-            return
-        else:
-            rest = _skip_rest_of_line(f)
-            if rest is None:
-                return
-            yield None, len(raw) + rest
-
-
-def _open_regular(path: PathArg, buffering: int) -> BinaryIO:
-    """``path`` opened for reading; ``OSError`` for anything but a regular file, without blocking on
-    a FIFO."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", os.fsdecode(path))
-        os.set_blocking(fd, True)
-        return open(fd, "rb", buffering=buffering)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def scan(path: PathArg, start: int = 0, *, max_line_bytes: int = MAX_LINE_BYTES) -> Scan:
     """Aggregate the complete lines of the transcript at ``path`` from byte offset ``start``.
 
@@ -372,9 +313,9 @@ def scan(path: PathArg, start: int = 0, *, max_line_bytes: int = MAX_LINE_BYTES)
         raise ValueError(f"start must be >= 0, got {start}")
     agg = _Aggregate()
     end = start
-    with _open_regular(path, _READ_BUFFER) as f:
+    with open_regular(path, READ_BUFFER) as f:
         f.seek(start)
-        for raw, size in _lines_forward(f, max_line_bytes):
+        for raw, size in lines_forward(f, max_line_bytes):
             agg.feed(raw)
             end += size
         counted = _counted_before(f, start, set(agg.usage), max_line_bytes) if start and agg.usage else None
@@ -387,13 +328,13 @@ def _counted_before(f: BinaryIO, start: int, ids: set[str], cap: int) -> dict[st
     messages that also go on after ``start`` aside), so the search reads back from ``start`` and
     stops at a prompt or at the first line of a message that does not go on after ``start``."""
     found: dict[str, _Usage | None] = {}
-    for raw in _BackwardLines(f, DEFAULT_MAX_BYTES, cap, end=start):
-        line = None if raw is None or _is_blank(raw) else _decode(raw)
+    for raw in BackwardLines(f, DEFAULT_MAX_BYTES, cap, end=start):
+        line = None if raw is None or is_blank(raw) else decode_line(raw)
         if line is None:
             continue
-        if _is_prompt(line):
+        if is_prompt(line):
             break
-        message = _assistant(line)
+        message = assistant_message(line)
         if message is None or not message.id:
             continue
         if message.id not in ids:
@@ -402,154 +343,6 @@ def _counted_before(f: BinaryIO, start: int, ids: set[str], cap: int) -> dict[st
         if len(found) == len(ids):
             break
     return found
-
-
-# --- backward search for the last text ----------------------------------------------------------------
-
-
-class LastText(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """What :func:`find_last_text` found, and what it cost.
-
-    ``text`` is ``""`` when the current turn has no assistant text. ``lines_decoded`` counts the lines
-    handed to the JSON decoder, ``bad_lines`` those that failed or were too long, ``bytes_read`` the
-    bytes read from the file. ``exhausted`` is true when the search stopped at ``max_bytes`` (the text,
-    if any, may then be incomplete).
-    """
-
-    text: str = ""
-    lines_decoded: int = 0
-    bad_lines: int = 0
-    bytes_read: int = 0
-    exhausted: bool = False
-
-
-class _BackwardLines:
-    """Complete lines of a file, last first, read in blocks that double in size."""
-
-    def __init__(self, f: BinaryIO, max_bytes: int, cap: int, *, end: int | None = None) -> None:
-        self.f = f
-        self.max_bytes = max_bytes
-        self.cap = cap
-        self.end = end  # read the lines before this offset (None: the end of the file)
-        self.bytes_read = 0
-        self.exhausted = False
-
-    def _ends_with_partial_line(self, size: int) -> bool:
-        self.f.seek(size - 1)
-        self.bytes_read += 1
-        return self.f.read(1) != b"\n"
-
-    def _read(self, pos: int, n: int) -> bytes:
-        self.f.seek(pos)
-        chunk = self.f.read(n)
-        self.bytes_read += len(chunk)
-        return chunk
-
-    def __iter__(self) -> Iterator[bytes | None]:
-        """Yield each complete line without its newline (``None`` for one longer than ``cap``)."""
-        pos = self.f.seek(0, os.SEEK_END) if self.end is None else self.end
-        if pos == 0:
-            return
-        skipping = self._ends_with_partial_line(pos)  # the partial last line is not read
-        tail = b""  # the start of the line that ends where the previous block began, newline included
-        block = BACK_BLOCK
-        while pos > 0:
-            budget = self.max_bytes - self.bytes_read
-            if budget <= 0:
-                self.exhausted = True
-                return
-            n = min(block, pos, budget)
-            block = min(block * 2, MAX_BACK_BLOCK)
-            pos -= n
-            chunk = self._read(pos, n)
-            if len(chunk) != n:  # the file shrank under us
-                return
-            if skipping:
-                cut = chunk.rfind(b"\n")
-                if cut < 0:
-                    continue
-                chunk, skipping = chunk[: cut + 1], False
-            parts = (chunk + tail).split(b"\n")  # always ends with b"" after the last newline
-            for raw in reversed(parts[1:-1]):
-                yield raw if len(raw) <= self.cap else None
-            head = parts[0]
-            if pos == 0:
-                yield head if len(head) <= self.cap else None
-            elif len(head) > self.cap:
-                yield None
-                skipping, tail = True, b""
-            else:
-                tail = head + b"\n"
-
-
-class _TextSearch:
-    """State of the backward search: the current run of one message's lines and its texts."""
-
-    def __init__(self) -> None:
-        self.run_id: str | None = None
-        self.texts: list[str] = []  # last first
-        self.lines_decoded = 0
-        self.bad_lines = 0
-
-    def done_after(self, raw: bytes | None) -> bool:
-        """Take one line (last first); True when the search is over."""
-        if raw is None:
-            self.bad_lines += 1
-            return False
-        if _is_blank(raw):
-            return False
-        self.lines_decoded += 1
-        line = _decode(raw)
-        if line is None:
-            self.bad_lines += 1
-            return False
-        if _is_prompt(line):
-            return True
-        message = _assistant(line)
-        if message is None or line.is_sidechain:
-            return False
-        return self._take(message)
-
-    def _take(self, message: _Message) -> bool:
-        if message.id != self.run_id:
-            if self.texts:  # the run before this one had text: that was the last message with text
-                return True
-            self.run_id = message.id
-        self.texts.extend(reversed(_texts(message)))
-        return False
-
-    def text(self) -> str:
-        return "\n\n".join(reversed(self.texts))
-
-
-def find_last_text(
-    path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES, max_line_bytes: int = MAX_LINE_BYTES
-) -> LastText:
-    """The agent's last text in the current turn, found by reading ``path`` backwards.
-
-    Reads blocks from the end (64 KB, then doubling), decoding complete lines last first, until the
-    lines of the last assistant message with text have all been seen, a prompt starts the turn, the
-    start of the file, or ``max_bytes`` read. Gives the same text as ``scan(path).last_text`` (within
-    ``max_bytes``). Raises ``OSError`` (``FileNotFoundError`` if missing) when the file cannot be read.
-    """
-    search = _TextSearch()
-    with _open_regular(path, 0) as f:
-        lines = _BackwardLines(f, max_bytes, max_line_bytes)
-        for raw in lines:
-            if search.done_after(raw):
-                break
-    return LastText(
-        text=search.text(),
-        lines_decoded=search.lines_decoded,
-        bad_lines=search.bad_lines,
-        bytes_read=lines.bytes_read,
-        exhausted=lines.exhausted,
-    )
-
-
-def last_text(path: PathArg, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """The agent's last text in the current turn (``""`` if none); see :func:`find_last_text`."""
-    return find_last_text(path, max_bytes=max_bytes).text
 
 
 class _Result(msgspec.Struct, gc=False):
