@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from ledger import events as E
-from ledger.agents.runner import RunResult, recorded, run_agent, run_loop
+from ledger.agents.agent_process import run_agent
+from ledger.agents.runner import RunResult, recorded, run_loop
 from ledger.cli import main
 from ledger.core.home import Home
 from ledger.loop.config import LoopConfig
