@@ -33,7 +33,7 @@ from tests.test_tui_support import ROOT, copy_samples, fixed_clock, settle
 from tui.app import RalphApp
 from tui.screens.alerts import AlertEntry, AlertsScreen
 from tui.screens.help import HelpScreen
-from tui.screens.query import ValueViewer
+from tui.screens.query_dialogs import ValueViewer
 from tui.screens.session_detail import SessionScreen
 
 

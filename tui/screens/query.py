@@ -10,10 +10,8 @@ them (``ledger.core.output``).
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime
-from numbers import Number
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -22,9 +20,9 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Input, Label, OptionList, Static, TextArea
+from textual.widgets import DataTable, Footer, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
@@ -33,62 +31,23 @@ from ledger import one_line as first_line
 from ledger.monitor import EXAMPLE_QUERIES
 from tui import format as fmt
 from tui.messages import Exported, QueryDone, ralph_app
+from tui.screens.query_dialogs import ExportDialog, ValueViewer, export_format
+from tui.widgets.results import cell, full_text, row_text
 
 if TYPE_CHECKING:
     pass
 
+
 MAX_ROWS: Final = 1000
+
 QUERY_TIMEOUT_S: Final = 60.0
+
 HISTORY_SIZE: Final = 100
-EXPORT_FORMATS: Final = {".csv": "csv", ".json": "json"}
 
 
 def clock() -> float:
     """The clock a query's elapsed time is measured with (monotonic seconds)."""
     return time.monotonic()
-
-
-def cell(value: Any) -> Any:
-    """A result value as a table cell, as the CLI's table shows it (NULL as a dim ∅, numbers right
-    aligned; never parsed as markup)."""
-    if value is None:
-        return Text("∅", style=fmt.GREY)
-    if isinstance(value, bool):
-        return Text(str(value).lower())
-    if isinstance(value, Number):
-        return Text(output.cell(value), justify="right")
-    return Text(output.cell(value))
-
-
-def full_text(value: Any) -> str:
-    """A value whole, as text: a string as it is, anything else as the CLI's JSON output gives it
-    (indented); NULL as ``NULL``."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, str):
-        return value
-    try:
-        plain = json.loads(output.render_rows(["v"], [[value]], "json"))[0]["v"]
-    except Exception:  # a type the JSON output cannot carry: its text
-        return str(value)
-    return plain if isinstance(plain, str) else json.dumps(plain, indent=2, ensure_ascii=False)
-
-
-def row_text(columns: list[str], row: tuple[Any, ...]) -> str:
-    """One result row as a JSON object (the CLI's ``--json`` for that row)."""
-    try:
-        data = json.loads(output.render_rows(columns, [row], "json"))[0]
-    except Exception:
-        data = {c: str(v) for c, v in zip(columns, row, strict=True)}
-    return json.dumps(data, ensure_ascii=False)
-
-
-def export_format(path: Path) -> str:
-    """``csv`` or ``json``, from the file name's suffix; ``ValueError`` for any other."""
-    kind = EXPORT_FORMATS.get(path.suffix.lower())
-    if kind is None:
-        raise ValueError(f"{path}: expected a file name ending in .csv or .json")
-    return kind
 
 
 def seconds(elapsed: float) -> str:
@@ -114,93 +73,6 @@ class ResultTable(DataTable[Any]):
         """Copy the row under the cursor."""
         if isinstance(self.screen, SqlScreen):
             self.screen.copy_row()
-
-
-class ValueViewer(ModalScreen[None]):
-    """One result cell's whole value, scrollable and selectable; ``c`` copies it."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q", "app.pop_screen", "Close"),
-        Binding("c", "copy", "Copy"),
-    ]
-
-    DEFAULT_CSS = """
-    ValueViewer { align: center middle; }
-    ValueViewer > Vertical {
-        width: 90%; height: 80%; border: round $primary; background: $surface; padding: 0 1;
-    }
-    ValueViewer #value, ValueViewer #value:focus { height: 1fr; border: none; }
-    """
-
-    def __init__(self, title: str, text: str) -> None:
-        super().__init__(id="value-viewer")
-        self.title_text = title
-        self.text = text
-
-    def compose(self) -> ComposeResult:
-        """The value in a read-only text area, in a bordered box."""
-        with Vertical() as box:
-            box.border_title = self.title_text
-            box.border_subtitle = "c copies · esc closes"
-            yield TextArea(self.text, read_only=True, soft_wrap=True, id="value")
-
-    def on_mount(self) -> None:
-        """Focus the text (arrows and the mouse scroll and select)."""
-        area = self.query_one("#value", TextArea)
-        if self.app.is_headless:
-            area.cursor_blink = False
-        area.focus()
-
-    def action_copy(self) -> None:
-        """Copy the whole value."""
-        self.app.copy_to_clipboard(self.text)
-        self.notify(f"copied {len(self.text):,} character(s)", markup=False)
-
-
-class ExportDialog(ModalScreen[Path | None]):
-    """Ask for the file to export the result to (``.csv`` or ``.json``)."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-
-    DEFAULT_CSS = """
-    ExportDialog { align: center middle; }
-    ExportDialog > Vertical {
-        width: 72; max-width: 100%; height: auto; border: round $primary; background: $surface;
-        padding: 0 1;
-    }
-    ExportDialog Input { margin-top: 1; }
-    ExportDialog #export-hint { color: $text-muted; }
-    """
-
-    def __init__(self, default: str) -> None:
-        super().__init__(id="export-dialog")
-        self.default = default
-
-    def compose(self) -> ComposeResult:
-        """The file name, pre-filled."""
-        with Vertical() as box:
-            box.border_title = "Export the result"
-            yield Input(self.default, id="export-path")
-            yield Label(
-                "Enter writes it (.csv or .json, relative to the current folder) · esc cancels",
-                id="export-hint",
-            )
-
-    def on_mount(self) -> None:
-        """Focus the file name."""
-        field = self.query_one("#export-path", Input)
-        if self.app.is_headless:
-            field.cursor_blink = False
-        field.focus()
-
-    @on(Input.Submitted, "#export-path")
-    def _submitted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
-        self.dismiss(Path(text).expanduser() if text else None)
-
-    def action_cancel(self) -> None:
-        """Close without exporting."""
-        self.dismiss(None)
 
 
 class SqlScreen(Screen[None]):
