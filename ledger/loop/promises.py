@@ -1,62 +1,8 @@
-"""Completion promises: find ``<promise>X</promise>`` in agent output.
+"""Completion promises: find ``<promise>X</promise>`` in agent output (seed 000 §3.4, seed 004).
 
-An agent ends a turn by writing a promise (seed 000 §3.4, seed 004)::
-
-    <promise>BLOCKED</promise>
-    Reason: Database schema migration requires DBA review and approval.
-    Blocking issue: Cannot proceed with implementation until migration is approved.
-
-What counts as a promise:
-
-- The exact tags ``<promise>`` and ``</promise>`` (tag names in any ASCII
-  case; no attributes, no whitespace inside the tag brackets). The text
-  between them must not contain ``<``; surrounding whitespace is ignored,
-  inner runs of whitespace are collapsed, and the word is compared
-  case-folded. A bare ``COMPLETE`` or ``<incomplete>COMPLETE</incomplete>``
-  is not a promise (seed 000 Appendix C).
-- Not inside an HTML comment ``<!-- ... -->`` (it ends at the first ``-->``
-  after the ``<!--``; an unterminated comment runs to the end of the text), a
-  fenced code block (a line of 3+ backticks or tildes, after any indentation
-  or ``>`` quote markers, closed by a line of the same character at least as
-  long; an unclosed fence runs to the end) or an inline code span (a run of N
-  backticks closed by the next run of exactly N backticks in the same
-  paragraph; an unclosed run is literal). Whichever of these starts first
-  wins, so ``<!--`` inside code hides nothing and a fence inside a comment
-  opens nothing.
-
-Three vocabularies, looked up in this order:
-
-============  =============  ========  ==========================================
-vocabulary    word           signal    harness action
-============  =============  ========  ==========================================
-standard      COMPLETE       COMPLETE  iteration_complete
-standard      BLOCKED        BLOCKED   task_update(blocked)
-standard      ESCALATE       ESCALATE  task_update(blocked)
-loop          LOOP_DONE      COMPLETE  exit with success
-loop          LOOP_CONTINUE  CONTINUE  start next iteration
-loop          LOOP_BLOCKED   BLOCKED   pause, request human input
-loop          LOOP_ERROR     ESCALATE  exit with error status, preserve state
-custom        (caller's)     COMPLETE  allow stop, end loop
-============  =============  ========  ==========================================
-
-A custom phrase (the Claude Code ralph-loop plugin's ``--completion-promise``)
-may be given bare (``DONE ALL``) or tagged (``<promise>DONE ALL</promise>``,
-as seed 000's ``completionPromises`` lists them); one that names a vocabulary
-word keeps that word's signal, and an empty one is ignored. Any other text in
-promise tags lands in :attr:`Detection.unknown` and gives no signal.
-
-After each promise, up to the next promise tag, the first ``Reason:``,
-``Summary:`` and ``Blocking issue:`` lines (keys in any case; the value runs
-on over following non-blank lines until a blank line, another key, a tag or a
-fence) and the first ``<context> ... </context>`` block of ``key: value``
-lines are captured (keys lower-cased, one pair of surrounding double quotes
-stripped from values, other lines skipped). Lines inside comments or code
-are not looked at. A blocking issue is appended to the reason on a new line
-(``Blocking issue: ...``), or is the reason when there is none. Without a
-``Reason:``/``Summary:`` line, the context's ``reason``/``summary`` is used.
-
-Every pass over the text is a compiled regular expression or a ``find`` that
-moves forward, so detection is linear in the text's length; it never raises.
+What counts as a promise (the tags, what hides one: comments, fences, inline code), the three
+vocabularies and their signals, custom phrases, and the reason and context captured after a
+promise: ``docs/promises.md``. Detection is linear in the text's length and never raises.
 """
 
 from __future__ import annotations
