@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ledger.events import RuleResult, RuleSpec
+from ledger.loop.checks import due, run_rule, run_rules
 from ledger.loop.rules import (
     CommandRule,
     ContentPatternRule,
@@ -21,10 +22,7 @@ from ledger.loop.rules import (
     Rule,
     RuleConfigError,
     RuleContext,
-    due,
     parse_rules,
-    run_rule,
-    run_rules,
     spec,
 )
 from ledger.loop.score import validation_score

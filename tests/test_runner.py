@@ -24,11 +24,12 @@ from ledger.agents.agent_process import run_agent
 from ledger.agents.runner import RunResult, recorded, run_loop
 from ledger.cli import main
 from ledger.core.home import Home
+from ledger.loop.checks import run_rules
 from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine, EngineError
 from ledger.loop.guards import CircuitBreaker, GuardConfig, _Guard
 from ledger.loop.prompts import next_prompt
-from ledger.loop.rules import RuleContext, parse_rules, run_rules
+from ledger.loop.rules import RuleContext, parse_rules
 from ledger.loop.stop_policies import HookResult
 from ledger.storage.journal import Cursor, read_new
 from tests.helpers import AGENT_PREAMBLE, ticking

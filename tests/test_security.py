@@ -24,10 +24,11 @@ from ledger.agents.claude_code.stop_event import LOOP_FILE, STATE_FILE, HookInpu
 from ledger.agents.claude_code.transcript import scan
 from ledger.cli import main as cli_main
 from ledger.core.home import Home
+from ledger.loop.checks import run_rule
 from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.loop.guards import GuardConfig
-from ledger.loop.rules import CommandRule, RuleContext, run_rule
+from ledger.loop.rules import CommandRule, RuleContext
 from ledger.storage.database import Ledger
 from ledger.storage.journal import Cursor, Journal, read_new
 from ledger.storage.query import ReadOnlyViolation, lock_down, run_readonly

@@ -20,11 +20,12 @@ import msgspec
 from ledger import events as ev
 from ledger.core.errors import no_session
 from ledger.core.home import Home
+from ledger.loop.checks import run_rules
 from ledger.loop.config import LoopConfig
 from ledger.loop.facts import read_facts
 from ledger.loop.guards import check, exhausted
 from ledger.loop.promises import detect_promises, strongest, to_event
-from ledger.loop.rules import CustomRule, Rule, RuleContext, parse_rules, run_rules, spec
+from ledger.loop.rules import CustomRule, Rule, RuleContext, parse_rules, spec
 from ledger.loop.score import validation_score
 from ledger.loop.signals import Inputs, Resolution, Trip, resolve
 from ledger.loop.stop_policies import (
