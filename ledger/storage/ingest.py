@@ -1,21 +1,7 @@
-"""Bulk, idempotent ingest of journals into the ledger's ``events`` table.
-
-Each journal is read from the byte offset stored in ``ingest_positions``. All
-new complete lines go to DuckDB's ``read_json`` in large scratch files, one
-INSERT per file (never one per event), inside one transaction that also
-stores the new offsets and any bad lines: ingesting twice, or again after a
-crash mid-ingest, gives exactly the same tables.
-
-Fast path: a reader thread locates each journal's new lines without reading
-them into Python and has the kernel copy them into a scratch file (DuckDB
-reads one large file far faster than many small ones). Checks generated from the event vocabulary
-(unknown tags, missing required fields, values outside a ``Literal``) and a
-per-session seq check confirm msgspec would have accepted every line; rows
-from an older vocabulary get their defaults filled in. On any doubt the
-transaction is rolled back and redone on the exact path: msgspec decodes line
-by line, each bad line is reported with its file and line number, and the
-good events are re-encoded.
-"""
+"""Bulk, idempotent ingest of journals into the ledger's ``events`` table: new complete lines from
+each journal's stored offset, one INSERT per large scratch file inside one transaction with the new
+offsets and bad lines; a fast path checked against the vocabulary, else the exact msgspec path
+(README, "The DuckDB ledger", says how and why)."""
 
 from __future__ import annotations
 
