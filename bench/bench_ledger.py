@@ -53,11 +53,11 @@ import msgspec
 from tables import cpu_model, markdown_table  # bench/tables.py, beside this script
 
 from ledger import events as ev
-from ledger.home import Home
-from ledger.ingest import IngestReport
-from ledger.journal import Journal
-from ledger.score import validation_score
-from ledger.store import Ledger
+from ledger.core.home import Home
+from ledger.loop.score import validation_score
+from ledger.storage.database import Ledger
+from ledger.storage.ingest import IngestReport
+from ledger.storage.journal import Journal
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
 GENERATOR_VERSION: Final = 2  # bump when the generated data (or the vocabulary) changes

@@ -1,7 +1,7 @@
 """Concurrency and load: many Stop hooks for many Claude Code sessions in one ledger home, while a
 reader ingests and queries the ledger.
 
-Worker processes each drive their own sessions' stops through ``ledger.stop_hook.main`` (what
+Worker processes each drive their own sessions' stops through ``ledger.agents.claude_code.hook.main`` (what
 ``ralph-ledger hook claude-code`` runs), real hook processes run alongside, a reader ingests and
 queries continuously; then every journal and the ledger are checked (no seq gap or repeat, every
 stop's events, no lock error). The driver is ``tests/load_suite.py``, shared with

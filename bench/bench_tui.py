@@ -348,7 +348,7 @@ def time_calls(rec: Recorder, app: RalphApp) -> None:
     """Report the duration of the monitor's calls (worker threads) and of the sessions screen's
     ``apply`` (the UI thread): one "timed" line each."""
     from ledger.monitor import Monitor
-    from ledger.store import Ledger
+    from ledger.storage.database import Ledger
 
     def wrap(owner: Any, attr: str, label: str) -> None:
         original = getattr(owner, attr)
@@ -456,7 +456,7 @@ def child_append(
 ) -> None:
     """Append ``count`` events one at a time to random journals, ``gap`` seconds apart (a range)."""
     from ledger import events as ev
-    from ledger.journal import Journal
+    from ledger.storage.journal import Journal
 
     rng = random.Random(seed)
     files = sorted((home / "journals").glob("*.jsonl"))
@@ -481,8 +481,8 @@ def child_append(
 def child_ingest(rec: Recorder, home: Path) -> None:
     """``Ledger.open(home).ingest()`` (in its own process, so that the bench stays small: a child's
     ``ru_maxrss`` starts at its parent's)."""
-    from ledger.home import Home as LedgerHome
-    from ledger.store import Ledger
+    from ledger.core.home import Home as LedgerHome
+    from ledger.storage.database import Ledger
 
     with Ledger.open(LedgerHome.resolve(home)) as ledger:
         rec.emit("ingested", events=ledger.ingest().events)

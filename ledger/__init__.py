@@ -7,7 +7,7 @@ hook) never pays for importing DuckDB.
 
 from __future__ import annotations
 
-from ledger.interrupts import quiet_start
+from ledger.core.interrupts import quiet_start
 
 quiet_start()  # first: in ralph-ledger and ralph-tui, Ctrl-C while they load is one line, not a traceback
 
@@ -36,28 +36,28 @@ _import_msgspec_lean()
 
 _EXPORTS = {
     "events": "ledger.events",
-    "output": "ledger.output",
-    "Home": "ledger.home",
-    "is_journal": "ledger.home",
-    "journals_in": "ledger.home",
-    "BadLine": "ledger.journal",
-    "Cursor": "ledger.journal",
-    "Journal": "ledger.journal",
-    "JournalError": "ledger.journal",
-    "ReadResult": "ledger.journal",
-    "read_new": "ledger.journal",
-    "QueryResult": "ledger.readonly",
-    "ReadOnlyViolation": "ledger.readonly",
-    "run_readonly": "ledger.readonly",
-    "validation_score": "ledger.score",
-    "IngestReport": "ledger.ingest",
-    "Ledger": "ledger.store",
-    "LedgerError": "ledger.errors",
-    "LedgerLocked": "ledger.errors",
-    "one_line": "ledger.errors",
+    "output": "ledger.core.output",
+    "Home": "ledger.core.home",
+    "is_journal": "ledger.core.home",
+    "journals_in": "ledger.core.home",
+    "BadLine": "ledger.storage.journal",
+    "Cursor": "ledger.storage.journal",
+    "Journal": "ledger.storage.journal",
+    "JournalError": "ledger.storage.journal",
+    "ReadResult": "ledger.storage.journal",
+    "read_new": "ledger.storage.journal",
+    "QueryResult": "ledger.storage.query",
+    "ReadOnlyViolation": "ledger.storage.query",
+    "run_readonly": "ledger.storage.query",
+    "validation_score": "ledger.loop.score",
+    "IngestReport": "ledger.storage.ingest",
+    "Ledger": "ledger.storage.database",
+    "LedgerError": "ledger.core.errors",
+    "LedgerLocked": "ledger.core.errors",
+    "one_line": "ledger.core.errors",
     "Monitor": "ledger.monitor",
-    "ready": "ledger.interrupts",
-    "replay": "ledger.replay",
+    "ready": "ledger.core.interrupts",
+    "replay": "ledger.monitor.replay",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -4,8 +4,8 @@
     .venv/bin/python sample_sessions/record.py --check   # exit 1 if they differ from a fresh recording
 
 Nothing in a sample is typed by hand. Each scenario runs the real runner
-(``ledger.runner.run_loop`` with a real ``Engine``, in this process) or the real
-Claude Code Stop hook (``ledger.stop_hook.run``) against a scripted agent: a
+(``ledger.agents.runner.run_loop`` with a real ``Engine``, in this process) or the real
+Claude Code Stop hook (``ledger.agents.claude_code.hook.run``) against a scripted agent: a
 Python program, run as a subprocess, that replays a plan of turns (files to
 write, then what it prints). The agent works in a throwaway git repository
 holding a tiny Python project (``calc.py``, ``tests/``, ``tools/``), and the
@@ -50,16 +50,16 @@ from pathlib import Path
 from typing import Any, Final
 
 from ledger import events as ev
-from ledger import stop_hook
-from ledger.claude_code import new_state, parse_loop_args, write_state
-from ledger.config import LoopConfig
-from ledger.engine import Engine
-from ledger.guards import CircuitBreaker, GuardConfig, TimeLimit
-from ledger.home import Home
-from ledger.hooks import AgentContext, HookFn, HookResult
-from ledger.journal import Cursor, read_new
-from ledger.runner import RunResult, run_loop
-from ledger.transcript import find_last_text
+from ledger.agents.claude_code import hook as stop_hook
+from ledger.agents.claude_code.last_text import find_last_text
+from ledger.agents.claude_code.plugin import new_state, parse_loop_args, write_state
+from ledger.agents.runner import RunResult, run_loop
+from ledger.core.home import Home
+from ledger.loop.config import LoopConfig
+from ledger.loop.engine import Engine
+from ledger.loop.guards import CircuitBreaker, GuardConfig, TimeLimit
+from ledger.loop.stop_policies import AgentContext, HookFn, HookResult
+from ledger.storage.journal import Cursor, read_new
 
 HERE: Final = Path(__file__).resolve().parent
 SHARED_CLAUDE_CODE: Final = HERE.parent.parent / "shared" / "fixtures" / "claude-code"

@@ -8,8 +8,8 @@ from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.amber import AmberSnapshotExtension
 from syrupy.location import PyTestLocation
 
-from ledger.engine import Engine
-from ledger.home import Home
+from ledger.core.home import Home
+from ledger.loop.engine import Engine
 from tests.fixtures.scenarios import HOME
 from tests.helpers import ticking
 

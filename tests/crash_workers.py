@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ledger import events as E
-from ledger.config import LoopConfig
-from ledger.engine import Engine, EngineError
-from ledger.guards import CircuitBreaker, GuardConfig, QualityRegression, Thrashing, ValidationStall
-from ledger.home import Home
-from ledger.journal import Cursor, Journal, journal_path, read_new
-from ledger.store import Ledger
+from ledger.core.home import Home
+from ledger.loop.config import LoopConfig
+from ledger.loop.engine import Engine, EngineError
+from ledger.loop.guards import CircuitBreaker, GuardConfig, QualityRegression, Thrashing, ValidationStall
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Cursor, Journal, journal_path, read_new
 from tests.fixtures.scenarios import iteration, start
 
 TERMINAL = (E.SessionCompleted, E.SessionBlocked, E.SessionEscalated)

@@ -8,8 +8,8 @@ same figures as a markdown table). ``run_load`` starts:
   Claude Code sessions: one project directory per session with a ``.claude/ralph-loop.local.md``
   written by the helpers ``ralph-ledger loop start`` uses, and a transcript that grows by one turn
   (a prompt, then an assistant message with text, an Edit and token usage) before every stop. Each
-  stop calls ``ledger.stop_hook.main``, the function ``ralph-ledger hook claude-code`` calls, with
-  stdin and stdout replaced; every session's journal is in the one home named by ``RALPH_HOME``.
+  stop calls ``ledger.agents.claude_code.hook.main``, the function ``ralph-ledger hook claude-code``
+  calls, with stdin and stdout replaced; every session's journal is in the one home named by ``RALPH_HOME``.
   Stops go round-robin over a worker's sessions, ``stops`` per session; the last one ends the loop,
   with the completion promise (even sessions) or at ``max_iterations`` (odd ones).
 - a reader process (``python -m tests.load_suite reader``) that, until told to stop, either opens
@@ -42,8 +42,8 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from ledger import events as ev
-from ledger.home import Home
-from ledger.journal import Cursor, journal_path, read_new
+from ledger.core.home import Home
+from ledger.storage.journal import Cursor, journal_path, read_new
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 PROMPT: Final = "Make the failing tests pass"
@@ -256,8 +256,8 @@ class Session(NamedTuple):
 
 def plugin_session(projects: Path, name: str, ending: Ending, stops: int) -> Session:
     """A project with a ``ralph-loop`` state file, written as ``ralph-ledger loop start`` writes it."""
-    from ledger.claude_code import new_state, parse_loop_args, write_state
-    from ledger.stop_hook import STATE_FILE
+    from ledger.agents.claude_code.plugin import new_state, parse_loop_args, write_state
+    from ledger.agents.claude_code.stop_event import STATE_FILE
 
     project = projects / name
     project.mkdir(parents=True)
@@ -266,9 +266,9 @@ def plugin_session(projects: Path, name: str, ending: Ending, stops: int) -> Ses
 
 
 def stop_in_process(session: Session, k: int) -> tuple[float, str]:
-    """Stop ``k`` through ``ledger.stop_hook.main`` (stdin and stdout replaced): its latency (ms)
-    and what was wrong with its answer ("" when right). ``RALPH_HOME`` names the home."""
-    from ledger.stop_hook import main as hook_main
+    """Stop ``k`` through ``ledger.agents.claude_code.hook.main`` (stdin and stdout replaced): its
+    latency (ms) and what was wrong with its answer ("" when right). ``RALPH_HOME`` names the home."""
+    from ledger.agents.claude_code.hook import main as hook_main
 
     raw = session.next_turn(k)
     out, err = io.StringIO(), io.StringIO()
@@ -282,7 +282,7 @@ def worker(argv: Sequence[str]) -> int:
     """``python -m tests.load_suite worker PROJECTS INDEX SESSIONS STOPS`` (``RALPH_HOME`` set):
     set up the sessions, print ``ready``, wait for a line on stdin, drive every stop, print the
     ``WorkerResult`` as JSON."""
-    from ledger.stop_hook import STATE_FILE
+    from ledger.agents.claude_code.stop_event import STATE_FILE
 
     projects, index, sessions, stops = Path(argv[0]), int(argv[1]), int(argv[2]), int(argv[3])
     owned = [plugin_session(projects, claude_session(index, s), ending_of(s), stops) for s in range(sessions)]
@@ -333,7 +333,7 @@ class ReaderResult(msgspec.Struct, kw_only=True):
 
 
 def _is_lock_error(exc: BaseException) -> bool:
-    from ledger.errors import LedgerLocked
+    from ledger.core.errors import LedgerLocked
 
     return isinstance(exc, LedgerLocked) or "could not set lock" in str(exc).lower()
 
@@ -380,7 +380,7 @@ def _record(
 
 
 def _ledger_round(home: Home, result: ReaderResult) -> Callable[[], None]:
-    from ledger.store import Ledger
+    from ledger.storage.database import Ledger
 
     def round_() -> None:
         start = time.monotonic()
@@ -762,7 +762,7 @@ def all_sessions(params: LoadParams) -> list[tuple[str, int, Ending]]:
 
 def verify(report: LoadReport, home: Home) -> None:
     """Check every journal, then the ledger after a last ingest, against what the stops did."""
-    from ledger.store import Ledger
+    from ledger.storage.database import Ledger
 
     sessions = all_sessions(report.params)
     problems = report.problems

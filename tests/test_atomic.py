@@ -1,4 +1,4 @@
-"""ledger.atomic: rewrites replace a file whole, and remove only the temp files of dead writers."""
+"""ledger.core.atomic: rewrites replace a file whole, and remove only the temp files of dead writers."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.atomic import atomic_write, sweep_temps, temp_name
-from ledger.errors import one_line, operation, os_error
+from ledger.core.atomic import atomic_write, sweep_temps, temp_name
+from ledger.core.errors import one_line, operation, os_error
 
 
 def dead_pid() -> int:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from ledger import checkpoints as cp
-from ledger.config import LoopConfig
-from ledger.engine import Engine, EngineError
-from ledger.home import Home
+from ledger.core.home import Home
+from ledger.loop import checkpoints as cp
+from ledger.loop.config import LoopConfig
+from ledger.loop.engine import Engine, EngineError
 from tests.helpers import T0, flag_rule, ticking
 
 

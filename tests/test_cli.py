@@ -20,12 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import cli
 from ledger import events as E
-from ledger.cli import main
-from ledger.home import Home
-from ledger.journal import Journal
-from ledger.store import Ledger
+from ledger.cli import ledger_commands, main
+from ledger.core.home import Home
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Journal
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -99,8 +98,8 @@ def test_sql_cannot_read_files(fixture_home: Home, capsys: pytest.CaptureFixture
 
 
 def test_sql_connection_is_also_locked_down(fixture_home: Home) -> None:
-    from ledger.readonly import run_readonly
-    from ledger.store import Ledger
+    from ledger.storage.database import Ledger
+    from ledger.storage.query import run_readonly
 
     with Ledger.open(fixture_home) as ledger:
         run_readonly(ledger.con, "SELECT 1")  # the CLI's path: checked, then locked down
@@ -391,7 +390,7 @@ def value_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home.ensure()
     kept = _KeptOpen(duckdb.connect(":memory:"), None)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cli, "open_current", lambda home, wait: kept)
+        mp.setattr(ledger_commands, "open_current", lambda home, wait: kept)
         yield home.root
     kept.con.close()
 
@@ -446,13 +445,13 @@ def test_sql_renders_every_duckdb_type_in_every_format(value_home: Path, case: C
 )
 def test_program_of_names_the_program_as_a_user_does(argv: list[str], program: str) -> None:
     """The lock message names the holder's program, not its interpreter's cut path."""
-    from ledger.store import program_of
+    from ledger.storage.database import program_of
 
     assert program_of(argv) == program
 
 
 def test_one_line_is_the_first_printable_line_of_an_error() -> None:
-    from ledger.errors import one_line
+    from ledger.core.errors import one_line
 
     assert one_line(ValueError("\n  first\tline \nsecond")) == "first\\tline"
     assert one_line(KeyError()) == "KeyError"
@@ -470,7 +469,7 @@ def test_a_table_cell_stays_on_one_line(capsys: pytest.CaptureFixture[str], tmp_
 
 
 def test_error_text_has_one_home() -> None:
-    """Every error shown to a user is worded by ``ledger.errors.one_line`` / ``printable``: no module
+    """Every error shown to a user is worded by ``ledger.core.errors.one_line`` / ``printable``: no module
     of ledger/ or tui/ takes a first line or escapes characters on its own."""
     root = Path(__file__).resolve().parent.parent
     idioms = ("splitlines()[0]", "repr(c)[1:-1]", "def _one_line(exc", "def first_line(", "def _first_line(")
@@ -488,7 +487,7 @@ def test_error_text_has_one_home() -> None:
 def test_one_listing_of_journals(tmp_path: Path) -> None:
     """A home, the monitor and the TUI's replay list the same journals of a folder: its ``*.jsonl``
     files, hidden ones too, never a folder named like one."""
-    from ledger.home import journals_in
+    from ledger.core.home import journals_in
     from ledger.monitor import Monitor
     from tui.app import journal_files
 
@@ -531,10 +530,11 @@ def _ended_each_way(home: Home) -> None:
 def test_session_statuses_are_one_literal(home: Home) -> None:
     """The sessions view gives exactly ``SessionStatus``'s values; ``--status`` offers them and the
     TUI's symbols and sort order know each of them."""
-    from ledger.cli import CliError, build_parser
+    from ledger.cli.common import CliError
+    from ledger.cli.parser import build_parser
     from ledger.events import ENDING_STATUS, SESSION_STATUSES
     from tui.format import STATUS
-    from tui.sessions import STATUS_ORDER
+    from tui.screens.fleet import STATUS_ORDER
 
     _ended_each_way(home)
     with Ledger.open(home) as ledger:
@@ -589,7 +589,7 @@ def test_completion_rate_has_one_meaning(home: Home) -> None:
 
 def test_the_engine_names_a_missing_session_in_the_users_words(home: Home) -> None:
     """Not the API's "call start first": where the session was looked for and how to list them."""
-    from ledger.engine import Engine, EngineError
+    from ledger.loop.engine import Engine, EngineError
 
     with pytest.raises(EngineError) as info:
         Engine(home).set_max_iterations("nope", 3, "")

@@ -12,12 +12,12 @@ from typing import Any
 import msgspec
 
 from ledger import events as E
-from ledger.config import LoopConfig
-from ledger.engine import Engine
-from ledger.guards import GuardConfig, TimeLimit
-from ledger.home import Home
-from ledger.journal import Cursor, Journal, read_new
-from ledger.store import Ledger
+from ledger.core.home import Home
+from ledger.loop.config import LoopConfig
+from ledger.loop.engine import Engine
+from ledger.loop.guards import GuardConfig, TimeLimit
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Cursor, Journal, read_new
 from tests.helpers import T0, flag_rule, ticking
 
 YEAR = timedelta(days=365)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger import events as E
-from ledger.completion import (
+from ledger.loop.completion import (
     MAX_STOP_RETRIES,
     StopDecision,
     ValidationParams,
@@ -24,7 +24,7 @@ from ledger.completion import (
     retry_count_from,
     to_events,
 )
-from ledger.journal import Journal
+from ledger.storage.journal import Journal
 
 DONE = ValidationResult(complete=True, reason="All todos done")
 TODO = ValidationResult(complete=False, reason="2 todos remaining")
@@ -302,6 +302,6 @@ def test_retry_count_from_follows_its_definition(
 
 
 def test_importing_completion_does_not_import_duckdb_or_pyarrow() -> None:
-    code = "import sys, ledger.completion; print('duckdb' in sys.modules, 'pyarrow' in sys.modules)"
+    code = "import sys, ledger.loop.completion; print('duckdb' in sys.modules, 'pyarrow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False False"

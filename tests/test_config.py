@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.config import (
+from ledger.loop.config import (
     ConfigError,
     LoopConfig,
     config_path,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from ledger import events as E
-from ledger.home import Home
-from ledger.journal import BadLine, Cursor, Journal, journal_path, read_new
-from ledger.store import Ledger
+from ledger.core.home import Home
+from ledger.storage.database import Ledger
+from ledger.storage.journal import BadLine, Cursor, Journal, journal_path, read_new
 
 SID = "contract"
 
@@ -163,7 +163,7 @@ class TestLedgerContract(StoreContract):
             def crash(*args: object, **kw: object) -> None:
                 raise KeyboardInterrupt("killed between the rows and the positions")
 
-            monkeypatch.setattr("ledger.ingest.bulk_insert", crash)
+            monkeypatch.setattr("ledger.storage.ingest.bulk_insert", crash)
             with pytest.raises(KeyboardInterrupt):
                 ledger.ingest()
             monkeypatch.undo()

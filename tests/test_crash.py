@@ -33,11 +33,11 @@ import pytest
 
 from ledger import events as E
 from ledger.cli import main
-from ledger.engine import Engine
-from ledger.errors import LedgerError, LedgerLocked
-from ledger.home import Home
-from ledger.journal import Cursor, Journal, journal_path, read_new
-from ledger.store import Ledger
+from ledger.core.errors import LedgerError, LedgerLocked
+from ledger.core.home import Home
+from ledger.loop.engine import Engine
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Cursor, Journal, journal_path, read_new
 from tests import crash_workers as W
 
 SEED = int(os.environ.get("CRASH_SEED") or random.SystemRandom().randrange(1, 10**9))

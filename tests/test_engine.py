@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from ledger import events as E
-from ledger.config import LoopConfig
-from ledger.engine import Engine, EngineError
-from ledger.home import Home
-from ledger.journal import Cursor, read_new
+from ledger.core.home import Home
+from ledger.loop.config import LoopConfig
+from ledger.loop.engine import Engine, EngineError
+from ledger.storage.journal import Cursor, read_new
 from tests.helpers import flag_rule, ticking
 
 
@@ -146,7 +146,7 @@ def test_unknown_session_and_double_start(engine: Engine) -> None:
 
 
 def _no_breaker() -> Any:
-    from ledger.guards import CircuitBreaker, GuardConfig
+    from ledger.loop.guards import CircuitBreaker, GuardConfig
 
     return GuardConfig(circuit_breaker=CircuitBreaker(enabled=False))
 
@@ -154,7 +154,7 @@ def _no_breaker() -> Any:
 def _no_guards() -> Any:
     import msgspec
 
-    from ledger.guards import GuardConfig
+    from ledger.loop.guards import GuardConfig
 
     d = GuardConfig()
     return GuardConfig(
@@ -168,9 +168,9 @@ SCRIPT = r"""
 import json, sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from ledger.config import LoopConfig
-from ledger.engine import Engine
-from ledger.home import Home
+from ledger.loop.config import LoopConfig
+from ledger.loop.engine import Engine
+from ledger.core.home import Home
 
 home, work, stop_after, start_at = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 tick = iter(range(start_at * 100, 10**6))
@@ -226,7 +226,7 @@ def test_a_fresh_process_resumes_with_identical_state(tmp_path: Path, kill_after
 def test_stats_and_metric_views_agree_with_the_python_api(engine: Engine) -> None:
     """Three loops through the engine; the SQL metrics match what the API returned."""
     from ledger.cli import main
-    from ledger.store import Ledger
+    from ledger.storage.database import Ledger
 
     done = []
     engine.start("a", LoopConfig(agent="me", rules=[flag_rule("a")]))
@@ -275,7 +275,7 @@ def test_cli_stop_and_set(engine: Engine, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_custom_hook_checkpoint_data_and_next_prompt(home: Home, tmp_path: Path) -> None:
-    from ledger.hooks import AgentContext, HookResult
+    from ledger.loop.stop_policies import AgentContext, HookResult
 
     def halfway(ctx: AgentContext) -> HookResult:
         return HookResult(
@@ -303,7 +303,7 @@ def test_custom_hook_checkpoint_data_and_next_prompt(home: Home, tmp_path: Path)
 
 
 def test_a_custom_hook_lost_with_its_process_escalates(home: Home, tmp_path: Path) -> None:
-    from ledger.hooks import AgentContext, HookResult
+    from ledger.loop.stop_policies import AgentContext, HookResult
 
     def mine(ctx: AgentContext) -> HookResult:
         return HookResult("continue", "fine")

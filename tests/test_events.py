@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger import events as E
-from ledger.schema import EVENT_COLUMNS, SchemaConflict, duckdb_type, event_columns
+from ledger.storage.schema import EVENT_COLUMNS, SchemaConflict, duckdb_type, event_columns
 
 # Released tags, in order. Adding a tag appends here; nothing is ever removed.
 RELEASED_TAGS = (
@@ -118,7 +118,7 @@ def test_conflicting_field_types_are_refused(monkeypatch: pytest.MonkeyPatch) ->
     class Clash(E.Event, frozen=True, kw_only=True, tag="clash_for_test"):
         reason: int = 0
 
-    monkeypatch.setattr("ledger.schema.EVENT_TYPES", (*E.EVENT_TYPES, Clash))
+    monkeypatch.setattr("ledger.storage.schema.EVENT_TYPES", (*E.EVENT_TYPES, Clash))
     with pytest.raises(SchemaConflict, match=r"'reason' is VARCHAR in .* but BIGINT in clash_for_test"):
         event_columns()
 

@@ -16,13 +16,13 @@ import pytest
 
 from ledger import events as E
 from ledger.cli import main
-from ledger.config import LoopConfig
-from ledger.engine import Engine
-from ledger.export import views_bundle
-from ledger.home import Home
-from ledger.journal import Journal
-from ledger.sql import definitions
-from ledger.store import Ledger
+from ledger.core.home import Home
+from ledger.loop.config import LoopConfig
+from ledger.loop.engine import Engine
+from ledger.storage.database import Ledger
+from ledger.storage.export import views_bundle
+from ledger.storage.journal import Journal
+from ledger.storage.sql import definitions
 from tests.helpers import flag_rule
 
 ROOT = Path(__file__).resolve().parent.parent

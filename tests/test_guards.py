@@ -10,8 +10,8 @@ import msgspec
 import pytest
 
 from ledger import events as E
-from ledger.facts import read_facts
-from ledger.guards import (
+from ledger.loop.facts import read_facts
+from ledger.loop.guards import (
     Facts,
     GuardConfig,
     TokenBudget,
@@ -19,9 +19,9 @@ from ledger.guards import (
     circuit_state,
     exhausted,
 )
-from ledger.journal import Journal
-from ledger.score import validation_score
-from ledger.store import Ledger
+from ledger.loop.score import validation_score
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Journal
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DEFAULTS = GuardConfig()

@@ -26,17 +26,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger import events as E
+from ledger.agents.claude_code.hook import run
+from ledger.agents.claude_code.last_text import find_last_text
+from ledger.agents.claude_code.stop_event import (
+    LOOP_FILE,
+    MAX_STDIN,
+    STATE_FILE,
+    HookInputError,
+    HookOutcome,
+    parse_input,
+)
+from ledger.agents.claude_code.transcript import scan
 from ledger.cli import main as cli_main
-from ledger.config import ConfigError, load_agent, load_toml
-from ledger.engine import Engine
-from ledger.home import Home
-from ledger.journal import Cursor, Journal, read_new
-from ledger.promises import VOCABULARY, detect_promises
-from ledger.readonly import QueryResult, ReadOnlyViolation, lock_down, run_readonly
-from ledger.rules import parse_rules
-from ledger.stop_hook import LOOP_FILE, MAX_STDIN, STATE_FILE, HookInputError, HookOutcome, parse_input, run
-from ledger.store import Ledger
-from ledger.transcript import find_last_text, scan
+from ledger.core.home import Home
+from ledger.loop.config import ConfigError, load_agent, load_toml
+from ledger.loop.engine import Engine
+from ledger.loop.promises import VOCABULARY, detect_promises
+from ledger.loop.rules import parse_rules
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Cursor, Journal, read_new
+from ledger.storage.query import QueryResult, ReadOnlyViolation, lock_down, run_readonly
 from tests.helpers import ticking
 from tests.safety import (
     PLUGIN_MESSAGE,
@@ -522,7 +531,7 @@ def test_a_promise_split_across_content_blocks_is_no_promise(bed: HookBed) -> No
 
 
 def test_a_hidden_promise_does_not_complete_an_engine_loop(engine: Engine) -> None:
-    from ledger.config import LoopConfig
+    from ledger.loop.config import LoopConfig
 
     engine.start("hidden", LoopConfig(task="t"))
     result = engine.validate(

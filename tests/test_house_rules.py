@@ -12,17 +12,18 @@ from typing import Any, Final
 import pytest
 
 from ledger import events as E
-from ledger.home import Home
-from ledger.journal import Journal
-from ledger.store import Ledger
+from ledger.core.home import Home
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Journal
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_ledger_never_imports_textual() -> None:
     code = (
-        "import sys, ledger, ledger.cli, ledger.store, ledger.export, ledger.readonly; "
-        "import ledger.events, ledger.journal, ledger.schema, ledger.score, ledger.sql; "
+        "import sys, ledger, ledger.cli, ledger.storage.database, ledger.storage.export; "
+        "import ledger.storage.query, ledger.events, ledger.storage.journal, ledger.storage.schema; "
+        "import ledger.loop.score, ledger.storage.sql; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'watchfiles')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -44,7 +45,7 @@ def test_ledger_source_has_no_textual_import() -> None:
 
 def test_appending_to_a_journal_does_not_import_duckdb() -> None:
     code = (
-        "import sys; from ledger.journal import Journal; "
+        "import sys; from ledger.storage.journal import Journal; "
         "print('duckdb' in sys.modules, 'pyarrow' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -120,7 +121,7 @@ _LOADED = f"sorted(m for m in {HOOK_MUST_NOT_IMPORT!r} if m in sys.modules)"
 
 
 def test_the_stop_hook_modules_import_nothing_slow() -> None:
-    code = f"import sys, ledger.cli, ledger.stop_hook; print({_LOADED})"
+    code = f"import sys, ledger.cli, ledger.agents.claude_code.hook; print({_LOADED})"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger import events as E
-from ledger.home import Home
-from ledger.journal import Journal
-from ledger.store import Ledger
+from ledger.core.home import Home
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Journal
 from tests.test_events import event_strategy
 
 SESSIONS = ("alpha", "beta", "gamma")
@@ -61,7 +61,7 @@ def test_incremental_ingest_equals_one_shot_and_is_idempotent(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(event_strategy(), min_size=1, max_size=12))
 def test_fast_path_and_exact_path_store_the_same_rows(evs: list[E.Event]) -> None:
-    import ledger.ingest
+    import ledger.storage.ingest
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Home.resolve(Path(tmp) / "h")
@@ -73,12 +73,12 @@ def test_fast_path_and_exact_path_store_the_same_rows(evs: list[E.Event]) -> Non
         report = fast.ingest()
         assert report.exact_batches == 0
         exact = Ledger.memory(home)
-        verify = ledger.ingest._verify
-        ledger.ingest._verify = lambda *a, **kw: False
+        verify = ledger.storage.ingest._verify
+        ledger.storage.ingest._verify = lambda *a, **kw: False
         try:
             assert exact.ingest().exact_batches == 1
         finally:
-            ledger.ingest._verify = verify
+            ledger.storage.ingest._verify = verify
         assert table(fast) == table(exact)
 
 
@@ -142,7 +142,7 @@ def test_replaced_journal_of_greater_length_is_reingested(home: Home) -> None:
 
 
 def test_ingest_goes_in_batches(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ledger.ingest.BATCH_BYTES", 1)
+    monkeypatch.setattr("ledger.storage.ingest.BATCH_BYTES", 1)
     for sid in SESSIONS:
         Journal.for_session(home.journals, sid, fsync=False).append(E.AgentTurn(session_id=sid))
     ledger = Ledger.memory(home)
@@ -162,7 +162,7 @@ def test_schema_change_rebuilds_the_table(home: Home, monkeypatch: pytest.Monkey
     Journal.for_session(home.journals, "alpha", fsync=False).append(E.AgentTurn(session_id="alpha"))
     with Ledger.open(home) as ledger:
         ledger.ingest()
-    monkeypatch.setattr("ledger.store.SCHEMA_VERSION", "another-version")
+    monkeypatch.setattr("ledger.storage.database.SCHEMA_VERSION", "another-version")
     with Ledger.open(home) as ledger:
         assert ledger.rows("SELECT count(*) AS n FROM events")[0]["n"] == 0
         assert ledger.ingest().events == 1
@@ -192,14 +192,14 @@ def test_bad_line_after_an_earlier_ingest_is_numbered_in_the_whole_file(home: Ho
 
 
 def test_read_only_open_of_a_missing_ledger_is_a_clear_error(home: Home) -> None:
-    from ledger.errors import LedgerError
+    from ledger.core.errors import LedgerError
 
     with pytest.raises(LedgerError, match=r"no ledger at .* yet"):
         Ledger.open(home, read_only=True)
 
 
 def test_read_only_ledger_refuses_to_ingest(home: Home) -> None:
-    from ledger.errors import LedgerError
+    from ledger.core.errors import LedgerError
 
     Journal.for_session(home.journals, "alpha", fsync=False).append(E.AgentTurn(session_id="alpha"))
     with Ledger.open(home) as ledger:
@@ -213,7 +213,7 @@ def test_read_only_ledger_refuses_to_ingest(home: Home) -> None:
 def test_an_ingest_duckdb_cannot_hold_raises_and_stores_nothing(home: Home) -> None:
     """A resource error (here memory) is not mistaken for data the fast path cannot take: it raises
     a one-line LedgerError, nothing is stored, and the next ingest with room stores everything."""
-    from ledger.errors import LedgerError
+    from ledger.core.errors import LedgerError
 
     journal = Journal(home.journals / "big.jsonl", fsync=False)
     journal.append(

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from ledger import events as E
-from ledger.home import Home
-from ledger.journal import Cursor, journal_path, read_new
-from ledger.store import Ledger
+from ledger.core.home import Home
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Cursor, journal_path, read_new
 from tests.load_suite import (
     LONG,
     QUICK,

@@ -1,4 +1,4 @@
-"""The monitor's headless core (``ledger.monitor``) and replay (``ledger.replay``), on the recorded
+"""The monitor's headless core (``ledger.monitor``) and replay (``ledger.monitor.replay``), on the recorded
 sample sessions."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from ledger import events as E
-from ledger.home import Home
-from ledger.journal import Journal
+from ledger.core.home import Home
 from ledger.monitor import EXAMPLE_QUERIES, Monitor, fleet_of
-from ledger.readonly import ReadOnlyViolation
-from ledger.replay import replay
+from ledger.monitor.replay import replay
+from ledger.storage.journal import Journal
+from ledger.storage.query import ReadOnlyViolation
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_sessions"
 FILES = sorted(SAMPLES.glob("*.jsonl"))

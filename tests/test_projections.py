@@ -10,10 +10,10 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from ledger import events as E
-from ledger.home import Home
-from ledger.journal import Journal
-from ledger.sql import definitions
-from ledger.store import Ledger
+from ledger.core.home import Home
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Journal
+from ledger.storage.sql import definitions
 from tests.fixtures.scenarios import iteration, start
 
 ORDER = {

@@ -1,4 +1,4 @@
-"""Completion promise detection (ledger/promises.py): seed examples, edge cases, properties."""
+"""Completion promise detection (ledger/loop/promises.py): seed examples, edge cases, properties."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ledger import events as E
-from ledger.promises import (
+from ledger.loop.promises import (
     HARNESS_ACTIONS,
     VOCABULARY,
     Detection,
@@ -83,7 +83,7 @@ SEED_EXAMPLES: list[tuple[str, str, list[str]]] = [
         ["BLOCKED"],
     ),
     ("3.4 in an xml fence", "```xml\n<promise>COMPLETE</promise>\n```", []),
-    # seed 000 §3.3's conflict example (the guard part is ledger/signals.py's business)
+    # seed 000 §3.3's conflict example (the guard part is ledger/loop/signals.py's business)
     ("3.3 conflict", 'Agent output: "Tests passing! <promise>COMPLETE</promise>"', ["COMPLETE"]),
     # seed 004's four promises
     ("004 LOOP_DONE", "<promise>LOOP_DONE</promise>", ["LOOP_DONE"]),
@@ -311,7 +311,7 @@ def test_unwrap(text: str, ours: str, plugin: str) -> None:
 
 
 def test_a_configured_phrase_reads_the_same_everywhere() -> None:
-    from ledger.config import promise_word
+    from ledger.loop.config import promise_word
 
     for phrase in ("<promise> ALL  GREEN </promise>", "ALL \n GREEN", "<PROMISE>ALL GREEN</PROMISE>"):
         assert promise_word(phrase) == unwrap(phrase) == "ALL GREEN"
@@ -325,7 +325,7 @@ def test_only_this_module_parses_promise_tags() -> None:
     ledger = Path(__file__).resolve().parents[1] / "ledger"
     own = [
         f"{path.name}:{n}"
-        for path in sorted(ledger.glob("*.py"))
+        for path in sorted(ledger.rglob("*.py"))
         if path.name != "promises.py"
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if "<promise>" in line and re.search(r"\bre\.(compile|match|fullmatch|search|sub|findall)\(", line)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from ledger.events import RuleResult, RuleSpec
-from ledger.rules import (
+from ledger.loop.checks import due, run_rule, run_rules
+from ledger.loop.rules import (
     CommandRule,
     ContentPatternRule,
     CoverageRule,
@@ -21,13 +22,10 @@ from ledger.rules import (
     Rule,
     RuleConfigError,
     RuleContext,
-    due,
     parse_rules,
-    run_rule,
-    run_rules,
     spec,
 )
-from ledger.score import validation_score
+from ledger.loop.score import validation_score
 
 PY = sys.executable
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ledger import events as E
-from ledger.journal import Cursor, read_new
+from ledger.storage.journal import Cursor, read_new
 from tests.helpers import AGENT_PREAMBLE
 
 NO_BREAKER = "[guards.circuit_breaker]\nenabled = false\n"

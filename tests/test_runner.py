@@ -1,4 +1,4 @@
-"""The classic loop (``ledger.runner`` and ``ralph-ledger run``) with small scripted agents:
+"""The classic loop (``ledger.agents.runner`` and ``ralph-ledger run``) with small scripted agents:
 Python scripts run with ``sys.executable`` that keep a run counter in a state directory
 outside the work directory and record the prompt each run got on stdin."""
 
@@ -20,16 +20,18 @@ from typing import Any
 import pytest
 
 from ledger import events as E
+from ledger.agents.agent_process import run_agent
+from ledger.agents.runner import RunResult, recorded, run_loop
 from ledger.cli import main
-from ledger.config import LoopConfig
-from ledger.engine import Engine, EngineError
-from ledger.guards import CircuitBreaker, GuardConfig, _Guard
-from ledger.home import Home
-from ledger.hooks import HookResult
-from ledger.journal import Cursor, read_new
-from ledger.prompts import next_prompt
-from ledger.rules import RuleContext, parse_rules, run_rules
-from ledger.runner import RunResult, recorded, run_agent, run_loop
+from ledger.core.home import Home
+from ledger.loop.checks import run_rules
+from ledger.loop.config import LoopConfig
+from ledger.loop.engine import Engine, EngineError
+from ledger.loop.guards import CircuitBreaker, GuardConfig, _Guard
+from ledger.loop.prompts import next_prompt
+from ledger.loop.rules import RuleContext, parse_rules
+from ledger.loop.stop_policies import HookResult
+from ledger.storage.journal import Cursor, read_new
 from tests.helpers import AGENT_PREAMBLE, ticking
 
 PROMPT = "Build the thing.\n"
@@ -422,10 +424,14 @@ def test_next_prompt_is_the_task_then_what_was_learned(hint: str, feedback: list
 def test_the_runner_and_the_hook_compose_with_one_function() -> None:
     """The Claude Code ledger-native hook used its own composition (the hook's next prompt replaced
     the feedback); the runner sent the hook's next prompt alone. Both now call ``next_prompt``."""
-    import ledger.hook_loop
-    import ledger.runner
+    import ledger.agents.claude_code.native
+    import ledger.agents.runner
 
-    assert vars(ledger.hook_loop)["next_prompt"] is next_prompt is vars(ledger.runner)["next_prompt"]
+    assert (
+        vars(ledger.agents.claude_code.native)["next_prompt"]
+        is next_prompt
+        is vars(ledger.agents.runner)["next_prompt"]
+    )
 
 
 def test_a_hooks_next_prompt_and_the_feedback_follow_the_task(home: Home, work: Path, state: Path) -> None:

@@ -21,10 +21,10 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from ledger import events as E
-from ledger.guards import GuardConfig
-from ledger.ingest import IngestReport
-from ledger.journal import Journal
-from ledger.store import Ledger
+from ledger.loop.guards import GuardConfig
+from ledger.storage.database import Ledger
+from ledger.storage.ingest import IngestReport
+from ledger.storage.journal import Journal
 from sample_sessions.record import CLAUDE_SESSION, SCENARIOS, differences, expected_files, record_all
 
 ROOT = Path(__file__).resolve().parent.parent

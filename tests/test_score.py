@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ledger.events import RuleResult
-from ledger.score import validation_score
+from ledger.loop.score import validation_score
 
 
 def r(passed: bool, errored: bool = False) -> RuleResult:

@@ -18,17 +18,20 @@ import msgspec
 import pytest
 
 from ledger import events as E
+from ledger.agents.claude_code.hook import run
+from ledger.agents.claude_code.last_text import find_last_text
+from ledger.agents.claude_code.stop_event import LOOP_FILE, STATE_FILE, HookInput, transcript_of
+from ledger.agents.claude_code.transcript import scan
 from ledger.cli import main as cli_main
-from ledger.config import LoopConfig
-from ledger.engine import Engine
-from ledger.guards import GuardConfig
-from ledger.home import Home
-from ledger.journal import Cursor, Journal, read_new
-from ledger.readonly import ReadOnlyViolation, lock_down, run_readonly
-from ledger.rules import CommandRule, RuleContext, run_rule
-from ledger.stop_hook import LOOP_FILE, STATE_FILE, HookInput, run, transcript_of
-from ledger.store import Ledger
-from ledger.transcript import find_last_text, scan
+from ledger.core.home import Home
+from ledger.loop.checks import run_rule
+from ledger.loop.config import LoopConfig
+from ledger.loop.engine import Engine
+from ledger.loop.guards import GuardConfig
+from ledger.loop.rules import CommandRule, RuleContext
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Cursor, Journal, read_new
+from ledger.storage.query import ReadOnlyViolation, lock_down, run_readonly
 from tests.helpers import ticking
 from tests.safety import (
     STATE_TEXT,
@@ -237,7 +240,7 @@ def test_a_read_only_transaction_stops_writes_the_source_check_would_miss(
     ledger_home: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Second layer: with the source check switched off, DML in a CTE still cannot touch the ledger."""
-    monkeypatch.setattr("ledger.readonly.check_sources", lambda con, sql: None)
+    monkeypatch.setattr("ledger.storage.query.check_sources", lambda con, sql: None)
     with Ledger.open(ledger_home) as ledger:
         before = fingerprint(ledger.con)
         for sql in (
@@ -257,7 +260,7 @@ def test_locking_down_stops_file_access_the_source_check_would_miss(
 ) -> None:
     """The CLI's second layer: once locked down, the connection can neither read nor write files."""
     (tmp_path / "secret.csv").write_text("a\nTOPSECRET\n")
-    monkeypatch.setattr("ledger.readonly.check_sources", lambda con, sql: None)
+    monkeypatch.setattr("ledger.storage.query.check_sources", lambda con, sql: None)
     con = duckdb.connect()
     lock_down(con)
     lock_down(con)  # again: a no-op, not an error

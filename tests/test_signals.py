@@ -1,10 +1,10 @@
-"""One test per row of the signal table in ledger/signals.py."""
+"""One test per row of the signal table in ledger/loop/signals.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from ledger.signals import Inputs, Trip, resolve
+from ledger.loop.signals import Inputs, Trip, resolve
 
 MAX_IT = Trip("max_iterations", "ESCALATE", "iteration 16 exceeds maxIterations (15)")
 THRASH = Trip("thrashing", "BLOCKED", "src/a.py modified in 5 iterations")

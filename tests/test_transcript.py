@@ -1,4 +1,4 @@
-"""Tests of ledger.transcript: forward scans and the backward search for the last text."""
+"""Tests of ledger.agents.claude_code.transcript: forward scans and the backward search for the last text."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import transcript
+from ledger.agents.claude_code import lines
+from ledger.agents.claude_code.last_text import find_last_text, last_text
+from ledger.agents.claude_code.lines import MAX_LINE_BYTES
+from ledger.agents.claude_code.transcript import Scan, add_usage, scan
 from ledger.events import TokenUsage
-from ledger.transcript import MAX_LINE_BYTES, Scan, add_usage, find_last_text, last_text, scan
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = next(
@@ -421,7 +423,7 @@ def test_truncated_last_line_is_left_for_the_next_scan(tmp_path: Path) -> None:
 def test_last_line_without_its_newline_is_not_read_yet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
-    monkeypatch.setattr(transcript, "BACK_BLOCK", block)
+    monkeypatch.setattr(lines, "BACK_BLOCK", block)
     full = jl(prompt("go"), assistant("m1", text("first")), assistant("m2", text("second")))
     path = tmp_path / "t.jsonl"
     path.write_bytes(full[:-1])  # valid JSON, but the writer has not finished the line
@@ -520,7 +522,7 @@ def test_last_text_stops_at_max_bytes(tmp_path: Path) -> None:
 
 def test_transcript_module_imports_neither_duckdb_nor_pyarrow() -> None:
     code = (
-        "import sys, ledger.transcript; "
+        "import sys, ledger.agents.claude_code.transcript; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('duckdb', 'pyarrow')))"
     )
     out = subprocess.run(
@@ -564,8 +566,8 @@ def test_generated_transcripts_agree(
     assert find_last_text(path).text == s.last_text
     assert find_last_text(path, max_line_bytes=40).text == scan(path, max_line_bytes=40).last_text
     for block in (1, 7, 100):  # tiny backward blocks: lines straddle block boundaries
-        monkeypatch.setattr(transcript, "BACK_BLOCK", block)
-        monkeypatch.setattr(transcript, "MAX_BACK_BLOCK", block * 4)
+        monkeypatch.setattr(lines, "BACK_BLOCK", block)
+        monkeypatch.setattr(lines, "MAX_BACK_BLOCK", block * 4)
         assert find_last_text(path).text == s.last_text
         assert find_last_text(path, max_line_bytes=40).text == scan(path, max_line_bytes=40).last_text
 
@@ -584,7 +586,7 @@ def test_scan_never_raises_on_arbitrary_bytes(tmp_path: Path, data: bytes, start
 
 
 def test_scan_output_reads_stream_json_and_result_objects() -> None:
-    from ledger.transcript import scan_output
+    from ledger.agents.claude_code.transcript import scan_output
 
     def assistant(mid: str, usage: dict[str, int], block: dict[str, Any]) -> str:
         return json.dumps({"type": "assistant", "message": {"id": mid, "usage": usage, "content": [block]}})

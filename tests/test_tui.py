@@ -17,18 +17,18 @@ from rich.text import Text
 from textual.widgets import DataTable, Input, RichLog
 
 from ledger import events as E
-from ledger.home import Home
-from ledger.journal import Journal
+from ledger.core.home import Home
 from ledger.monitor import SessionRow, fleet_of
-from ledger.store import Ledger
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Journal
 from tests.test_tui_support import NOW, SAMPLE_FILES, copy_samples, fixed_clock, settle, until
 from tui import format as fmt
 from tui.app import MAX_GAP_S, RalphApp, count_lines, journal_files, main
-from tui.help import HelpScreen
-from tui.session import SessionScreen
-from tui.sessions import COLUMNS, SORTS, SessionsScreen
-from tui.table import VirtualTable
-from tui.widgets import HeatGrid, ScorePlot, TokenBars
+from tui.screens.fleet import COLUMNS, SORTS, SessionsScreen
+from tui.screens.help import HelpScreen
+from tui.screens.session_detail import SessionScreen
+from tui.widgets.charts import HeatGrid, ScorePlot, TokenBars
+from tui.widgets.table import VirtualTable
 
 ESCALATED_SQL = "SELECT session_id, status FROM sessions WHERE status = 'escalated' ORDER BY 1"
 ESCALATED = ["circuit-breaker", "hook-failure", "max-iterations", "quality-regression", "validation-stall"]

@@ -16,9 +16,10 @@ from textual.widgets import Input, OptionList, TextArea
 
 from tests.test_tui_support import copy_samples, fixed_clock, screen_text, settle, until
 from tui.app import RalphApp
-from tui.session import SessionScreen
-from tui.sessions import SessionsScreen
-from tui.sql import MAX_ROWS, ExportDialog, SqlScreen, ValueViewer
+from tui.screens.fleet import SessionsScreen
+from tui.screens.query import MAX_ROWS, SqlScreen
+from tui.screens.query_dialogs import ExportDialog, ValueViewer
+from tui.screens.session_detail import SessionScreen
 
 SLOW = "SELECT count(*) FROM range(100000000000) a"
 LONG = "SELECT repeat('abc', 100) AS long, 42 AS n, NULL AS nothing, [1, 2] AS l"

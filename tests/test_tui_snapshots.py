@@ -30,11 +30,11 @@ from syrupy.location import PyTestLocation
 from textual.pilot import Pilot
 
 from tests.test_tui_support import ROOT, copy_samples, fixed_clock, settle
-from tui.alerts import AlertEntry, AlertsScreen
 from tui.app import RalphApp
-from tui.help import HelpScreen
-from tui.session import SessionScreen
-from tui.sql import ValueViewer
+from tui.screens.alerts import AlertEntry, AlertsScreen
+from tui.screens.help import HelpScreen
+from tui.screens.query_dialogs import ValueViewer
+from tui.screens.session_detail import SessionScreen
 
 
 class SvgSnapshots(SingleFileSnapshotExtension):
@@ -56,7 +56,7 @@ def svg(snapshot: SnapshotAssertion) -> SnapshotAssertion:
 @pytest.fixture(autouse=True)
 def still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """A SQL query takes no time (its elapsed time is on screen)."""
-    monkeypatch.setattr("tui.sql.clock", lambda: 0.0)
+    monkeypatch.setattr("tui.screens.query.clock", lambda: 0.0)
 
 
 @pytest.fixture

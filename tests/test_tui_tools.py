@@ -20,12 +20,12 @@ from tests.test_tui_support import (
     settle,
     until,
 )
-from tui.alerts import AlertsScreen
 from tui.app import RalphApp, main
 from tui.commands import MAX_SPEED, MIN_SPEED
 from tui.messages import ReplayProgress
-from tui.session import SessionScreen
-from tui.sessions import SessionsScreen
+from tui.screens.alerts import AlertsScreen
+from tui.screens.fleet import SessionsScreen
+from tui.screens.session_detail import SessionScreen
 
 SAMPLES = SAMPLE_FILES[0].parent
 

@@ -36,16 +36,26 @@ from watchfiles import Change, awatch
 from ledger import is_journal, journals_in, ready
 from ledger import one_line as first_line
 from ledger.monitor import Monitor, Update, default_home_here, resolve_home
-from ledger.replay import replay
+from ledger.monitor.replay import replay
 from tui import format as fmt
-from tui.alerts import AlertEntry, AlertsScreen
 from tui.colours import ThemeColours
 from tui.commands import MAX_SPEED, MIN_SPEED, RalphCommands, faster, slower, speed_label, valid_speed
-from tui.help import HelpScreen
-from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, ReplayProgress, Watching
-from tui.session import SessionScreen
-from tui.sessions import SessionsScreen
-from tui.sql import SqlScreen
+from tui.messages import (
+    Failed,
+    LoadDone,
+    Loaded,
+    Opened,
+    OpenSession,
+    Pending,
+    Refreshed,
+    ReplayProgress,
+    Watching,
+)
+from tui.screens.alerts import AlertEntry, AlertsScreen
+from tui.screens.fleet import SessionsScreen
+from tui.screens.help import HelpScreen
+from tui.screens.query import SqlScreen
+from tui.screens.session_detail import SessionScreen
 
 DEFAULT_SPEED: Final = 20.0
 MAX_GAP_S: Final = 2.0
@@ -282,6 +292,10 @@ class RalphApp(App[None]):
             self.switch_screen(screen)
         else:
             self.push_screen(screen)
+
+    def on_open_session(self, message: OpenSession) -> None:
+        """A screen asked for a session: show it."""
+        self.open_session(message.session_id)
 
     def open_example(self, name: str) -> None:
         """Open the SQL console with a saved example query and run it."""

@@ -12,7 +12,7 @@ from ledger.monitor import EXAMPLE_QUERIES
 from tui.messages import ralph_app
 
 if TYPE_CHECKING:
-    from tui.app import RalphApp
+    pass
 
 SPEEDS: Final = (1.0, 5.0, 20.0, 100.0, 0.0)
 """The replay speeds the palette offers (0: no waiting)."""
@@ -48,14 +48,9 @@ def slower(speed: float) -> float:
 class RalphCommands(Provider):
     """The app's own commands (the system commands stay available too)."""
 
-    @property
-    def ralph(self) -> RalphApp:
-        """The app, typed."""
-        return ralph_app(self)
-
     def commands(self, *, sessions: bool = True) -> list[Command]:
         """Every command, with the sessions known now."""
-        app = self.ralph
+        app = ralph_app(self)
         out: list[Command] = [
             ("SQL console", app.action_sql, "Query the ledger's views and detectors"),
             ("Toggle theme", app.action_toggle_theme, "Switch between the light and the dark theme"),

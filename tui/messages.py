@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from textual.app import App
 from textual.message import Message
@@ -144,15 +144,20 @@ class Exported(Message):
         self.error = error
 
 
+class OpenSession(Message):
+    """A screen asks the app to show one session (replacing a session screen already shown)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__()
+        self.session_id = session_id
+
+
 class _OfAnApp(Protocol):
     @property
     def app(self) -> App[Any]: ...
 
 
 def ralph_app(node: _OfAnApp) -> RalphApp:
-    """The ``RalphApp`` a screen or provider belongs to, typed: the one way they reach it."""
-    from tui.app import RalphApp
-
-    app = node.app
-    assert isinstance(app, RalphApp)
-    return app
+    """The ``RalphApp`` a screen or provider belongs to, typed: the one way they read its state. They
+    never import the app (only its type, for the checker); what they ask of it goes up as a message."""
+    return cast("RalphApp", node.app)

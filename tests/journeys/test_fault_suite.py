@@ -49,7 +49,7 @@ def unlink(path, *a, **k):
         effect("remove " + name)
     return real_unlink(path, *a, **k)
 os.replace, os.unlink = replace, unlink
-from ledger import journal
+from ledger.storage import journal
 real_append = journal.Journal.append
 def append(self, *events):
     effect("append")
@@ -398,7 +398,7 @@ def test_a_multi_event_append_is_cut_back_whole_on_a_full_disk(small_disk: Path)
     """In process: a journal whose last page has a little room, a full disk, three events that do
     not fit: the write is short, the journal is cut back to what it was and the error raised."""
     from ledger import events as ev
-    from ledger.journal import Journal
+    from ledger.storage.journal import Journal
 
     journal = Journal(small_disk / "j.jsonl")
     journal.append(ev.ErrorRecorded(session_id="s", component="test", message="x" * 3000))
@@ -429,7 +429,7 @@ def test_one_event_stamped_2001_does_not_end_a_ledger_loop(project: Project) -> 
     from datetime import UTC, datetime
 
     from ledger import events as ev
-    from ledger.journal import Journal
+    from ledger.storage.journal import Journal
 
     ledger_project(project)
     start(project, "Write the parser", "--max-iterations", "9")

@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ledger.home import Home
-from ledger.journal import Journal
+from ledger.core.home import Home
+from ledger.storage.journal import Journal
 from tests.crash_workers import session_events
 from tests.journeys.conftest import Project, fill, release
 

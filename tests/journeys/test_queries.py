@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ledger import events as E
-from ledger.journal import Journal
+from ledger.storage.journal import Journal
 from tests.journeys.conftest import Project, clean_env, script
 
 SLOW_QUERY = "SELECT count(*) FROM range(100000000) a, range(1000000) b"

@@ -221,7 +221,7 @@ def test_readme_python_examples(tmp_path: Path) -> None:
 
 
 def test_readme_toml_examples(tmp_path: Path) -> None:
-    from ledger.config import LoopConfig, find_config
+    from ledger.loop.config import LoopConfig, find_config
 
     for start, _, body in blocks("toml"):
         (tmp_path / "ralph.toml").write_text("\n".join(body) + "\n")

@@ -1,0 +1,75 @@
+"""The files an iteration changed in a git work tree: a snapshot of content digests before and
+after, compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Final
+
+GIT_TIMEOUT_S: Final = 30.0
+
+
+# ----------------------------------------------------------------------------- files modified
+def _git(work_dir: Path, *args: str) -> bytes | None:
+    """``git -C work_dir args`` stdout, or ``None`` if git is missing or fails."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(work_dir), *args],
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _digest(path: Path) -> str:
+    """A file's content hash; ``"missing"`` or ``"not-a-file"`` where there is none."""
+    try:
+        if not path.is_file():
+            return "not-a-file" if path.exists() else "missing"
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"
+
+
+def snapshot(work_dir: Path, exclude: Path | None = None) -> dict[str, str] | None:
+    """Content hashes of the paths ``git status`` reports (changed from HEAD, or untracked and
+    not ignored), relative to the repository root; ``None`` outside a git work tree.
+
+    Paths under ``exclude`` (the ledger home) are left out.
+    """
+    top = _git(work_dir, "rev-parse", "--show-toplevel")
+    if top is None:
+        return None
+    root = Path(os.fsdecode(top.strip()))
+    status = _git(work_dir, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+    if status is None:
+        return None
+    hashes: dict[str, str] = {}
+    skip = exclude.resolve() if exclude is not None else None
+    for entry in status.split(b"\0"):
+        if len(entry) < 4:
+            continue
+        rel = os.fsdecode(entry[3:])
+        path = root / rel
+        if skip is not None and path.resolve().is_relative_to(skip):
+            continue
+        hashes[rel] = _digest(path)
+    return hashes
+
+
+def files_changed(before: dict[str, str] | None, after: dict[str, str] | None) -> list[str]:
+    """The paths whose content differs between two snapshots, sorted.
+
+    A path missing from a snapshot was unchanged from HEAD then; no snapshot (not a git work
+    tree) means no files.
+    """
+    if before is None or after is None:
+        return []
+    return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))

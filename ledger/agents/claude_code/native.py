@@ -1,0 +1,278 @@
+"""Ledger-native Claude Code loops: the project's rules and every guard, driven by the Stop hook.
+
+``ralph-ledger loop start "PROMPT"`` in a project with a ralph configuration
+(``ralph.toml`` or ``[tool.ralph]``) writes ``.claude/ralph-ledger.local.json``
+instead of the ``ralph-loop`` plugin's state file. From then on every stop of
+the Claude Code session that owns the loop is one iteration of the loop
+engine (``ledger.loop.engine``): the turn is read from the transcript, the
+configured validation rules run in the project, promises are detected, the
+guards and hooks are evaluated and the signal table decides:
+
+| signal    | the hook                                                            |
+|-----------|---------------------------------------------------------------------|
+| CONTINUE  | blocks the stop; the reason is the prompt plus the validation       |
+|           | feedback, the system message the iteration, score and failures      |
+| COMPLETE  | allows the stop, completes the session, removes the loop file        |
+| BLOCKED   | allows the stop (the session is blocked), removes the loop file      |
+| ESCALATE  | allows the stop (the session is escalated), removes the loop file    |
+
+The loop file only says which Claude Code session owns the loop, what the
+user asked and which ledger session records it; everything else (iteration,
+scores, trips) is that session's. The first stop claims an unclaimed file for
+its session, like the plugin, and names the loop's own ledger session in it
+(``cc-<claude session id>`` for the session's first loop, ``cc-<id>-2``, ...
+after it: ``ledger.agents.claude_code.stop_event.loop_session``); a stop of any other session never
+blocks or touches the loop. Every block starts a new iteration, so seed 002's
+``max_stop_retries`` (blocks within one iteration) never trips here: the
+iteration guards bound the loop instead (``max_iterations`` is on by default).
+
+This mode imports DuckDB (the guards read their facts with SQL); the plugin
+drop-in mode does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from ledger import events as ev
+from ledger.agents.claude_code.stop_event import (
+    ErrorSink,
+    HookInput,
+    HookInputError,
+    HookOutcome,
+    LoopRecord,
+    belongs,
+    loop_session,
+    named_session,
+    read_turn,
+    transcript_of,
+)
+from ledger.core.atomic import atomic_write, sweep_temps
+from ledger.core.home import Home
+from ledger.core.locks import loop_lock
+from ledger.loop.config import ConfigError, LoopConfig, find_config
+from ledger.loop.engine import Engine, EngineError, ValidateResult
+from ledger.loop.prompts import next_prompt
+from ledger.storage.journal import Journal, journal_path
+
+AGENT: Final = "claude-code"
+
+
+class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
+    """``.claude/ralph-ledger.local.json``: who owns the loop and what was asked.
+
+    ``max_iterations`` and ``completion_promise`` override the configuration
+    when set (a completion promise is then the only one that completes, as
+    with the plugin); ``claude_session_id`` and ``ledger_session`` are empty
+    until the first stop claims the file.
+    """
+
+    prompt: str
+    claude_session_id: str = ""
+    max_iterations: int | None = None
+    completion_promise: str | None = None
+    started_at: str | None = None  # when ``loop start`` wrote it (None: a file from before loop ids)
+    ledger_session: str = ""  # the loop's ledger session, chosen by the first stop
+
+
+class LoopFileError(ValueError):
+    """The loop file is unreadable or malformed; one line naming it."""
+
+
+def read_loop_file(path: Path) -> LoopFile | None:
+    """The loop file, or ``None`` when there is none; ``LoopFileError`` when it is malformed."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LoopFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        loop = msgspec.json.decode(raw, type=LoopFile)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise LoopFileError(f"{path}: not a ralph-ledger loop file: {exc}") from None
+    if not loop.prompt.strip():
+        raise LoopFileError(f"{path}: the prompt is empty")
+    if loop.max_iterations is not None and loop.max_iterations < 1:
+        raise LoopFileError(
+            f"{path}: max_iterations: expected a whole number >= 1, got {loop.max_iterations}"
+        )
+    return loop
+
+
+def write_loop_file(path: Path, loop: LoopFile) -> None:
+    """Write the loop file atomically, readable by its owner only."""
+    atomic_write(path, msgspec.json.format(msgspec.json.encode(loop), indent=2) + b"\n", mode=0o600)
+
+
+def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
+    """The project's configuration with the loop's task and overrides; ``HookInputError`` when bad."""
+    try:
+        config = find_config(project)
+    except ConfigError as exc:
+        raise HookInputError(str(exc)) from None
+    promises, exclusive = config.completion_promises, config.exclusive_promises
+    if loop.completion_promise:  # as the plugin's --completion-promise: that phrase and no other
+        promises, exclusive = [loop.completion_promise], True
+    return msgspec.structs.replace(
+        config,
+        task=loop.prompt[:500],
+        agent=config.agent or AGENT,
+        max_iterations=loop.max_iterations or config.max_iterations,
+        completion_promises=promises,
+        exclusive_promises=exclusive,
+    )
+
+
+def status_line(result: ValidateResult, iteration: int, max_iterations: int) -> str:
+    """The one-line system message shown to the user while the loop continues."""
+    failing = [r.name for r in result.results if not r.passed]
+    parts = [f"🔄 Ralph iteration {iteration} of {max_iterations}", f"score {result.score:.0f}"]
+    parts.append(f"failing: {', '.join(failing)}" if failing else "validation passing")
+    return " | ".join(parts)
+
+
+def _claim(
+    loop: LoopFile, data: HookInput, home: Home, clock: Callable[[], datetime]
+) -> tuple[LoopFile, LoopRecord, int]:
+    """The loop claimed by this stop's session, naming its ledger session; that session's record
+    and where its first turn starts reading the transcript."""
+    sid = loop.ledger_session
+    if sid and belongs(sid, data.session_id):
+        return loop, *named_session(home, data.session_id, sid, clock)
+    claimed = loop.claude_session_id == data.session_id
+
+    def same_loop(record: LoopRecord) -> bool:  # a file claimed before loops had their own session
+        return claimed and loop.started_at is None
+
+    sid, record, carry = loop_session(home, data.session_id, same_loop, clock)
+    claim = msgspec.structs.replace(loop, claude_session_id=data.session_id, ledger_session=sid)
+    return claim, record, carry
+
+
+def native_stop(
+    data: HookInput,
+    project: Path,
+    home: Home,
+    path: Path,
+    clock: Callable[[], datetime],
+    sink: ErrorSink | None = None,
+) -> HookOutcome:
+    """One stop of a ledger-native loop: what to print. Errors are recorded by the caller in
+    ``sink``, which names the loop's session once it is known. The loop file is read, claimed and
+    acted on under the loop lock (``ledger.core.locks``)."""
+    loop = _loop_file(path)
+    if loop is None or (loop.claude_session_id and loop.claude_session_id != data.session_id):
+        return HookOutcome()  # no loop, or another Claude Code session's: never block or touch it
+    with loop_lock(path.parent):
+        loop = _loop_file(path)  # again: another stop may have claimed or ended it
+        if loop is None or (loop.claude_session_id and loop.claude_session_id != data.session_id):
+            return HookOutcome()
+        return _owned_stop(data, project, home, path, loop, clock, sink)
+
+
+def _loop_file(path: Path) -> LoopFile | None:
+    try:
+        return read_loop_file(path)
+    except LoopFileError as exc:
+        raise HookInputError(str(exc)) from None
+
+
+def _owned_stop(
+    data: HookInput,
+    project: Path,
+    home: Home,
+    path: Path,
+    loop: LoopFile,
+    clock: Callable[[], datetime],
+    sink: ErrorSink | None,
+) -> HookOutcome:
+    """A stop of the loop this stop's session owns (or claims now)."""
+    transcript = transcript_of(data)
+    if transcript is None and data.transcript_path and data.last_assistant_message is None:
+        raise HookInputError(f"transcript {data.transcript_path!r} is not a readable file")
+    claimed, record, carry = _claim(loop, data, home, clock)
+    if claimed != loop:
+        write_loop_file(path, claimed)
+        loop = claimed
+    sid = loop.ledger_session
+    engine = Engine(home, work_dir=project, clock=clock, fsync=False)  # synced after the answer
+    journal = Journal(journal_path(home.journals, sid), clock=clock)
+    if sink is not None:
+        sink.use(journal, sid)
+    if not record.started:
+        engine.start(sid, loop_config(project, loop))
+    elif record.ended:
+        path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
+        sweep_temps(path)
+        return HookOutcome()
+    text, turn = read_turn(data, transcript, record.offset if record.started else carry)
+    result = engine.validate(
+        sid,
+        text or "",
+        files_modified=turn.files_modified if turn else (),
+        tool_count=turn.tool_count if turn else 0,
+        stop_reason=turn.stop_reason if turn else "",
+        tokens=turn.tokens if turn else None,
+        transcript_offset=turn.end if turn else 0,
+    )
+    return msgspec.structs.replace(_decide(engine, loop, path, result), sync=(str(journal.path),))
+
+
+def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) -> HookOutcome:
+    """Record the stop decision and act on the signal. The decision lands in the same append as
+    what it starts or ends (the next iteration, the session's end) and the answer is printed after
+    it; the loop file goes once the journal says the loop ended (a file left by a stop killed in
+    between is removed by the next stop)."""
+    sid, n = result.session_id, result.iteration
+    refused = ""
+    if result.signal == "CONTINUE":
+        block = {"decision": "block", "reason": next_prompt(loop.prompt, result), "systemMessage": ""}
+
+        def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
+            message = status_line(result, iteration, max_iterations)
+            block["systemMessage"] = message
+            return [
+                ev.StopDecided(
+                    session_id=sid,
+                    iteration=n,
+                    decision="block",
+                    reason="loop continues",
+                    system_message=message,
+                )
+            ]
+
+        block = {"decision": "block", "reason": next_prompt(loop.prompt, result), "systemMessage": ""}
+        try:
+            engine.next(sid, lead=decided)
+        except EngineError as exc:
+            refused = str(exc)
+        else:
+            return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
+    message = _ending(n, result, refused)
+    allowed = [ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message)]
+    if result.signal == "COMPLETE":
+        engine.complete(sid, result.detected_promise, lead=allowed)
+    elif refused:
+        engine.escalate(sid, refused, lead=allowed)
+    else:  # BLOCKED / ESCALATE: validate recorded the session's end
+        engine.journal(sid).append(*allowed)
+    path.unlink(missing_ok=True)
+    sweep_temps(path)
+    return HookOutcome(stdout=message + "\n")
+
+
+def _ending(n: int, result: ValidateResult, refused: str) -> str:
+    """The line printed when the loop ends at iteration ``n``."""
+    if result.signal == "COMPLETE":
+        return f"✅ Ralph loop complete after {n} iteration(s): {result.reason}"
+    if result.signal == "BLOCKED":
+        return f"⛔ Ralph loop blocked at iteration {n}: {result.reason}"
+    if result.signal == "ESCALATE":
+        return f"🛑 Ralph loop escalated at iteration {n}: {result.reason}"
+    return f"🛑 Ralph loop escalated at iteration {n}: {refused}"

@@ -1,0 +1,113 @@
+"""Installing ``ralph-ledger``'s Stop hook into a project's ``.claude/settings.json``: merged into
+what is there, never clobbering other hooks, with one-line errors naming the file and key.
+
+Stop hooks never import this module (nor ``json``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from ledger.agents.claude_code.plugin import ClaudeCodeError, StrPath
+from ledger.core.atomic import atomic_write
+
+SETTINGS_FILE: Final = ".claude/settings.json"
+
+
+class SettingsError(ClaudeCodeError):
+    """``.claude/settings.json`` cannot be merged into."""
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "null" if value is None else "a number"
+
+
+def _load_settings(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except UnicodeDecodeError:
+        raise SettingsError(f"{path}: not UTF-8 text") from None
+    except OSError as e:
+        raise SettingsError(f"{path}: cannot read: {e.strerror or e}") from None
+    if not text.strip():
+        return {}
+    import json  # here: Stop hooks never read the settings
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SettingsError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}: expected a JSON object, got {_kind(data)}")
+    return data
+
+
+def _expect(value: object, kind: type, where: str, path: Path) -> None:
+    if not isinstance(value, kind):
+        wanted = "an object" if kind is dict else "a list"
+        raise SettingsError(f"{path}: {where}: expected {wanted}, got {_kind(value)}")
+
+
+def _stop_entries(settings: dict[str, Any], path: Path) -> list[Any]:
+    """``settings["hooks"]["Stop"]`` (created when missing), its shape checked."""
+    hooks = settings.setdefault("hooks", {})
+    _expect(hooks, dict, "hooks", path)
+    stop = hooks.setdefault("Stop", [])
+    _expect(stop, list, "hooks.Stop", path)
+    entries: list[Any] = stop
+    for n, entry in enumerate(entries):
+        _expect(entry, dict, f"hooks.Stop[{n}]", path)
+        inner = entry.get("hooks", [])
+        _expect(inner, list, f"hooks.Stop[{n}].hooks", path)
+        for m, hook in enumerate(inner):
+            _expect(hook, dict, f"hooks.Stop[{n}].hooks[{m}]", path)
+    return entries
+
+
+def _has_command(entry: dict[str, Any], command: str) -> bool:
+    return any(h.get("type") == "command" and h.get("command") == command for h in entry.get("hooks", []))
+
+
+def install_hook(
+    settings_path: StrPath, command: str, *, replaces: Callable[[str], bool] | None = None
+) -> bool:
+    """Add a Stop hook running ``command`` to a Claude Code settings file, keeping everything else.
+
+    Returns False when that command is already a Stop hook. A Stop hook whose command
+    ``replaces`` accepts (an older form of the same hook) is given ``command`` in its place instead
+    of adding a second one. Creates the file and its folder when missing (an empty file counts as
+    ``{}``); ``SettingsError`` when the file is not JSON or not shaped like settings. Written
+    atomically with 2-space indentation.
+    """
+    import json  # here, like in _load_settings: Stop hooks import this module, never json
+
+    if not command.strip():
+        raise ValueError("command must not be empty")
+    path = Path(settings_path)
+    settings = _load_settings(path)
+    stop = _stop_entries(settings, path)
+    if any(_has_command(entry, command) for entry in stop):
+        return False
+    older = [
+        hook
+        for entry in stop
+        for hook in entry.get("hooks", [])
+        if replaces is not None and hook.get("type") == "command" and replaces(str(hook.get("command", "")))
+    ]
+    for hook in older:
+        hook["command"] = command
+    if not older:
+        stop.append({"hooks": [{"type": "command", "command": command}]})
+    atomic_write(path, (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    return True

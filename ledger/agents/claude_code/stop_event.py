@@ -1,0 +1,286 @@
+"""What every Claude Code Stop answers from, in the drop-in and the ledger-native loop alike.
+
+The Stop event's stdin (:class:`HookInput`) and what the hook prints (:class:`HookOutcome`); where the
+loop is (:func:`find_project`) and its home (:func:`hook_home`); the transcript the event names; which
+ledger session a loop is (:func:`loop_session`, :func:`named_session`) and what its journal says
+(:class:`LoopRecord`); the agent's turn (:func:`read_turn`); where an error is recorded (:class:`ErrorSink`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from ledger import events as ev
+from ledger.agents.claude_code.last_text import find_last_text
+from ledger.agents.claude_code.transcript import Scan, scan
+from ledger.core.home import Home
+from ledger.storage.journal import Cursor, Journal, check_session_id, journal_path, read_new, utc_now
+
+STATE_FILE: Final = Path(".claude") / "ralph-loop.local.md"
+LOOP_FILE: Final = Path(".claude") / "ralph-ledger.local.json"
+"""A ledger-native loop (``ledger.agents.claude_code.native``); it takes precedence over ``STATE_FILE``."""
+MAX_STDIN: Final = 16 * 1024 * 1024
+
+
+class HookInput(msgspec.Struct, frozen=True, kw_only=True):
+    """The Stop hook's stdin (unknown fields are ignored)."""
+
+    session_id: str = ""
+    transcript_path: str = ""
+    cwd: str = ""
+    stop_hook_active: bool = False
+    last_assistant_message: str | None = None
+    hook_event_name: str = "Stop"
+
+
+class HookOutcome(msgspec.Struct, frozen=True):
+    """What the hook process prints and its exit code (always 0), and the journals it appended to
+    without an fsync: :func:`main` syncs them once the answer is out (see docs/reliability.md)."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int = 0
+    sync: tuple[str, ...] = ()
+
+
+class HookInputError(ValueError):
+    """The hook's stdin is not what Claude Code sends; one line."""
+
+
+def parse_input(raw: bytes) -> HookInput:
+    """Decode stdin strictly enough to act on, with one-line errors."""
+    if len(raw) > MAX_STDIN:
+        raise HookInputError(f"stdin is {len(raw)} bytes, over the {MAX_STDIN} byte limit")
+    try:
+        data = msgspec.json.decode(raw, type=HookInput)
+    except msgspec.ValidationError as exc:
+        raise HookInputError(f"stdin is not a Stop hook event: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise HookInputError(f"stdin is not JSON: {exc}") from None
+    except RecursionError:
+        raise HookInputError("stdin is not a Stop hook event: JSON nested too deeply") from None
+    if not data.session_id.strip():
+        raise HookInputError("stdin has no session_id")
+    return data
+
+
+def ledger_session(claude_session: str, n: int = 1) -> str:
+    """The ledger session id of the ``n``-th loop of a Claude Code session: ``cc-<id>``, then
+    ``cc-<id>-2``, ``cc-<id>-3``, ..."""
+    return check_session_id(f"cc-{claude_session}" if n == 1 else f"cc-{claude_session}-{n}")
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _has_loop(directory: Path) -> bool:
+    return (directory / LOOP_FILE).exists() or (directory / STATE_FILE).exists()
+
+
+def project_root(start: Path) -> Path:
+    """The git work tree holding ``start`` (the nearest directory at or above it holding ``.git``),
+    ``start`` itself when there is none."""
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
+
+
+def _up_to_root(start: Path) -> list[Path]:
+    """``start`` and its parents up to its project root (just ``start`` outside a git work tree)."""
+    root = project_root(start)
+    return [start, *(d for d in start.parents if d.is_relative_to(root))]
+
+
+def _stdin_cwd(data: HookInput) -> Path:
+    """``cwd`` from stdin (the hook's own when empty): an existing directory, else ``HookInputError``."""
+    cwd = Path(data.cwd or os.getcwd())
+    if not cwd.is_absolute():
+        raise HookInputError(f"cwd {data.cwd!r} is not an absolute path")
+    cwd = cwd.resolve()
+    if not cwd.is_dir():
+        raise HookInputError(f"cwd {str(cwd)!r} is not a directory")
+    return cwd
+
+
+def find_project(data: HookInput, env: dict[str, str] | None = None) -> Path:
+    """The project whose loop this stop is for: the first of ``$CLAUDE_PROJECT_DIR``, the hook's
+    working directory, and stdin's ``cwd`` and its parents up to the project root (the first one
+    holding ``.git``) that holds a loop file. With no loop anywhere: ``$CLAUDE_PROJECT_DIR`` when
+    set, else the project root above stdin's ``cwd``. ``HookInputError`` when it comes to stdin's
+    ``cwd`` and that is not an existing absolute directory."""
+    environ = os.environ if env is None else env
+    claude_dir = environ.get("CLAUDE_PROJECT_DIR", "")
+    declared = Path(claude_dir) if claude_dir and Path(claude_dir).is_absolute() else None
+    if declared is not None and _is_dir(declared) and _has_loop(declared):
+        return declared.resolve()
+    with contextlib.suppress(OSError):  # the hook's working directory may have been removed
+        here = Path.cwd()
+        if _has_loop(here):
+            return here
+    cwd = _stdin_cwd(data)
+    for d in _up_to_root(cwd):
+        if _has_loop(d):
+            return d
+    return declared.resolve() if declared is not None and _is_dir(declared) else project_root(cwd)
+
+
+def hook_home(project: Path, home: str | None = None, env: dict[str, str] | None = None) -> Home:
+    """The hook's ledger home: ``home`` (``--home``), else ``$RALPH_HOME``, else ``<project>/.ralph``;
+    a relative path is taken from ``project``, wherever Claude Code runs the hook from."""
+    chosen = home or (os.environ if env is None else env).get("RALPH_HOME") or ".ralph"
+    path = Path(chosen).expanduser()
+    return Home.resolve(path if path.is_absolute() else project / path)
+
+
+def transcript_problem(data: HookInput) -> tuple[Path | None, str]:
+    """The transcript path from stdin, resolved, and ``""``; or None and what is wrong with it
+    (absent, relative, missing, not a regular file: a directory, a FIFO, a device or a symlink
+    loop could block or never end)."""
+    if not data.transcript_path:
+        return None, "the Stop event names no transcript_path"
+    try:
+        path = Path(data.transcript_path).expanduser()
+        if not path.is_absolute():
+            return None, f"transcript {data.transcript_path!r} is not an absolute path"
+        path = path.resolve()
+        if not path.exists():
+            return None, f"transcript {path} does not exist"
+        return (path, "") if path.is_file() else (None, f"transcript {path} is not a regular file")
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte, "~" with no home
+        return None, f"transcript {data.transcript_path!r} cannot be resolved"
+
+
+def transcript_of(data: HookInput) -> Path | None:
+    """The transcript path from stdin, resolved; None when absent, relative, or not a regular file
+    (see :func:`transcript_problem`)."""
+    return transcript_problem(data)[0]
+
+
+class LoopRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """What a loop's journal says: started, ended, the transcript offset of its last turn, its
+    latest iteration and the configuration it started with."""
+
+    started: bool = False
+    ended: bool = False
+    offset: int = 0
+    iteration: int = 0
+    config: dict[str, Any] = {}
+
+
+_ENDINGS: Final = (ev.SessionCompleted, ev.SessionBlocked, ev.SessionEscalated)
+
+
+def read_record(journal: Journal) -> LoopRecord:
+    """The :class:`LoopRecord` of ``journal`` (an empty one when there is no journal)."""
+    if not journal.path.exists():
+        return LoopRecord()
+    started = ended = False
+    offset = iteration = 0
+    config: dict[str, Any] = {}
+    for e in read_new(journal.path, Cursor()).events:
+        if isinstance(e, ev.SessionStarted):
+            started, config = True, e.config
+        elif isinstance(e, ev.AgentTurn) and e.transcript_offset:
+            offset = e.transcript_offset
+        elif isinstance(e, ev.IterationStarted):
+            iteration = e.iteration
+        elif isinstance(e, _ENDINGS):
+            ended = True
+    return LoopRecord(started=started, ended=ended, offset=offset, iteration=iteration, config=config)
+
+
+def belongs(sid: str, claude_session: str) -> bool:
+    """Whether ``sid`` names a loop of the Claude Code session ``claude_session``."""
+    base = ledger_session(claude_session)
+    return sid == base or (sid.startswith(base + "-") and sid[len(base) + 1 :].isdigit())
+
+
+def loop_session(
+    home: Home, claude_session: str, same_loop: Callable[[LoopRecord], bool], clock: Callable[[], datetime]
+) -> tuple[str, LoopRecord, int]:
+    """The ledger session of a loop whose file names none yet: the latest loop of the Claude Code
+    session when it is still running and ``same_loop`` says the file is that loop's (a loop file
+    written before files named their session), else the first of ``cc-<id>``, ``cc-<id>-2``, ...
+    not started yet. Also its record, and the transcript offset the session's loops reached."""
+    latest: tuple[str, LoopRecord] | None = None
+    carry = 0
+    n = 1
+    while True:
+        sid = ledger_session(claude_session, n)
+        record = read_record(Journal(journal_path(home.journals, sid), clock=clock))
+        if not record.started:
+            break
+        latest, carry = (sid, record), max(carry, record.offset)
+        n += 1
+    if latest is not None and not latest[1].ended and same_loop(latest[1]):
+        return latest[0], latest[1], carry
+    return sid, record, carry
+
+
+def named_session(
+    home: Home, claude_session: str, sid: str, clock: Callable[[], datetime]
+) -> tuple[LoopRecord, int]:
+    """The record of the loop session ``sid`` a loop file names, and where its first turn starts
+    reading the transcript (where the Claude Code session's earlier loops stopped)."""
+    record = read_record(Journal(journal_path(home.journals, sid), clock=clock))
+    if record.started:
+        return record, record.offset
+    carry, n = 0, 1
+    while (other := ledger_session(claude_session, n)) != sid:
+        earlier = read_record(Journal(journal_path(home.journals, other), clock=clock))
+        if not earlier.started:
+            break
+        carry, n = max(carry, earlier.offset), n + 1
+    return record, carry
+
+
+def read_turn(data: HookInput, transcript: Path | None, start: int) -> tuple[str | None, Scan | None]:
+    """The agent's last text (None when there is no way to read it) and what
+    it did since ``start`` in the transcript (from its start again if it is now shorter: rewritten)."""
+    if transcript is not None and start > transcript.stat().st_size:
+        start = 0
+    turn = scan(transcript, start) if transcript is not None else None
+    if data.last_assistant_message is not None:
+        return data.last_assistant_message, turn
+    if turn is not None and turn.last_text:
+        return turn.last_text, turn
+    return (find_last_text(transcript).text if transcript is not None else None), turn
+
+
+class ErrorSink:
+    """Where an error of this stop is recorded: the loop's session once it is known; before that,
+    the Claude Code session's latest loop while it runs, else the session its next loop will have
+    (so an error never lands in a loop that has ended)."""
+
+    def __init__(self) -> None:
+        self.journal: Journal | None = None
+        self.sid = ""
+        self._guess: Callable[[], str] | None = None
+        self._clock: Callable[[], datetime] = utc_now
+        self._home: Home | None = None
+
+    def use(self, journal: Journal, sid: str) -> None:
+        """Record errors in ``journal`` (of session ``sid``) from now on."""
+        self.journal, self.sid, self._guess = journal, sid, None
+
+    def guess(self, home: Home, claude_session: str, clock: Callable[[], datetime]) -> None:
+        """Until :meth:`use` names the loop's session, find it from the Claude Code session's loops."""
+        self._home, self._clock = home, clock
+        self._guess = lambda: loop_session(home, claude_session, lambda _: True, clock)[0]
+
+    def target(self) -> tuple[Journal | None, str]:
+        """The journal and session an error is recorded in (None when nothing is known yet)."""
+        if self._guess is not None and self._home is not None:
+            with contextlib.suppress(Exception):  # best effort, like the recording itself
+                sid = self._guess()
+                return Journal(journal_path(self._home.journals, sid), clock=self._clock), sid
+        return self.journal, self.sid

@@ -1,0 +1,286 @@
+"""The classic loop: run an agent command again and again until the engine says stop.
+
+Each iteration starts the agent (an argv list, never a shell) in the engine's
+work directory with the prompt on stdin, streams its stdout and stderr to
+``out`` line by line while keeping them, and kills its whole process group if
+it runs longer than ``iteration_timeout_s``. The files it changed (in a git
+work tree) and its output go to ``Engine.validate``; the signal decides:
+
+| exit | meaning                                                              |
+|------|----------------------------------------------------------------------|
+| 0    | complete: the engine answered COMPLETE and the session was completed |
+| 3    | blocked: the engine answered BLOCKED (a BLOCKED promise, a guard)    |
+| 4    | escalated: ESCALATE, or ``next`` refused (e.g. maximum iterations)   |
+| 130  | interrupted by Ctrl-C (SIGINT); the session stays running, resumable |
+| 143  | interrupted by SIGTERM (128 + 15), likewise                          |
+| 129  | interrupted by SIGHUP (128 + 1: the terminal closed), likewise       |
+| 2    | bad usage (the ``run`` command line; see ``ledger.cli``)             |
+| 1    | a configuration that would fail, a session that cannot start/resume  |
+
+An agent printing Claude Code's message format (``claude -p --output-format
+stream-json`` or ``json``) has its tokens, tool calls and edited files read from
+that output (``ledger.agents.claude_code.transcript.scan_output``).
+
+Every iteration's prompt is the task plus what the previous iteration taught
+the loop (``ledger.loop.prompts.next_prompt``, shared with the Claude Code hook).
+
+An interruption (SIGINT, SIGTERM or SIGHUP) kills the agent's process group,
+or the running validation rule's, records the agent's turn so far (its output,
+``stop_reason`` ``interrupted``) unless the engine already has, then an
+``override`` of kind ``interrupted`` (a human intervened), not
+``Engine.stop``'s ``manual_stop``: a manual stop is honoured at the next
+validate as BLOCKED, which would make the session impossible to resume.
+``run_loop(..., resume=True)`` carries on with the session's current
+iteration, running the agent for it again with the prompt it had; the
+session recorded its prompt and agent command when it started (``recorded``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TextIO
+
+import msgspec
+
+from ledger import events as ev
+from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reason, interrupts, run_agent
+from ledger.agents.changes import files_changed, snapshot
+from ledger.agents.claude_code.transcript import scan_output
+from ledger.loop.config import LoopConfig
+from ledger.loop.engine import Engine, EngineError
+from ledger.loop.prompts import next_prompt
+from ledger.storage.journal import Cursor, read_new
+
+EXIT_COMPLETE: Final = 0
+
+EXIT_USAGE: Final = 2
+
+EXIT_BLOCKED: Final = 3
+
+EXIT_ESCALATED: Final = 4
+
+EXIT_INTERRUPTED: Final = 130
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a loop ended: its exit code (table above), the last signal (``""`` if the loop was
+    interrupted before validating), the session's iteration when it ended, and why.
+    """
+
+    session_id: str
+    exit_code: int
+    signal: str
+    iterations: int
+    reason: str
+
+
+# ----------------------------------------------------------------------------- the loop
+def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
+    """The prompt and the agent command the session recorded when it started (a session that
+    recorded no prompt answers its task; no command, ``[]``). Raises ``EngineError`` when there is
+    no such session."""
+    path = engine.journal(session_id).path
+    if not path.exists():
+        raise EngineError(
+            f"no session {session_id!r} in {engine.home.root}; `ralph-ledger sessions` lists them"
+        )
+    started = [e for e in read_new(path, Cursor()).events if isinstance(e, ev.SessionStarted)]
+    if not started:
+        raise EngineError(f"session {session_id!r} has no session_started event")
+    return started[-1].prompt or started[-1].task, list(started[-1].command)
+
+
+@dataclass(frozen=True, slots=True)
+class _Learned:
+    """What an iteration taught the loop, as read back from the journal (``ledger.loop.prompts.Learned``)."""
+
+    iteration: int
+    next_prompt: str
+    feedback: list[str]
+
+
+def _learned(engine: Engine, session_id: str, iteration: int) -> _Learned:
+    """What iteration ``iteration`` of the session taught the loop: the deciding hook's next prompt
+    and the feedback of its last validate (nothing for iteration 0)."""
+    hint, feedback = "", list[str]()
+    for e in read_new(engine.journal(session_id).path, Cursor()).events:
+        if e.iteration != iteration:
+            continue
+        if isinstance(e, ev.HookDecided):
+            hint = e.next_prompt
+        elif isinstance(e, ev.SignalResolved):
+            feedback = list(e.feedback)
+    return _Learned(iteration, hint, feedback)
+
+
+def run_loop(
+    engine: Engine,
+    session_id: str,
+    config: LoopConfig,
+    agent_cmd: list[str],
+    prompt: str,
+    *,
+    iteration_timeout_s: float,
+    out: TextIO,
+    resume: bool = False,
+    timer: Callable[[], float] = time.monotonic,
+) -> RunResult:
+    """Run the agent until the engine completes, blocks or escalates the session (exit codes above).
+
+    A new session records ``prompt``, the agent command, ``prompt`` as its task and the command's
+    program as its agent (unless the configuration names them). Every iteration gets the prompt composed by
+    ``ledger.loop.prompts.next_prompt``: ``prompt`` then what the previous iteration taught the loop.
+    With ``resume`` the session must exist and be running: ``start`` is skipped and its current
+    iteration runs again, with the prompt it had. SIGINT, SIGTERM and SIGHUP (in the main thread)
+    end the loop as described above. ``timer`` measures each agent run's recorded duration (see
+    ``run_agent``). Raises ``EngineError`` if the session cannot be started or resumed, ``OSError``
+    if the agent command cannot be run.
+    """
+    if not agent_cmd:
+        raise ValueError("run_loop needs an agent command")
+    if resume:
+        row = engine.status(session_id)
+        if row["status"] != "running":
+            raise EngineError(f"session {session_id!r} is {row['status']}; only a running session resumes")
+        n, max_it = int(row["iteration"]), int(row["max_iterations"] or config.effective_max_iterations())
+        stdin_text = next_prompt(prompt, _learned(engine, session_id, n - 1))
+    else:
+        config = msgspec.structs.replace(
+            config,
+            task=config.task or prompt,
+            agent=config.agent or Path(agent_cmd[0]).name,
+            max_iterations=config.effective_max_iterations(),  # the default of the configured agent
+        )
+        started = engine.start(session_id, config, prompt=prompt, command=agent_cmd)
+        n, max_it = started.iteration, started.max_iterations
+        stdin_text = prompt
+    loop = _Loop(engine, session_id, out)
+    with interrupts() as pending:
+        try:
+            return loop.iterate(n, max_it, stdin_text, prompt, agent_cmd, iteration_timeout_s, timer)
+        except KeyboardInterrupt as exc:
+            pending.close()  # a second signal must not cut the recording short
+            return loop.interrupted(exc)
+
+
+class _Loop:
+    """One ``run_loop``: the iterations, and what an interruption records at each step."""
+
+    def __init__(self, engine: Engine, session_id: str, out: TextIO) -> None:
+        self.engine, self.session_id, self.out = engine, session_id, out
+        self.n = 0
+        self.before: dict[str, str] | None = None  # the work tree before the agent's run
+        self.unrecorded: tuple[AgentRun, list[str]] | None = None  # the agent's run and files, until
+        # the engine has recorded them
+        self.journal_size = 0
+
+    def say(self, text: str) -> None:
+        """Write one ``[ralph-ledger]`` line to ``out`` (a terminal gone after SIGHUP is ignored)."""
+        with contextlib.suppress(OSError, ValueError):
+            self.out.write(text)
+            self.out.flush()
+
+    def iterate(
+        self,
+        n: int,
+        max_it: int,
+        stdin_text: str,
+        prompt: str,
+        agent_cmd: list[str],
+        timeout_s: float,
+        timer: Callable[[], float],
+    ) -> RunResult:
+        """The iterations from ``n`` on, until a signal other than CONTINUE."""
+        engine, sid = self.engine, self.session_id
+        while True:
+            self.n = n
+            self.say(f"[ralph-ledger] {sid}: iteration {n} of {max_it}\n")
+            self.before = before = snapshot(engine.work_dir, engine.home.root)
+            run = run_agent(
+                agent_cmd, stdin_text, cwd=engine.work_dir, timeout_s=timeout_s, out=self.out, timer=timer
+            )
+            self.unrecorded, self.journal_size = (run, []), _size(engine.journal(sid).path)
+            files = files_changed(before, snapshot(engine.work_dir, engine.home.root))
+            spoken = scan_output(run.output.splitlines())  # tokens and tools of a stream-json agent
+            self.unrecorded = run, files or list(spoken.files_modified)
+            result = engine.validate(
+                sid,
+                run.output,
+                files_modified=files or spoken.files_modified,
+                tool_count=spoken.tool_count,
+                tokens=spoken.tokens,
+                stop_reason=_stop_reason(run),
+                duration_ms=run.duration_ms,
+            )
+            self.unrecorded = None
+            self.say(f"[ralph-ledger] {sid}: iteration {n}: {result.signal} ({result.reason})\n")
+            if result.signal == "COMPLETE":
+                engine.complete(sid, result.detected_promise)
+                return RunResult(sid, EXIT_COMPLETE, result.signal, n, result.reason)
+            if result.signal == "BLOCKED":
+                return RunResult(sid, EXIT_BLOCKED, result.signal, n, result.reason)
+            if result.signal == "ESCALATE":
+                return RunResult(sid, EXIT_ESCALATED, result.signal, n, result.reason)
+            try:
+                n = engine.next(sid).iteration
+            except EngineError as exc:
+                engine.escalate(sid, str(exc))
+                return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, str(exc))
+            stdin_text = next_prompt(prompt, result)
+
+    def interrupted(self, exc: KeyboardInterrupt) -> RunResult:
+        """Record an interruption: the agent's (partial) turn if the engine has not recorded it, then
+        an ``interrupted`` override; the session stays running and resumable."""
+        engine, sid, n = self.engine, self.session_id, self.n
+        signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+        reason = interrupted_reason(signum)
+        journal = engine.journal(sid)
+        events: list[ev.Event] = []
+        turn: tuple[AgentRun, list[str]] | None = None
+        if isinstance(exc, Interrupted) and exc.partial is not None:  # the agent was running
+            after = snapshot(engine.work_dir, engine.home.root)
+            turn = exc.partial, files_changed(self.before, after)
+        elif self.unrecorded is not None and _size(journal.path) == self.journal_size:  # rules running
+            turn = self.unrecorded
+        if turn is not None:
+            run, files = turn
+            spoken = scan_output(run.output.splitlines())  # what a stream-json agent spent so far
+            events.append(
+                ev.AgentTurn(
+                    session_id=sid,
+                    iteration=n,
+                    output_excerpt=run.output[-2000:],
+                    files_modified=files or list(spoken.files_modified),
+                    tool_count=spoken.tool_count,
+                    stop_reason=_stop_reason(run),
+                    tokens=spoken.tokens,
+                    duration_ms=run.duration_ms,
+                )
+            )
+        if n and engine.status(sid)["status"] == "running":
+            events.append(ev.Override(session_id=sid, iteration=n, kind="interrupted", reason=reason))
+        if events:
+            journal.append(*events)
+        self.say(f"\n[ralph-ledger] {sid}: {reason}; resume with --resume {sid}\n")
+        return RunResult(sid, 128 + signum, "", n, reason)
+
+
+def _stop_reason(run: AgentRun) -> str:
+    """How the agent's run ended, as ``AgentTurn.stop_reason`` records it."""
+    if run.interrupted:
+        return "interrupted"
+    return "timeout" if run.timed_out else f"exit {run.returncode}"
+
+
+def _size(path: Path) -> int:
+    """A journal's size in bytes (0 when it does not exist)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -1,0 +1,196 @@
+"""``ralph-ledger``: ingest journals, rebuild the ledger, query it.
+
+Every error is one line on stderr and a non-zero exit: 2 for bad usage,
+1 for anything else. Journals are never modified by these commands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from ledger.cli.common import CliError, emit
+from ledger.core import interrupts
+from ledger.core.home import Home
+from ledger.storage.journal import JournalError
+
+if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
+    import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+
+
+# The commands that read the ledger file: one that finds it damaged moves it aside and runs again.
+LEDGER_COMMANDS = ("ingest", "rebuild", "sessions", "show", "sql", "export", "stats")
+CLEANING_UP = ("ingest", "rebuild", "export")
+"""Commands that clean up their scratch files on Ctrl-C (the others simply end:
+``ledger.core.interrupts``)."""
+COMMANDS: dict[str, tuple[str, str]] = {
+    "ingest": ("ledger_commands", "cmd_ingest"),
+    "rebuild": ("ledger_commands", "cmd_ingest"),
+    "sessions": ("ledger_commands", "cmd_sessions"),
+    "show": ("ledger_commands", "cmd_show"),
+    "sql": ("ledger_commands", "cmd_sql"),
+    "export": ("ledger_commands", "cmd_export"),
+    "schema": ("ledger_commands", "cmd_schema"),
+    "stats": ("ledger_commands", "cmd_stats"),
+    "hook": ("claude_code_commands", "cmd_hook"),
+    "init": ("claude_code_commands", "cmd_init"),
+    "loop": ("claude_code_commands", "cmd_loop"),
+    "stop": ("loop_commands", "cmd_override"),
+    "set": ("loop_commands", "cmd_override"),
+    "run": ("loop_commands", "cmd_run"),
+}
+"""Each command's module in ``ledger.cli`` and function, imported when the command runs."""
+
+
+def command_function(name: str) -> Callable[[Home, argparse.Namespace], None]:
+    """The function running the command ``name`` (``home``, parsed arguments)."""
+    module, function = COMMANDS[name]
+    run: Callable[[Home, argparse.Namespace], None] = getattr(import_module(f"ledger.cli.{module}"), function)
+    return run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; 0 on success, 1 on errors, 2 on bad usage (never 2
+    for ``hook``: Claude Code reads exit code 2 as "block the stop")."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if "hook" in args_list:  # the hot path: no argument parser to build
+        home = _hook_home(args_list)
+        if home is not None:
+            from ledger.agents.claude_code.hook import main as hook_main
+
+            return hook_main(home=home or None)
+    code = _main(args_list)
+    if code == 2 and _command_of(args_list) == "hook":
+        print("ralph-ledger hook: the command line above is wrong; allowing the stop", file=sys.stderr)
+        return 0
+    return code
+
+
+def _hook_home(argv: Sequence[str]) -> str | None:
+    """For ``[--home DIR] hook claude-code [--home DIR]``: the ``--home`` given ("" when none); None
+    for any other command line (then the full parser reads it)."""
+    at = [i for i in range(len(argv) - 1) if argv[i : i + 2] == ["hook", "claude-code"]]
+    if len(at) != 1:
+        return None
+    options = [*argv[: at[0]], *argv[at[0] + 2 :]]
+    if not options:
+        return ""
+    if len(options) == 2 and options[0] == "--home":
+        return options[1]
+    if len(options) == 1 and options[0].startswith("--home="):
+        return options[0].partition("=")[2]
+    return None
+
+
+def _command_of(argv: Sequence[str]) -> str:
+    """The subcommand word of a command line (after the global options)."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in ("--home", "--wait"):
+            i += 2
+        elif word.startswith("-"):
+            i += 1
+        else:
+            return word
+    return ""
+
+
+def _main(argv: Sequence[str]) -> int:
+    """Run the command line; returns the exit status.
+
+    0 on success (also when stdout is closed early), 2 for bad usage, 1 for a ledger, file or command
+    error, 130 when interrupted; each error is printed as one line on stderr. A command that finds
+    the ledger file damaged past opening it (a query meets a corrupt block) moves the file aside
+    and runs once more, on a ledger rebuilt from the journals.
+    """
+    from ledger.core.errors import (  # here: the Stop hook's fast path never needs them
+        LedgerError,
+        LedgerLocked,
+    )
+
+    try:
+        from ledger.cli.parser import build_parser
+
+        args = build_parser().parse_args(argv)
+        if args.command in CLEANING_UP:
+            interrupts.ready()
+        home = Home.resolve(args.home)
+        _check_home(home, args)
+        try:
+            command_function(args.command)(home, args)
+        except Exception as exc:
+            if args.command not in LEDGER_COMMANDS:
+                raise
+            from ledger.storage.database import set_aside
+
+            if not set_aside(home.database, exc):  # a damaged ledger file found by a query
+                raise
+            command_function(args.command)(home, args)  # again, on a ledger rebuilt from the journals
+        if args.command not in ("hook", "run"):  # (the runner has exit codes of its own)
+            emit("")  # what print() left in the buffer: an error writing it names the output here
+    except CliError as exc:
+        print(exc, file=sys.stderr)
+        return exc.code
+    except LedgerLocked as exc:
+        print(f"ralph-ledger: {exc}; try again, or pass --wait SECONDS", file=sys.stderr)
+        return 1
+    except (LedgerError, JournalError) as exc:
+        print(f"ralph-ledger: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        _drop_stdout()
+        return 0
+    except KeyboardInterrupt:
+        print("ralph-ledger: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        from ledger.core.errors import os_error
+
+        command = _command_of(argv)
+        doing = f"running `ralph-ledger {command}`" if command else "running ralph-ledger"
+        print(f"ralph-ledger: {os_error(exc, doing)}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if interrupts.interrupted():  # DuckDB reports Ctrl-C during a statement as its own error
+            print("ralph-ledger: interrupted", file=sys.stderr)
+            return 130
+        from ledger.core.errors import one_line
+
+        print(f"ralph-ledger: internal error ({type(exc).__name__}): {one_line(exc, 300)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null once its reader went away, so that the interpreter's last flush
+    at exit neither fails nor prints a traceback."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+# The commands that read a home: one given with --home or $RALPH_HOME must exist (a typo is not a new,
+# empty home). stop and set need the session's journal there.
+NEEDS_HOME = (*LEDGER_COMMANDS, "stop", "set")
+
+
+def _check_home(home: Home, args: argparse.Namespace) -> None:
+    """Raise ``CliError`` (exit 2) when a command of ``NEEDS_HOME`` is given a home, on the command
+    line or in ``$RALPH_HOME``, that is not a directory (the default ``./.ralph`` may be missing:
+    nothing has run there yet)."""
+    if args.command not in NEEDS_HOME or home.root.is_dir():
+        return
+    if args.home is not None:
+        given = f"--home {args.home}"
+    elif os.environ.get("RALPH_HOME"):
+        given = f"RALPH_HOME={os.environ['RALPH_HOME']}"
+    else:
+        return
+    what = "is not a directory" if home.root.exists() else "does not exist"
+    raise CliError(f"ralph-ledger: {given}: the ledger home {home.root} {what}", 2)

@@ -1,0 +1,222 @@
+"""The Claude Code commands: ``hook claude-code`` (the Stop hook), ``init`` (install it into
+``.claude/settings.json``) and ``loop start`` (a plugin or ledger-native loop).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ledger.cli.common import CliError
+from ledger.core.home import Home
+from ledger.core.locks import loop_lock
+
+if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
+    import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+
+
+def cmd_hook(home: Home, args: argparse.Namespace) -> None:
+    """Run the Claude Code Stop hook: prints the decision JSON (or nothing) and
+    never fails: internal errors allow the stop with one line on stderr. ``--home`` is honoured
+    (``ledger.agents.claude_code.stop_event.hook_home``)."""
+    from ledger.agents.claude_code.hook import main as hook_main
+
+    hook_main(home=args.hook_home or args.home)
+
+
+def hook_command() -> tuple[str, str]:
+    """The Stop hook's command line for ``.claude/settings.json``, by the absolute path of this
+    installation's ``ralph-ledger`` script (Claude Code's environment may not have it on ``PATH``),
+    and a note for the user ("" when ``ralph-ledger`` on ``PATH`` is that same script)."""
+    import shlex
+    import shutil
+    import sysconfig
+
+    here = Path(sys.argv[0]) if Path(sys.argv[0]).name == "ralph-ledger" else None
+    candidates = [
+        here,
+        Path(sysconfig.get_path("scripts")) / "ralph-ledger",
+        Path(sys.executable).parent / "ralph-ledger",
+    ]
+    script = next((p.absolute() for p in candidates if p is not None and p.is_file()), None)
+    if script is None:  # not installed as a script (e.g. run from a checkout): the interpreter runs it
+        command = f"{shlex.quote(str(Path(sys.executable).absolute()))} -m ledger.cli hook claude-code"
+        return command, "ralph-ledger is not installed as a script; the hook runs it with this Python"
+    on_path = shutil.which("ralph-ledger")
+    same = on_path is not None and Path(on_path).resolve() == script.resolve()
+    note = "" if same else f"ralph-ledger is not on PATH here; the hook runs it by its absolute path {script}"
+    return f"{shlex.quote(str(script))} hook claude-code", note
+
+
+def _is_plain_hook(command: str) -> bool:
+    """Whether ``command`` is this hook as an older ``init`` wrote it (``ralph-ledger hook
+    claude-code`` by any path, or ``PYTHON -m ledger.cli hook claude-code``), with no options."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if len(words) == 3 and Path(words[0]).name == "ralph-ledger":
+        return words[1:] == ["hook", "claude-code"]
+    return len(words) == 5 and words[1:] == ["-m", "ledger.cli", "hook", "claude-code"]
+
+
+def cmd_init(home: Home, args: argparse.Namespace) -> None:
+    """Add the Stop hook to ``.claude/settings.json``, keeping every other setting and hook (an
+    older ``ralph-ledger hook claude-code`` entry is updated in place); prints what it did. Raises
+    ``CliError`` on a broken file, exit 2 for a ``--project`` that is not an existing directory."""
+    from ledger.agents.claude_code.settings import SettingsError, install_hook
+
+    project = Path(args.project)
+    if not project.is_dir():
+        what = "does not exist" if not project.exists() else "is not a directory"
+        raise CliError(f"ralph-ledger init: --project {args.project}: {what}", 2)
+    settings = project / ".claude" / "settings.json"
+    command, note = hook_command()
+    try:
+        added = install_hook(settings, command, replaces=_is_plain_hook)
+    except SettingsError as exc:
+        raise CliError(f"ralph-ledger: {exc}") from None
+    print(f"{'installed' if added else 'already installed'}: Stop hook '{command}' in {settings}")
+    if note:
+        print(f"note: {note}")
+
+
+def cmd_loop(home: Home, args: argparse.Namespace) -> None:
+    """Start a loop for the Stop hook and print how it will stop. Raises ``CliError`` on bad
+    arguments or an existing loop.
+
+    ``--mode ledger`` (the default in a project with a ralph configuration) writes
+    ``.claude/ralph-ledger.local.json``: the engine drives the loop with the project's rules and
+    guards (``ledger.agents.claude_code.native``). ``--mode plugin`` writes the ``ralph-loop`` plugin's
+    ``.claude/ralph-loop.local.md``, which the hook honours as a drop-in.
+    """
+    from ledger.agents.claude_code.native import LoopFile, read_loop_file, write_loop_file
+    from ledger.agents.claude_code.plugin import UsageError, new_state, parse_loop_args, write_state
+    from ledger.agents.claude_code.stop_event import LOOP_FILE, STATE_FILE
+    from ledger.loop.config import has_config
+
+    try:
+        words, mode = _loop_mode(args.words)
+        loop = parse_loop_args(words)
+    except UsageError as exc:
+        raise CliError(f"ralph-ledger loop start: {exc}", 2) from None
+    if loop.show_help:
+        print(LOOP_HELP)
+        return
+    project = _loop_project(args.project)
+    _no_active_loop(project)
+    native = mode == "ledger" or (mode is None and has_config(project))
+    limit = f"at most {loop.max_iterations} iterations" if loop.max_iterations else "no iteration limit"
+    until = (
+        f"until the agent outputs <promise>{loop.completion_promise}</promise>"
+        if loop.completion_promise
+        else "with no completion promise"
+    )
+    session = os.environ.get("CLAUDE_CODE_SESSION_ID", "")
+    state = new_state(loop, session_id=session)
+    if native:
+        from ledger.agents.claude_code.native import loop_config
+        from ledger.agents.claude_code.stop_event import HookInputError
+
+        path = project / LOOP_FILE
+        native_loop = LoopFile(
+            prompt=loop.prompt,
+            claude_session_id=session,
+            max_iterations=loop.max_iterations or None,
+            completion_promise=loop.completion_promise,
+            started_at=state.started_at,
+        )
+        try:  # the configuration every stop will use: checked now, not at the first stop
+            loop_config(project, native_loop)
+        except HookInputError as exc:
+            raise CliError(f"ralph-ledger loop start: {exc}") from None
+        with loop_lock(path.parent):  # not while a stop is changing the loop files
+            _no_active_loop(project)
+            write_loop_file(path, native_loop)
+        read_loop_file(path)
+        most = loop.max_iterations
+        limit = f"at most {most} iterations" if most else "the configured limits"
+        until = f"until the agent outputs <promise>{loop.completion_promise or 'COMPLETE'}</promise>"
+        print(f"loop started with the project's rules and guards ({limit}, {until}); state in {path}")
+        return
+    path = project / STATE_FILE
+    with loop_lock(path.parent):  # not while a stop is changing the loop files
+        _no_active_loop(project)
+        write_state(path, state)
+    print(f"loop started ({limit}, {until}); state in {path}")
+
+
+def _no_active_loop(project: Path) -> None:
+    """``CliError`` when the project has a loop file of either kind."""
+    from ledger.agents.claude_code.stop_event import LOOP_FILE, STATE_FILE
+
+    for path in (project / LOOP_FILE, project / STATE_FILE):
+        if path.exists():
+            raise CliError(
+                f"ralph-ledger: a loop is already active ({path}); delete that file to start another"
+            )
+
+
+LOOP_HELP = """\
+usage: ralph-ledger loop start "PROMPT" [--max-iterations N] [--completion-promise TEXT]
+                               [--mode ledger|plugin]
+
+Start a loop in this project that the Claude Code Stop hook (`ralph-ledger hook claude-code`,
+installed by `ralph-ledger init claude-code`) drives: every time the agent stops, it is given
+PROMPT again, until it outputs the completion promise or a limit ends the loop.
+
+  --max-iterations N          stop after N iterations (0 or absent: no limit in plugin mode,
+                              the configured limit in ledger mode)
+  --completion-promise TEXT   the loop completes when the agent outputs <promise>TEXT</promise>
+                              (and on no other promise)
+  --mode ledger|plugin        ledger: the project's ralph.toml rules and guards decide (the default
+                              when it has one); plugin: the ralph-loop plugin's state file and rules
+  -h, --help                  show this help and start nothing
+
+The loop file is written in the project root: $CLAUDE_PROJECT_DIR when set, else the root of the
+git work tree holding the working directory (the working directory outside one)."""
+
+
+def _loop_project(given: str | None) -> Path:
+    """Where ``loop start`` writes its file: ``--project``, else ``$CLAUDE_PROJECT_DIR``, else the
+    root of the git work tree holding the working directory (the working directory outside one)."""
+    from ledger.agents.claude_code.stop_event import project_root
+
+    if given is not None:
+        return Path(given)
+    declared = os.environ.get("CLAUDE_PROJECT_DIR", "")
+    if declared and Path(declared).is_dir():
+        return Path(declared)
+    return project_root(Path.cwd())
+
+
+def _loop_mode(words: list[str]) -> tuple[list[str], str | None]:
+    """``loop start``'s words without ``--mode X`` / ``--mode=X``, and X (``None`` when absent)."""
+    from ledger.agents.claude_code.plugin import UsageError
+
+    rest: list[str] = []
+    mode: str | None = None
+    i = 0
+    while i < len(words):
+        word, i = words[i], i + 1
+        if word == "--":
+            rest += words[i - 1 :]
+            break
+        if word != "--mode" and not word.startswith("--mode="):
+            rest.append(word)
+            continue
+        if mode is not None:
+            raise UsageError("--mode given twice")
+        if "=" in word:
+            mode = word.partition("=")[2]
+        elif i < len(words):
+            mode, i = words[i], i + 1
+        else:
+            raise UsageError("--mode: expected ledger or plugin")
+        if mode not in ("ledger", "plugin"):
+            raise UsageError(f"--mode: expected ledger or plugin, got {mode!r}")
+    return rest, mode

@@ -1,0 +1,192 @@
+"""The commands that read the ledger: ``ingest``, ``rebuild``, ``sessions``, ``show``, ``sql``,
+``export``, ``schema`` and ``stats``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ledger.cli.common import CliError, emit, open_current, report_ingest, unknown_session
+from ledger.core.home import Home
+
+if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
+    import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+
+
+def cmd_ingest(home: Home, args: argparse.Namespace) -> None:
+    """``ingest`` / ``rebuild``: ingest what is new in the journals (``rebuild`` empties the ledger first).
+
+    Prints one summary line (events, journals, seconds, events/s, bad lines); truncated or replaced
+    journals and the first ``MAX_BAD_SHOWN`` bad lines go to stderr. Raises ``LedgerLocked`` if
+    another process still holds the ledger after ``--wait`` seconds, ``LedgerError`` if it cannot be
+    opened.
+    """
+    from ledger.storage.database import Ledger
+
+    if not home.root.exists():  # the default ./.ralph: nothing ran here; create nothing
+        raise CliError(f"ralph-ledger: no ledger home at {home.root} yet: no loop has run here (see --home)")
+    with Ledger.open(home, wait=args.wait) as ledger:
+        report = ledger.rebuild() if args.command == "rebuild" else ledger.ingest()
+    report_ingest(report)
+    rate = report.events / report.seconds if report.seconds else 0.0
+    emit(
+        f"{args.command}: {report.events} events from {report.journals} journals "
+        f"in {report.seconds:.2f} s ({rate:,.0f} events/s); {len(report.bad_lines)} bad lines\n"
+    )
+
+
+def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
+    """``sessions``: print each session's current state, latest update first.
+
+    Only sessions with ``--status`` if given; as a table, CSV or JSON. Raises ``LedgerError`` if
+    the ledger cannot be opened (a locked one falls back to reading the journals).
+    """
+    from ledger.core.output import fetch, render
+    from ledger.storage.database import interruptible
+
+    with open_current(home, args.wait) as ledger:
+        where = "WHERE status = ?" if args.status else ""
+        params = [args.status] if args.status else None
+        sql = (
+            "SELECT session_id, status, agent, task, iteration, max_iterations, last_score, "
+            f"last_signal, consecutive_failures, tokens, updated_at FROM sessions {where} "
+            "ORDER BY updated_at DESC, session_id"
+        )
+        rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, params))
+    emit(render(rows, args.fmt))
+
+
+def cmd_show(home: Home, args: argparse.Namespace) -> None:
+    """``show``: print one session iteration by iteration.
+
+    As a table, a summary line comes first; CSV and JSON hold only the iteration rows. Raises
+    ``CliError`` (exit 1) if there is no such session, ``LedgerError`` if the ledger cannot be opened.
+    """
+    from ledger.core.output import cell, fetch, render
+    from ledger.storage.database import interruptible
+
+    sql = (
+        "SELECT iteration, score, rules_passed, rules_failed, rules_errored, files_modified, "
+        "promise, hook_action, signal, guards, duration_s, tokens_total FROM iterations "
+        "WHERE session_id = ? ORDER BY iteration"
+    )
+    with open_current(home, args.wait) as ledger:
+        found = interruptible(
+            ledger.con,
+            lambda: fetch(ledger.con, "SELECT * FROM sessions WHERE session_id = ?", [args.session]),
+        )
+        if not found.rows:
+            raise unknown_session(args.session, home)
+        s = dict(zip(found.columns, found.rows[0], strict=True))
+        rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, [args.session]))
+    if args.fmt == "table":
+        emit(
+            f"session {s['session_id']}: {s['status']}, iteration {s['iteration']}/"
+            f"{s['max_iterations']}, agent {s['agent'] or '-'}, task {cell(s['task'] or '-')}, "
+            f"last score {cell(s['last_score'])}, last signal {s['last_signal'] or '-'}, "
+            f"{s['tokens']} tokens\n"
+        )
+    emit(render(rows, args.fmt))
+
+
+def cmd_sql(home: Home, args: argparse.Namespace) -> None:
+    """``sql``: print the result of one read-only query as a table, CSV or JSON.
+
+    Ctrl-C interrupts the query (``KeyboardInterrupt``). Raises ``CliError`` (exit 1) if the query
+    is refused or fails, ``LedgerError`` if the ledger cannot be opened.
+    """
+    from ledger.core.output import render
+    from ledger.storage.database import interruptible
+    from ledger.storage.query import ReadOnlyViolation, run_readonly
+
+    with open_current(home, args.wait) as ledger:
+        try:
+            result = interruptible(ledger.con, lambda: run_readonly(ledger.con, args.query))
+        except ReadOnlyViolation as exc:
+            raise CliError(f"ralph-ledger: {exc}") from None
+    emit(render(result, args.fmt))
+
+
+def cmd_export(home: Home, args: argparse.Namespace) -> None:
+    """``export --parquet DIR [--source NAME] [--force]``: replace this home's events under
+    ``DIR/events/source=NAME/`` and the views under ``DIR/views/``; print how many events.
+
+    Warns on stderr when other sources of ``DIR`` hold session ids of this home. Raises ``CliError``
+    (exit 2) for a bad ``--source``, ``LedgerError`` if ``DIR`` is not a directory of such a dataset,
+    its source folder was written by another home (without ``--force``), or the ledger cannot be opened.
+    """
+    from ledger.core.errors import LedgerError
+    from ledger.storage.export import check_source, default_source, export_parquet
+
+    try:
+        source = check_source(default_source() if args.source is None else args.source)
+    except LedgerError as exc:
+        hint = "" if args.source is not None else " (the host name); pass --source NAME"
+        raise CliError(f"ralph-ledger export: --source: {exc}{hint}", 2) from None
+    with open_current(home, args.wait) as ledger:
+        report = export_parquet(ledger, Path(args.parquet), source, force=args.force)
+    if report.shared:
+        others = sorted({other for _, other in report.shared})
+        print(
+            f"ralph-ledger: export: {len(report.shared)} session id(s) of source {source} are also in "
+            f"source(s) {', '.join(others)} of {args.parquet} (e.g. {report.shared[0][0]!r}); "
+            "the views merge sessions by id, so give each home's sessions distinct ids",
+            file=sys.stderr,
+        )
+    print(f"export: {report.events} events of {report.sessions} sessions to {report.folder}")
+
+
+def cmd_schema(home: Home, args: argparse.Namespace) -> None:
+    """``schema``: print every view and detector (with its parameters) and its columns and types.
+
+    Reads them from an in-memory ledger, so the home is not touched; raises nothing of its own.
+    With ``--portable``, prints them instead as the DuckDB SQL that ``export`` writes next to a
+    Parquet dataset.
+    """
+    from ledger.storage.database import Ledger
+    from ledger.storage.sql import definitions
+
+    if args.portable:
+        from ledger.storage.export import portable_sql
+
+        print(portable_sql(), end="")
+        return
+    ledger = Ledger.memory()
+    for d in definitions():
+        target = d.name if d.kind == "view" else f"{d.name}()"
+        cols = ledger.con.execute(f"DESCRIBE SELECT * FROM {target}").fetchall()
+        head = f"{d.kind} {d.name}" + (f"({d.params})" if d.kind == "detector" else "")
+        print(head)
+        for name, typ, *_ in cols:
+            print(f"  {name:<24} {typ}")
+
+
+def cmd_stats(home: Home, args: argparse.Namespace) -> None:
+    """``stats``: print the ``loop_metrics`` view (one row per agent), then ``success_by_iterations``.
+
+    Both in every format: as tables under a title each, as CSV one after the other (each with its
+    header, an empty line between), as JSON one object (view name -> rows). Raises ``LedgerError``
+    if the ledger cannot be opened.
+    """
+    from ledger.core.output import fetch, render_many
+    from ledger.storage.database import interruptible
+
+    with open_current(home, args.wait) as ledger:
+        parts = interruptible(
+            ledger.con,
+            lambda: [
+                (
+                    "loop_metrics",
+                    "loops per agent",
+                    fetch(ledger.con, "SELECT * FROM loop_metrics ORDER BY agent"),
+                ),
+                (
+                    "success_by_iterations",
+                    "success rate by iterations used",
+                    fetch(ledger.con, "SELECT * FROM success_by_iterations ORDER BY ALL"),
+                ),
+            ],
+        )
+    emit(render_many(parts, args.fmt))

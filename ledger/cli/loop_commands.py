@@ -1,0 +1,150 @@
+"""The commands that drive a loop: ``run`` (the classic loop) and ``stop`` / ``set`` (a human's
+override of a running session).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ledger.cli.common import CliError, unknown_session
+from ledger.core.home import Home
+
+if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
+    import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+
+
+def cmd_override(home: Home, args: argparse.Namespace) -> None:
+    """``stop`` / ``set``: record an override in a running session's journal and print a confirmation.
+
+    Raises ``CliError`` (exit 1) if the engine refuses it (e.g. no such session, or it is not running).
+    """
+    from ledger.loop.engine import Engine, EngineError
+    from ledger.storage.journal import journal_path
+
+    if not journal_path(home.journals, args.session).exists():  # JournalError for an invalid id
+        raise unknown_session(args.session, home)
+    engine = Engine(home)
+    try:
+        if args.command == "stop":
+            engine.stop(args.session, args.reason)
+            print(f"stop requested for {args.session}; the loop stops at its next validate")
+        else:
+            engine.set_max_iterations(args.session, args.max_iterations, args.reason)
+            print(f"{args.session}: max iterations set to {args.max_iterations}")
+    except EngineError as exc:
+        raise CliError(f"ralph-ledger: {exc}") from None
+
+
+def _read_prompt(path: str | None, *, required: bool = True) -> str:
+    """The prompt from ``--prompt FILE``, else from a piped stdin; ``CliError`` (exit 2) if there is none.
+
+    Unless ``required`` (``--resume`` has the recorded prompt), stdin is not read and ``""`` means
+    "none given".
+    """
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            raise CliError(f"ralph-ledger run: --prompt {path}: cannot read: {reason}", 2) from None
+    elif not required:
+        return ""
+    elif sys.stdin is None or sys.stdin.isatty():
+        raise CliError("ralph-ledger run: no prompt: pass --prompt FILE or pipe the prompt on stdin", 2)
+    else:
+        text = sys.stdin.read()
+    if not text.strip():
+        raise CliError("ralph-ledger run: the prompt is empty", 2)
+    return text
+
+
+def _check_agent(agent_cmd: list[str], missing: str) -> None:
+    """``CliError`` (exit 2) when there is no agent command (``missing`` says why) or its program is
+    not found."""
+    import shutil
+
+    if not agent_cmd:
+        raise CliError(f"ralph-ledger run: {missing} after -- (see --help)", 2)
+    if shutil.which(agent_cmd[0]) is None:
+        raise CliError(f"ralph-ledger run: agent command not found: {agent_cmd[0]}", 2)
+
+
+def _detach_hung_up() -> None:
+    """Point stdout and stderr at ``/dev/null`` where they are a terminal that hung up (SIGHUP: it
+    closed), so the last line and the exit status are not lost to an I/O error."""
+    for fd in (1, 2):
+        try:
+            os.write(fd, b"")
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)
+
+
+def cmd_run(home: Home, args: argparse.Namespace) -> None:
+    """``run``: run the agent command in a loop (``ledger.agents.runner``), streaming its output to stdout.
+
+    Prints the outcome on completion; any other outcome raises ``CliError`` with the runner's exit
+    code (3 blocked, 4 escalated, 130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP). With
+    ``--resume`` the prompt and the agent command the session recorded are used unless given again.
+    Raises ``CliError`` (exit 2) for bad usage (no agent command, no prompt, an agent program not
+    found), (exit 1) for a configuration that would fail (checked in full before the agent starts)
+    or a session the engine refuses to start or resume.
+    """
+    from datetime import UTC, datetime
+
+    import msgspec
+
+    from ledger.agents.runner import recorded, run_loop
+    from ledger.loop.config import ConfigError, LoopConfig, config_path, load_checked
+    from ledger.loop.engine import Engine, EngineError
+
+    engine = Engine(home, work_dir=Path.cwd())
+    agent_cmd = list(args.agent_cmd)
+    if not args.resume:
+        _check_agent(agent_cmd, "missing the agent command")
+        prompt = _read_prompt(args.prompt)
+    else:  # what is not given again is what the session recorded
+        prompt = _read_prompt(args.prompt, required=False)
+        try:
+            task, command = recorded(engine, args.resume)
+        except EngineError as exc:
+            raise CliError(f"ralph-ledger run: {exc}") from None
+        prompt, agent_cmd = prompt or task, agent_cmd or command
+        _check_agent(agent_cmd, f"session {args.resume} recorded no agent command: pass it")
+        if not prompt.strip():
+            raise CliError(
+                f"ralph-ledger run: session {args.resume} recorded no prompt: pass --prompt FILE", 2
+            )
+    try:
+        path = config_path(Path.cwd())
+        config = LoopConfig() if path is None else load_checked(path, runner=True)
+    except ConfigError as exc:
+        raise CliError(f"ralph-ledger run: {exc}") from None
+    if args.max_iterations is not None:
+        config = msgspec.structs.replace(config, max_iterations=args.max_iterations)
+    session = args.resume or args.session or f"run-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    try:
+        if args.resume and args.max_iterations is not None:
+            engine.set_max_iterations(session, args.max_iterations, "run --resume --max-iterations")
+        result = run_loop(
+            engine,
+            session,
+            config,
+            agent_cmd,
+            prompt,
+            iteration_timeout_s=args.timeout,
+            out=sys.stdout,
+            resume=bool(args.resume),
+        )
+    except EngineError as exc:
+        raise CliError(f"ralph-ledger run: {exc}") from None
+    summary = f"{result.session_id}: {result.signal or 'interrupted'} after {result.iterations} iteration(s)"
+    if not result.signal:
+        _detach_hung_up()
+    if result.exit_code != 0:
+        raise CliError(f"ralph-ledger run: {summary}: {result.reason}", result.exit_code)
+    print(f"ralph-ledger run: {summary}: {result.reason}")

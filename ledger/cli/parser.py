@@ -1,0 +1,205 @@
+"""The ``ralph-ledger`` command line: the argument parser and the checks of its values."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING, NoReturn
+
+from ledger.cli.common import CliError
+from ledger.storage.journal import JournalError
+
+if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
+    import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+
+
+DEFAULT_RUN_TIMEOUT_S = 600.0
+
+
+@cache
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """The ``Parser`` class, defined on first use so that importing this module skips argparse."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        """argparse that reports a usage error as one line (exit 2)."""
+
+        def error(self, message: str) -> NoReturn:
+            """Raise ``CliError`` (exit status 2) instead of printing usage and exiting."""
+            raise CliError(f"{self.prog}: {message} (see --help)", 2)
+
+    return Parser
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type for ``--wait``: ``text`` as a float number of seconds >= 0.
+
+    Raises ``argparse.ArgumentTypeError`` for anything else (NaN included).
+    """
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: ``text`` as a whole number >= 1, else ``argparse.ArgumentTypeError``."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    return value
+
+
+def _add_format(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="output CSV")
+    g.add_argument("--json", dest="fmt", action="store_const", const="json", help="output JSON")
+    p.set_defaults(fmt="table")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``ralph-ledger`` parser: global ``--home`` and ``--wait``, then one command."""
+    import argparse
+
+    from ledger.events import SESSION_STATUSES
+
+    Parser = _parser_class()
+    p = Parser(prog="ralph-ledger", description="Record and query agent iteration loops.")
+    p.add_argument("--home", help="ledger home (default: $RALPH_HOME or ./.ralph)")
+    p.add_argument(
+        "--wait",
+        type=non_negative_float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how long to wait when another process holds the ledger (default 2)",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    sub.add_parser("ingest", help="ingest what is new in the journals")
+    sub.add_parser("rebuild", help="recreate the ledger from the journals")
+    s = sub.add_parser("sessions", help="list sessions and their current state")
+    s.add_argument("--status", choices=SESSION_STATUSES)
+    _add_format(s)
+    s = sub.add_parser("show", help="one session, iteration by iteration")
+    s.add_argument("session", help="session id")
+    _add_format(s)
+    s = sub.add_parser("sql", help="run a read-only query against the ledger views")
+    s.add_argument("query", help="one SELECT statement")
+    _add_format(s)
+    s = sub.add_parser("export", help="export the events into a partitioned Parquet dataset")
+    s.add_argument(
+        "--parquet", required=True, metavar="DIR", help="the dataset's directory (many homes may share it)"
+    )
+    s.add_argument(
+        "--source", metavar="NAME", help="this home's name in the dataset (default: the host name)"
+    )
+    s.add_argument("--force", action="store_true", help="replace a source folder another home wrote")
+    s = sub.add_parser("schema", help="print the views and detectors and their columns")
+    s.add_argument(
+        "--portable",
+        action="store_true",
+        help="print the views and detectors as DuckDB SQL for an exported dataset (as in DIR/views/)",
+    )
+    s = sub.add_parser("hook", help="run as a coding agent's Stop hook (reads the event on stdin)")
+    s.add_argument("agent", choices=["claude-code"])
+    s.add_argument(
+        "--home", dest="hook_home", metavar="DIR", help="ledger home (also accepted before 'hook')"
+    )
+    s = sub.add_parser("init", help="install the Stop hook into a project's agent settings")
+    s.add_argument("agent", choices=["claude-code"])
+    s.add_argument("--project", default=".", help="project directory (default: the current one)")
+    s = sub.add_parser("loop", help="start a loop the Stop hook will drive (ralph-loop compatible)")
+    s.add_argument("action", choices=["start"])
+    s.add_argument(
+        "words",
+        nargs=argparse.REMAINDER,
+        help='"PROMPT" --max-iterations N --completion-promise TEXT [--mode ledger|plugin] (default: '
+        "ledger when the project has ralph.toml or [tool.ralph], else plugin)",
+    )
+    s.add_argument("--project", default=None, help=argparse.SUPPRESS)
+    s = sub.add_parser("stats", help="loop metrics per agent (completion rate, iterations, quality)")
+    _add_format(s)
+    s = sub.add_parser("stop", help="ask a running loop to stop at its next validate")
+    s.add_argument("session", help="session id")
+    s.add_argument("--reason", default="", help="why (recorded in the ledger)")
+    s = sub.add_parser("set", help="change a running loop's settings")
+    s.add_argument("session", help="session id")
+    s.add_argument("--max-iterations", type=positive_int, required=True, metavar="N")
+    s.add_argument("--reason", default="", help="why (recorded in the ledger)")
+    s = sub.add_parser("run", help="run an agent command in a loop until the engine stops it")
+    s.add_argument("--prompt", metavar="FILE", help="file holding the prompt (default: read stdin)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument(
+        "--session",
+        type=session_id_arg,
+        metavar="ID",
+        help="id of the new session (default: run-<UTC timestamp>)",
+    )
+    g.add_argument(
+        "--resume",
+        type=session_id_arg,
+        metavar="ID",
+        help="continue this running (e.g. interrupted) session, with its recorded prompt and agent command",
+    )
+    s.add_argument("--max-iterations", type=positive_int, metavar="N", help="override the configuration")
+    s.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=DEFAULT_RUN_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"kill an iteration's agent after this long (default {DEFAULT_RUN_TIMEOUT_S:g})",
+    )
+    s.add_argument(
+        "agent_cmd",
+        nargs="*",
+        metavar="-- AGENT_CMD",
+        help="the agent command and its arguments (with --resume: the session's recorded one)",
+    )
+    for name, command in sub.choices.items():  # the global options are taken after the command too
+        if name in ("hook", "loop"):  # (hook has its own --home; loop start passes its words on)
+            continue
+        command.add_argument("--home", default=argparse.SUPPRESS, help="ledger home (as before the command)")
+        command.add_argument(
+            "--wait",
+            type=non_negative_float,
+            default=argparse.SUPPRESS,
+            metavar="SECONDS",
+            help="as before the command",
+        )
+    return p
+
+
+def session_id_arg(text: str) -> str:
+    """argparse type for ``--session`` / ``--resume``: a valid session id, else
+    ``argparse.ArgumentTypeError`` (a usage error)."""
+    import argparse
+
+    from ledger.storage.journal import check_session_id
+
+    try:
+        return check_session_id(text)
+    except JournalError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("invalid session id ")) from None
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type for ``--timeout``: a finite number of seconds > 0, else
+    ``argparse.ArgumentTypeError``."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value

@@ -1,0 +1,183 @@
+"""Errors the ledger reports as one line, and one-line explanations of msgspec
+validation errors in configuration.
+
+msgspec says ``Expected `int`, got `str` - at `$.rules[1].timeout_s```; users
+get ``ralph.toml: rules[1].timeout_s: expected an integer, got 'soon'``. Used
+by ``ledger.loop.config`` and ``ledger.loop.rules`` alike.
+"""
+
+from __future__ import annotations
+
+import re
+import reprlib
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+
+class LedgerError(Exception):
+    """A ledger could not be opened or used; the message is one clear line."""
+
+
+class LedgerLocked(LedgerError):
+    """Another process holds the ledger file; ``holder`` says which, as far as known."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        super().__init__(f"ledger {path} is in use by {holder}")
+        self.path = path
+        self.holder = holder
+
+
+_AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_PATH_TOKEN = re.compile(r"\[(\d+)\]|\.(\w+)|\[\.\.\.\]")
+_EXPECTED = re.compile(r"^Expected `(?P<type>[^`]+)`(?P<rest>.*?)(?:, got `(?P<got>[^`]+)`)?$")
+_FIELD = re.compile(r"^Object (?P<kind>contains unknown|missing required) field `(?P<field>[^`]+)`$")
+_INVALID = re.compile(r"^Invalid (?:enum )?value (?P<value>.+)$")
+_TYPE_WORDS: Final[Mapping[str, str]] = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "a boolean",
+    "array": "a list",
+    "object": "a table",
+    "null": "nothing",
+}
+MISSING: Final = object()
+
+AllowedKeys = Callable[[object, str], list[str]]
+
+# Shows a list or table a few items and levels deep: a YAML alias bomb (a list of lists of the same
+# list, ...) would otherwise take minutes to print.
+_SHORT: Final = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict, _SHORT.maxstring = 3, 6, 6, 6, 40
+
+
+def explain(
+    message: str,
+    data: object,
+    *,
+    choices: Mapping[str, tuple[str, ...]] | None = None,
+    allowed_keys: AllowedKeys | None = None,
+) -> tuple[str, str]:
+    """(key path, problem) for a msgspec ValidationError message about ``data``.
+    ``choices`` lists valid values per field name; ``allowed_keys`` names the
+    keys valid at a path, for unknown-key errors. Both are one printable line
+    (a key may hold a newline)."""
+    path, problem = _explain(message, data, choices, allowed_keys)
+    return printable(path), printable(problem)
+
+
+def printable(text: str) -> str:
+    """``text`` with line breaks and other unprintable characters escaped, so it stays one line."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def no_session(session_id: str, home: Path) -> str:
+    """The error for a session id a home does not hold, in the user's words: where it was looked
+    for and how to list the sessions there."""
+    return f"no session {session_id!r} in {home}; `ralph-ledger sessions` lists them"
+
+
+def one_line(error: BaseException | str, limit: int | None = None) -> str:
+    """An error as the one line a user is shown: the first non-blank line of its message (an
+    exception without one: its class name), unprintable characters escaped, cut to ``limit``
+    characters (the last one ``…``); an OS error says where, as ``os_error`` words it. The one way
+    every part of ralph-ledger words an error."""
+    message = os_error(error) if isinstance(error, OSError) else str(error)
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    if not first and isinstance(error, BaseException):
+        first = type(error).__name__
+    first = printable(first)
+    return first if limit is None or len(first) <= limit else first[: limit - 1] + "…"
+
+
+_OPERATION: Final = "ralph_ledger_operation"
+
+
+@contextmanager
+def operation(what: str) -> Iterator[None]:
+    """Run the block; an ``OSError`` raised in it that names no file (``os.write`` on a full disk)
+    is marked with ``what`` it was doing (``appending to the journal /p/s1.jsonl``), for
+    ``os_error`` to name. The innermost operation is the one kept."""
+    try:
+        yield
+    except OSError as exc:
+        if not exc.filename and not hasattr(exc, _OPERATION):
+            setattr(exc, _OPERATION, what)
+        raise
+
+
+def os_error(exc: OSError, doing: str = "") -> str:
+    """An OS error as one line that says where: ``PATH: reason`` when it names a file, else
+    ``OPERATION: reason`` (marked by ``operation``, else ``doing``), else the reason alone."""
+    reason = printable(exc.strerror) if exc.strerror else _first_line(str(exc)) or type(exc).__name__
+    if exc.filename:
+        where = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
+    else:
+        where = getattr(exc, _OPERATION, "") or doing
+    return f"{printable(where)}: {reason}" if where else reason
+
+
+def _first_line(text: str) -> str:
+    """The first non-blank line of ``text``, printable."""
+    return printable(next((line.strip() for line in text.splitlines() if line.strip()), ""))
+
+
+def _explain(
+    message: str,
+    data: object,
+    choices: Mapping[str, tuple[str, ...]] | None,
+    allowed_keys: AllowedKeys | None,
+) -> tuple[str, str]:
+    at = _AT.match(message)
+    what, path = (at["what"], at["path"] or "") if at else (message, "")
+    if m := _FIELD.match(what):
+        problem = "unknown key" if m["kind"] == "contains unknown" else "missing required key"
+        if m["kind"] == "contains unknown" and allowed_keys and (allowed := allowed_keys(data, path)):
+            problem += f"; expected one of {', '.join(allowed)}"
+        return f"{path}.{m['field']}", problem
+    if m := _EXPECTED.match(what):
+        got = _got(data, path, m["got"])
+        return path, f"expected {type_words(m['type'])}{m['rest']}" + (f", got {got}" if got else "")
+    if m := _INVALID.match(what):
+        field = next((name for _, name in reversed(tokens(path)) if name), "")
+        valid = (choices or {}).get(field)
+        expected = f"expected one of {', '.join(map(repr, valid))}, " if valid else "invalid value, "
+        return path, f"{expected}got {m['value']}"
+    return path, what[:1].lower() + what[1:]
+
+
+def tokens(path: str) -> list[tuple[int | None, str]]:
+    """``[1].env[...]`` -> [(1, ''), (None, 'env'), (None, '')]."""
+    return [(int(i) if i else None, name or "") for i, name in _PATH_TOKEN.findall(path)]
+
+
+def lookup(data: object, path: str) -> object:
+    """The value at a msgspec error path, or ``MISSING`` when it cannot be found."""
+    node = data
+    for index, name in tokens(path):
+        if index is not None and isinstance(node, list | tuple) and index < len(node):
+            node = node[index]
+        elif name and isinstance(node, Mapping) and name in node:
+            node = node[name]
+        else:
+            return MISSING
+    return node
+
+
+def _got(data: object, path: str, got_type: str | None) -> str:
+    """How to show the offending value: its repr when found, else msgspec's type name in words."""
+    value = lookup(data, path)
+    if value is MISSING:
+        return type_words(got_type) if got_type else ""
+    text = _SHORT.repr(value) if isinstance(value, list | tuple | dict) else repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def type_words(types: str) -> str:
+    """``array | null`` -> ``a list`` (null is how an omitted key reads, never written in TOML)."""
+    parts = [p.strip() for p in types.split("|")]
+    if len(parts) > 1:
+        parts = [p for p in parts if p != "null"]
+    return " or ".join(_TYPE_WORDS.get(p, p) for p in parts)

@@ -1,0 +1,60 @@
+"""The loop lock: one stop (or ``loop start``) at a time changes a project's loop files.
+
+A stop reads the loop's state file, decides, rewrites it and appends to the journal; two stops
+doing that at once (several Claude Code sessions on a fresh loop, a session and a resumed copy of
+it) each read the same state, so both claim the loop or both advance it to the same iteration.
+Every claim and every rewrite of ``.claude/ralph-loop.local.md`` and
+``.claude/ralph-ledger.local.json`` happens while holding an exclusive ``flock`` on the
+``.claude`` folder itself: no lock file is left behind, and the lock is released by the kernel when
+its holder dies, so a killed stop never leaves the loop locked.
+
+The lock binds ralph-ledger's own processes only. The ``ralph-loop`` plugin's shell hook takes no
+lock: with the plugin installed beside ralph-ledger's hook, the plugin's rewrites race both (see
+``docs/reliability.md``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+from ledger.core.errors import operation
+
+LOCK_WAIT: Final = 30.0
+"""Seconds a stop waits for the lock before it gives up and allows the stop (under Claude Code's
+default hook timeout of 60 s: a stop that waited longer would be killed without a word)."""
+
+
+class LockBusy(OSError):
+    """The loop lock stayed held for longer than a stop may wait; one line naming the folder."""
+
+
+@contextmanager
+def loop_lock(folder: Path, wait: float = LOCK_WAIT) -> Iterator[None]:
+    """Hold the exclusive lock on ``folder`` (a project's ``.claude``, created if missing) for the
+    block; ``LockBusy`` after ``wait`` seconds of waiting."""
+    with operation(f"locking {folder}"):
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        deadline = time.monotonic() + wait
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockBusy(
+                        f"{folder}: another ralph-ledger process has held the loop lock for over {wait:g} s"
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.02)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -1,0 +1,280 @@
+"""Loop configuration: ``ralph.toml`` (or ``[tool.ralph]`` in ``pyproject.toml``)
+and the ``iteration:`` block of agent markdown frontmatter (seed 000 §2.3).
+
+Everything is validated with msgspec; an unknown key or a wrong type is a
+``ConfigError`` whose message is one line naming the file, the key and what
+was expected, e.g. ``ralph.toml: guards.thrashing.min_iterations: expected
+int, got str``.
+
+Per-agent default iteration limits (seed 000 §6.1; ``docs/seeds.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import msgspec
+
+from ledger.core.errors import explain, one_line
+from ledger.loop.guards import GuardConfig
+from ledger.loop.rules import RuleConfigError, parse_rules
+
+T = TypeVar("T")
+AGENT_MAX_ITERATIONS: Final = {"me": 15, "qa": 10, "sec": 10, "doc": 6, "do": 8}
+DEFAULT_MAX_ITERATIONS: Final = 15
+FRONTMATTER_RE: Final = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
+
+
+class ConfigError(Exception):
+    """Bad configuration; the message is one line naming file and key."""
+
+
+class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How one loop runs. ``rules`` are validation rule tables (see
+    ``ledger.loop.rules``); ``hooks`` are preset names registered in order."""
+
+    task: str = ""
+    agent: str = ""
+    max_iterations: int | None = None
+    completion_promises: list[str] = msgspec.field(default_factory=lambda: ["COMPLETE", "BLOCKED"])
+    exclusive_promises: bool = False  # only completion_promises complete (not COMPLETE, LOOP_DONE)
+    rules: list[dict[str, Any]] = []
+    hooks: list[str] = []
+    guards: GuardConfig = GuardConfig()
+    require_passing_validation: bool = False
+
+    def effective_max_iterations(self) -> int:
+        """``max_iterations`` if set, else the agent's default (``AGENT_MAX_ITERATIONS``; 15 otherwise)."""
+        if self.max_iterations is not None:
+            return self.max_iterations
+        return AGENT_MAX_ITERATIONS.get(self.agent, DEFAULT_MAX_ITERATIONS)
+
+
+class AgentIteration(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
+    """The ``iteration:`` block of an agent's frontmatter (seed 000 §2.3)."""
+
+    enabled: bool = False
+    max_iterations: int | None = None
+    completion_promises: list[str] = []
+    validation_rules: list[str] = []
+
+
+def convert(data: Any, typ: type[T], source: str, prefix: str = "") -> T:
+    """msgspec.convert with a one-line error naming ``source`` and the key."""
+    try:
+        return msgspec.convert(data, typ)
+    except msgspec.ValidationError as exc:
+        where, what = explain(str(exc), data)
+        key = (
+            (prefix + where)
+            if where.startswith("[")
+            else ".".join(p for p in (prefix, where.lstrip(".")) if p)
+        )
+        raise ConfigError(f"{source}: {key or '(top level)'}: {what}") from None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def load_toml(path: Path) -> LoopConfig:
+    """``ralph.toml`` (top level), or ``pyproject.toml``'s ``[tool.ralph]``."""
+    try:
+        data = tomllib.loads(_read(path))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    if path.name == "pyproject.toml":
+        tool = data.get("tool", {})
+        data = tool.get("ralph", {}) if isinstance(tool, dict) else {}  # `tool = 1`: no [tool.ralph]
+        return _check_rules(convert(data, LoopConfig, str(path), "tool.ralph"), str(path), "tool.ralph.")
+    return _check_rules(convert(data, LoopConfig, str(path)), str(path))
+
+
+def load_checked(path: Path, *, runner: bool = False) -> LoopConfig:
+    """``load_toml``, then ``check_config``: a configuration that will not fail once a loop runs."""
+    config = load_toml(path)
+    check_config(config, str(path), "tool.ralph." if path.name == "pyproject.toml" else "", runner=runner)
+    return config
+
+
+def _check_rules(config: LoopConfig, source: str, prefix: str = "") -> LoopConfig:
+    """``config``, once its rule tables decode (``ledger.loop.rules``): a bad rule is a one-line error
+    here, not when a loop starts."""
+    try:
+        parse_rules(config.rules, source, root=prefix + "rules")
+    except RuleConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    return config
+
+
+def config_path(project: Path) -> Path | None:
+    """The file holding the project's configuration: ``ralph.toml``, else a ``pyproject.toml`` with
+    a ``[tool.ralph]`` table, else ``None``. A ``pyproject.toml`` that cannot be read or parsed is
+    returned too, so that loading it reports why."""
+    ralph = project / "ralph.toml"
+    if ralph.is_file():
+        return ralph
+    pyproject = project / "pyproject.toml"
+    if not pyproject.is_file():
+        return None
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return pyproject
+    tool = data.get("tool")
+    return pyproject if isinstance(tool, dict) and "ralph" in tool else None
+
+
+def has_config(project: Path) -> bool:
+    """Whether ``project`` has a ralph configuration (``config_path`` finds one)."""
+    return config_path(project) is not None
+
+
+def find_config(project: Path) -> LoopConfig:
+    """The project's configuration (``config_path``), checked in full; defaults when there is none."""
+    path = config_path(project)
+    return LoopConfig() if path is None else load_checked(path)
+
+
+def _positive(value: float, integer: bool) -> str | None:
+    """What is wrong with a threshold that must be > 0 (``None`` when it is fine)."""
+    if integer:
+        return None if value >= 1 else f"expected a whole number >= 1, got {value}"
+    if not math.isfinite(value) or value <= 0:
+        return f"expected a finite number of seconds > 0, got {value}"
+    return None
+
+
+def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: bool = False) -> None:
+    """Raise ``ConfigError`` for the first setting that would fail or never take effect once a loop
+    runs: ``max_iterations`` < 1, an empty promise, an unknown hook name, an invalid regular expression,
+    a zero or negative threshold, thresholds of a disabled guard. With ``runner``, also the settings
+    the loop runner never uses (``max_stop_retries``). The message is one line: ``source``, the key
+    (after ``prefix``), what is expected."""
+    from ledger.loop.stop_policies import PRESET_FNS  # here: the hooks module is not needed to read a file
+
+    def bad(key: str, what: str) -> ConfigError:
+        return ConfigError(f"{source}: {prefix}{key}: {what}")
+
+    if config.max_iterations is not None and config.max_iterations < 1:
+        raise bad("max_iterations", f"expected a whole number >= 1, got {config.max_iterations}")
+    for i, word in enumerate(config.completion_promises):
+        if not word.strip():
+            raise bad(f"completion_promises[{i}]", "expected a promise word, got an empty string")
+    for i, name in enumerate(config.hooks):
+        if name not in PRESET_FNS:
+            known = ", ".join(sorted(PRESET_FNS))
+            raise bad(f"hooks[{i}]", f"unknown hook {name!r} (expected one of: {known})")
+    for i, rule in enumerate(config.rules):
+        pattern = rule.get("pattern")
+        if rule.get("type") == "content_pattern" and isinstance(pattern, str):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise bad(f"rules[{i}].pattern", f"invalid regular expression {pattern!r}: {exc}") from None
+    _check_guards(config.guards, bad, runner)
+
+
+def _check_guards(guards: GuardConfig, bad: Callable[[str, str], ConfigError], runner: bool) -> None:
+    """``check_config``'s part for ``[guards]``."""
+    for name in guards.__struct_fields__:
+        guard = getattr(guards, name)
+        default = type(guard)()
+        for key in guard.__struct_fields__:
+            value = getattr(guard, key)
+            if key == "enabled" or isinstance(value, bool):
+                continue
+            if name == "quality_regression" and key == "min_drop":
+                fine = math.isfinite(value) and value >= 0
+                problem = None if fine else f"expected a number >= 0, got {value}"
+            elif name == "quality_regression" and key == "span" and value < 2:
+                problem = f"expected a whole number >= 2 (a fall takes two scores), got {value}"
+            elif name == "token_budget" and not guard.enabled:
+                problem = None if value >= 0 else f"expected a whole number >= 1, got {value}"
+            else:
+                problem = _positive(value, isinstance(value, int))
+            if problem:
+                raise bad(f"guards.{name}.{key}", problem)
+        changed = [
+            k for k in guard.__struct_fields__ if k != "enabled" and getattr(guard, k) != getattr(default, k)
+        ]
+        if changed and not guard.enabled:
+            raise bad(
+                f"guards.{name}.{changed[0]}",
+                f"never takes effect while guards.{name}.enabled is false (set enabled = true, or remove it)",
+            )
+        if runner and name == "max_stop_retries" and changed:
+            raise bad(
+                f"guards.{name}.{changed[0]}",
+                "never takes effect in `ralph-ledger run` (it counts stops blocked within one iteration; "
+                "the runner never blocks a stop): remove it",
+            )
+
+
+def frontmatter(text: str, source: str) -> dict[str, Any]:
+    """The YAML frontmatter of a markdown file ({} when there is none)."""
+    m = FRONTMATTER_RE.match(text)
+    if not m:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(m.group(1))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: frontmatter is not valid YAML: {one_line(exc)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: frontmatter: expected a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def promise_word(text: str) -> str:
+    """'<promise>COMPLETE</promise>' -> 'COMPLETE'; other text with its whitespace folded
+    (``ledger.loop.promises.unwrap``)."""
+    from ledger.loop.promises import unwrap
+
+    return unwrap(text)
+
+
+def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
+    """Apply an agent file's ``iteration:`` block to ``base``. Its
+    ``validationRules`` name rules defined in ``base.rules``; an unknown name
+    is an error."""
+    base = base or LoopConfig()
+    meta = frontmatter(_read(path), str(path))
+    name = meta.get("name")
+    if isinstance(name, list | dict):  # not str()-ed: a YAML alias bomb would take minutes
+        kind = "a list" if isinstance(name, list) else "a table"
+        raise ConfigError(f"{path}: name: expected a string, got {kind}")
+    agent = str(name or path.stem)
+    block = convert(meta.get("iteration", {}), AgentIteration, str(path), "iteration")
+    if block.max_iterations is not None and block.max_iterations < 1:
+        raise ConfigError(
+            f"{path}: iteration.maxIterations: expected a whole number >= 1, got {block.max_iterations}"
+        )
+    rules = base.rules
+    if block.validation_rules:
+        known = {str(r.get("name")): r for r in base.rules}
+        missing = [n for n in block.validation_rules if n not in known]
+        if missing:
+            raise ConfigError(
+                f"{path}: iteration.validationRules: no rule named {missing[0]!r} "
+                f"(expected one of: {', '.join(sorted(known)) or 'none defined in ralph.toml'})"
+            )
+        rules = [known[n] for n in block.validation_rules]
+    return msgspec.structs.replace(
+        base,
+        agent=agent,
+        max_iterations=block.max_iterations if block.max_iterations is not None else base.max_iterations,
+        completion_promises=[promise_word(p) for p in block.completion_promises] or base.completion_promises,
+        rules=rules,
+    )

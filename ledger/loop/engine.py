@@ -1,0 +1,580 @@
+"""The loop engine: start / validate / next / complete / status (seed 000 §3-5).
+
+The engine keeps no state of its own. Every step reads the session's journal,
+decides, and appends events; the state is always the projection of those
+events. A process that dies between two steps loses nothing: a new ``Engine``
+on the same home carries on where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ledger import events as ev
+from ledger.core.errors import no_session
+from ledger.core.home import Home
+from ledger.loop.checks import run_rules
+from ledger.loop.config import LoopConfig
+from ledger.loop.facts import read_facts
+from ledger.loop.guards import check, exhausted
+from ledger.loop.promises import detect_promises, strongest, to_event
+from ledger.loop.rules import CustomRule, Rule, RuleContext, parse_rules, spec
+from ledger.loop.score import validation_score
+from ledger.loop.signals import Inputs, Resolution, Trip, resolve
+from ledger.loop.stop_policies import (
+    NO_HOOKS,
+    PRESET_FNS,
+    AgentContext,
+    Evaluation,
+    HookFn,
+    Registry,
+    decided_events,
+)
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Cursor, Journal, journal_path, read_new, utc_now
+
+
+class EngineError(Exception):
+    """A lifecycle call that cannot be made now; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class ValidateResult:
+    """iteration_validate's answer (seed 000 Appendix A)."""
+
+    session_id: str
+    iteration: int
+    validation_passed: bool
+    signal: ev.Signal
+    detected_promise: str
+    feedback: list[str]
+    results: list[ev.RuleResult]
+    score: float
+    reason: str
+    next_prompt: str = ""
+    trips: list[Trip] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class NextResult:
+    """What ``start`` and ``next`` return: the iteration begun, the maximum, its checkpoint and a message."""
+
+    session_id: str
+    iteration: int
+    max_iterations: int
+    checkpoint_id: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteResult:
+    """What ``complete`` returns: iterations used, the last iteration's score (``None`` if unscored),
+    one ``iterations`` row per iteration, the completion time and a message.
+    """
+
+    session_id: str
+    total_iterations: int
+    final_score: float | None
+    history: list[dict[str, Any]]
+    completed_at: datetime
+    message: str
+
+
+@dataclass(slots=True)
+class _Session:
+    """A session's events and configuration, read from its journal, and its
+    row of the ``sessions`` view (status, iteration, stop requests, ...)."""
+
+    events: list[ev.AnyEvent]
+    config: LoopConfig
+    rules: list[Rule]
+    row: dict[str, Any]
+    ledger: Ledger  # in memory, over this session's journal; ``refresh`` reads only what was appended
+
+    @property
+    def iteration(self) -> int:
+        return int(self.row["iteration"])
+
+    @property
+    def status(self) -> str:
+        return str(self.row["status"])
+
+    def stop_requested(self) -> str | None:
+        return str(self.row["stop_reason"] or "") if self.row["stop_requested"] else None
+
+
+class Engine:
+    """Lifecycle calls for the sessions of one ledger home.
+
+    ``clock`` stamps the events it appends (and is "now" for the guards); ``timer`` is the
+    monotonic clock, in seconds, that times the validation rules. Inject both for a
+    reproducible journal.
+    """
+
+    def __init__(
+        self,
+        home: Home,
+        *,
+        work_dir: Path | None = None,
+        clock: Callable[[], datetime] = utc_now,
+        fsync: bool = True,
+        custom_hooks: dict[str, HookFn] | None = None,
+        custom_rules: Sequence[CustomRule] = (),
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.home = home
+        self.work_dir = work_dir or Path.cwd()
+        self.clock = clock
+        self.fsync = fsync
+        self.custom_hooks = dict(custom_hooks or {})
+        self.custom_rules = list(custom_rules)
+        self.timer = timer  # times the validation rules (``RuleResult.duration_ms``)
+
+    # -- reading -------------------------------------------------------------
+    def journal(self, session_id: str) -> Journal:
+        """The session's journal; raises ``JournalError`` for an invalid session id."""
+        return Journal(journal_path(self.home.journals, session_id), fsync=self.fsync, clock=self.clock)
+
+    def _append(self, session_id: str, *events: ev.Event) -> None:
+        self.journal(session_id).append(*events)
+
+    def _load(self, session_id: str) -> _Session:
+        path = journal_path(self.home.journals, session_id)
+        if not path.exists():
+            raise EngineError(no_session(session_id, self.home.root))
+        events = read_new(path, Cursor()).events
+        started = [e for e in events if isinstance(e, ev.SessionStarted)]
+        if not started:
+            raise EngineError(f"session {session_id!r} has no session_started event")
+        try:
+            config = msgspec.convert(started[-1].config, LoopConfig)
+        except msgspec.ValidationError as exc:
+            raise EngineError(
+                f"session {session_id!r}: its recorded configuration is invalid: {exc}"
+            ) from None
+        rules: list[Rule] = [
+            *parse_rules(config.rules, f"session {session_id} configuration"),
+            *self.custom_rules,
+        ]
+        ledger = self._ledger(session_id)
+        row = ledger.rows("SELECT * FROM sessions WHERE session_id = ?", [session_id])[0]
+        return _Session(events, config, rules, row, ledger)
+
+    def _ledger(self, session_id: str) -> Ledger:
+        ledger = Ledger.memory(self.home)
+        ledger.ingest([journal_path(self.home.journals, session_id)])
+        return ledger
+
+    def _running(self, session_id: str) -> _Session:
+        s = self._load(session_id)
+        if s.status != "running":
+            raise EngineError(f"session {session_id!r} is {s.status}; it takes no more iterations")
+        return s
+
+    # -- lifecycle -----------------------------------------------------------
+    def start(
+        self, session_id: str, config: LoopConfig, *, prompt: str = "", command: Sequence[str] = ()
+    ) -> NextResult:
+        """iteration_start: record the loop's configuration (and the ``prompt`` and agent ``command``
+        a runner feeds and starts each iteration) and begin iteration 1."""
+        path = journal_path(self.home.journals, session_id)
+        if path.exists() and not _only_errors(path):
+            raise EngineError(f"session {session_id!r} already exists")
+        rules = [*parse_rules(config.rules, "configuration"), *self.custom_rules]
+        max_it = config.effective_max_iterations()
+        hooks = [
+            ev.HookRegistered(session_id=session_id, hook_id=f"{name}-{i}", hook_type=name)
+            for i, name in enumerate(config.hooks, 1)
+        ]
+        hooks += [
+            ev.HookRegistered(session_id=session_id, hook_id=hook_id, hook_type="custom")
+            for hook_id in self.custom_hooks
+        ]
+        self._append(
+            session_id,
+            ev.SessionStarted(
+                session_id=session_id,
+                task=config.task,
+                agent=config.agent,
+                prompt=prompt,
+                command=list(command),
+                max_iterations=max_it,
+                completion_promises=config.completion_promises,
+                rules=[spec(r) for r in rules],
+                config=_recorded(config),
+            ),
+            *hooks,
+            ev.IterationStarted(session_id=session_id, iteration=1, max_iterations=max_it),
+            ev.CheckpointCreated(
+                session_id=session_id,
+                iteration=1,
+                checkpoint_id=f"{session_id}-cp1",
+                trigger="iteration_start",
+                phase="iteration",
+                step=1,
+            ),
+        )
+        return NextResult(session_id, 1, max_it, f"{session_id}-cp1", f"Started iteration 1 of {max_it}")
+
+    def validate(
+        self,
+        session_id: str,
+        agent_output: str,
+        *,
+        files_modified: Sequence[str] = (),
+        tool_count: int = 0,
+        stop_reason: str = "",
+        tokens: ev.TokenUsage | None = None,
+        duration_ms: float = 0.0,
+        final: bool = False,
+        transcript_offset: int = 0,
+    ) -> ValidateResult:
+        """iteration_validate: run the rules, detect promises, evaluate guards
+        and hooks, resolve the signal and record every step."""
+        s = self._running(session_id)
+        n = s.iteration
+        turn = ev.AgentTurn(
+            session_id=session_id,
+            iteration=n,
+            output_excerpt=agent_output[-2000:],
+            files_modified=list(files_modified),
+            tool_count=tool_count,
+            stop_reason=stop_reason,
+            tokens=tokens or ev.TokenUsage(),
+            duration_ms=duration_ms,
+            transcript_offset=transcript_offset,
+        )
+        detection = detect_promises(
+            agent_output, custom=s.config.completion_promises, exclusive=s.config.exclusive_promises
+        )
+        promise = strongest(detection.promises)
+        results = run_rules(s.rules, RuleContext(self.work_dir, agent_output, n, final, timer=self.timer))
+        passed = all(r.passed and not r.errored for r in results)
+        score = validation_score(results)
+        self._append(
+            session_id,
+            turn,
+            *(to_event(p, session_id=session_id, iteration=n) for p in detection.promises),
+            ev.ValidationRan(session_id=session_id, iteration=n, results=results, passed=passed, score=score),
+        )
+        s.ledger.ingest([journal_path(self.home.journals, session_id)])  # only the lines just appended
+        facts = read_facts(s.ledger, session_id, s.config.guards, self.clock())
+        trips = check(facts, s.config.guards)
+        evals = self._hooks(s, session_id, n, files_modified, results, detection.promises, agent_output)
+        decision = evals[-1]
+        inputs = Inputs(
+            passed,
+            manual_stop=s.stop_requested(),
+            trips=trips,
+            promise=promise.signal if promise else None,
+            promise_word=promise.word if promise else "",
+            promise_reason=promise.reason if promise else "",
+            hooks_registered=decision is not NO_HOOKS,
+            hook_action=decision.result.action,
+            hook_reason=decision.result.reason,
+            require_passing_validation=s.config.require_passing_validation,
+        )
+        resolution = resolve(inputs)
+        late = exhausted(facts, s.config.guards, resolution.signal)
+        if late is not None:
+            trips = [*trips, late]
+            resolution = resolve(replace(inputs, trips=trips))
+        feedback = [t.detail for t in trips] + [f"{r.name}: {r.message}" for r in results if not r.passed]
+        self._record(
+            session_id, n, evals, trips, resolution, passed, promise.word if promise else "", feedback
+        )
+        return ValidateResult(
+            session_id,
+            n,
+            passed,
+            resolution.signal,
+            promise.word if promise else "",
+            feedback,
+            results,
+            score,
+            resolution.reason,
+            decision.result.next_prompt,
+            trips,
+        )
+
+    def _hooks(
+        self,
+        s: _Session,
+        session_id: str,
+        n: int,
+        files: Sequence[str],
+        results: list[ev.RuleResult],
+        promises: Sequence[Any],
+        output: str,
+    ) -> list[Evaluation]:
+        registry = Registry.from_events(s.events, self.custom_hooks)
+        ctx = AgentContext(
+            task_id=session_id,
+            iteration=n,
+            files_modified=tuple(files),
+            validation_results=tuple(results),
+            promises=tuple(p.signal for p in promises),
+            promise_words=tuple(p.word for p in promises),
+            agent_output=output,
+        )
+        return registry.evaluate(ctx)
+
+    def _record(
+        self,
+        session_id: str,
+        n: int,
+        evals: list[Evaluation],
+        trips: list[Trip],
+        res: Resolution,
+        passed: bool,
+        promise: str,
+        feedback: list[str],
+    ) -> None:
+        events: list[ev.Event] = [
+            *decided_events([e for e in evals if e is not NO_HOOKS], session_id=session_id, iteration=n)
+        ]
+        wanted = any(e.result.checkpoint_data is not None for e in evals)
+        made = self._hook_checkpoints(session_id) if wanted else 0
+        for e in evals:
+            data = e.result.checkpoint_data
+            if data is not None:
+                made += 1
+                events.append(
+                    ev.CheckpointCreated(
+                        session_id=session_id,
+                        iteration=n,
+                        checkpoint_id=f"{session_id}-hook{made}",
+                        trigger="hook",
+                        phase=str(data.get("executionPhase", "")),
+                        step=_as_int(data.get("executionStep"), n),
+                        agent_context=_as_dict(data.get("agentContext")),
+                    )
+                )
+        events += [
+            ev.GuardTripped(
+                session_id=session_id,
+                iteration=n,
+                guard=t.guard,
+                detail=t.detail,
+                signal=t.signal,
+                evidence=t.evidence,
+            )
+            for t in trips
+        ]
+        events.append(
+            ev.SignalResolved(
+                session_id=session_id,
+                iteration=n,
+                signal=res.signal,
+                passed=passed,
+                promise=promise,
+                feedback=feedback,
+            )
+        )
+        if res.signal == "BLOCKED":
+            events.append(ev.SessionBlocked(session_id=session_id, iteration=n, reason=res.reason))
+        elif res.signal == "ESCALATE":
+            guard = trips[0].guard if trips and res.row in (2, 3) else ""
+            events.append(
+                ev.SessionEscalated(session_id=session_id, iteration=n, reason=res.reason, guard=guard)
+            )
+        self._append(session_id, *events)
+
+    def _hook_checkpoints(self, session_id: str) -> int:
+        events = read_new(journal_path(self.home.journals, session_id), Cursor()).events
+        return sum(1 for e in events if isinstance(e, ev.CheckpointCreated) and e.trigger == "hook")
+
+    def next(
+        self,
+        session_id: str,
+        notes: str = "",
+        lead: Callable[[int, int], Sequence[ev.Event]] | None = None,
+    ) -> NextResult:
+        """iteration_next: advance, refusing past the maximum; the latest
+        checkpoint's agent context carries over, validation state does not. ``lead`` gives the
+        events (e.g. the stop decision) that land in the same append, before the new iteration,
+        from its number and the maximum."""
+        s = self._running(session_id)
+        n = s.iteration
+        max_it = int(s.row["max_iterations"] or s.config.effective_max_iterations())
+        if n >= max_it:
+            raise EngineError(
+                f"Maximum iterations ({max_it}) reached. Task should be marked as blocked or escalated."
+            )
+        context: dict[str, Any] = {}
+        for e in s.events:
+            if isinstance(e, ev.CheckpointCreated):
+                context = e.agent_context or context
+        cp = f"{session_id}-cp{n + 1}"
+        self._append(
+            session_id,
+            *(lead(n + 1, max_it) if lead is not None else ()),
+            ev.IterationStarted(session_id=session_id, iteration=n + 1, notes=notes),
+            ev.CheckpointCreated(
+                session_id=session_id,
+                iteration=n + 1,
+                checkpoint_id=cp,
+                trigger="auto_iteration",
+                phase="iteration",
+                step=n + 1,
+                agent_context=context,
+            ),
+        )
+        return NextResult(session_id, n + 1, max_it, cp, f"Advanced to iteration {n + 1} of {max_it}")
+
+    def complete(self, session_id: str, promise: str = "", lead: Sequence[ev.Event] = ()) -> CompleteResult:
+        """iteration_complete: finish the loop and clear its hooks; ``lead`` lands first, in the
+        same append."""
+        s = self._running(session_id)
+        history = _history(s.ledger, session_id)
+        final = history[-1]["score"] if history else None
+        now = self.clock()
+        hook_ids = [h.hook_id for h in Registry.from_events(s.events).hooks()]
+        self._append(
+            session_id,
+            *lead,
+            *(
+                [ev.HooksCleared(session_id=session_id, iteration=s.iteration, hook_ids=hook_ids, ts=now)]
+                if hook_ids
+                else []
+            ),
+            ev.SessionCompleted(
+                session_id=session_id,
+                iteration=s.iteration,
+                promise=promise,
+                total_iterations=s.iteration,
+                score=final,
+                ts=now,
+            ),
+        )
+        return CompleteResult(
+            session_id, s.iteration, final, history, now, f"Completed after {s.iteration} iteration(s)"
+        )
+
+    # -- hooks (seed 001 hook_register / hook_list / hook_clear) ---------------
+    def hook_register(
+        self, session_id: str, hook_type: str, *, enabled: bool = True, metadata: dict[str, Any] | None = None
+    ) -> str:
+        """Register a preset hook, or a custom callable given to this Engine
+        by id; recorded as an event, so presets survive a restart."""
+        if hook_type not in PRESET_FNS and hook_type not in self.custom_hooks:
+            known = ", ".join([*PRESET_FNS, *self.custom_hooks])
+            raise EngineError(f"unknown hook {hook_type!r}: expected one of {known}")
+        s = self._running(session_id)
+        hook_id = f"{hook_type}-{len(Registry.from_events(s.events).hooks()) + 1}"
+        kind = hook_type if hook_type in PRESET_FNS else "custom"
+        if kind == "custom":
+            hook_id = hook_type
+        self._append(
+            session_id,
+            ev.HookRegistered(
+                session_id=session_id,
+                iteration=s.iteration,
+                hook_id=hook_id,
+                hook_type=kind,
+                enabled=enabled,
+                metadata=metadata or {},
+            ),
+        )
+        return hook_id
+
+    def hook_list(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's hooks in evaluation order."""
+        registry = Registry.from_events(self._load(session_id).events, self.custom_hooks)
+        return [{"id": h.hook_id, "type": h.hook_type, "enabled": h.enabled} for h in registry.hooks()]
+
+    def hook_clear(self, session_id: str) -> int:
+        """Clear every hook of the session; returns how many there were."""
+        s = self._load(session_id)
+        ids = [h.hook_id for h in Registry.from_events(s.events).hooks()]
+        if ids:
+            self._append(
+                session_id, ev.HooksCleared(session_id=session_id, iteration=s.iteration, hook_ids=ids)
+            )
+        return len(ids)
+
+    # -- overrides (seed 000 §5.4) --------------------------------------------
+    def escalate(self, session_id: str, reason: str, guard: str = "", lead: Sequence[ev.Event] = ()) -> None:
+        """End a running session as escalated (a caller that cannot go on, e.g. ``next`` refused);
+        ``lead`` lands first, in the same append."""
+        s = self._running(session_id)
+        escalated = ev.SessionEscalated(
+            session_id=session_id, iteration=s.iteration, reason=reason, guard=guard
+        )
+        self._append(session_id, *lead, escalated)
+
+    def stop(self, session_id: str, reason: str = "") -> None:
+        """Ask a running loop to stop; honoured at its next validate."""
+        s = self._running(session_id)
+        self._append(
+            session_id,
+            ev.Override(session_id=session_id, iteration=s.iteration, kind="manual_stop", reason=reason),
+        )
+
+    def set_max_iterations(self, session_id: str, max_iterations: int, reason: str = "") -> None:
+        """Change a running loop's maximum iterations, recorded as an ``override`` event.
+
+        Raises ``EngineError`` if ``max_iterations`` < 1 or the session is not running.
+        """
+        if max_iterations < 1:
+            raise EngineError(f"max iterations must be at least 1, got {max_iterations}")
+        s = self._running(session_id)
+        self._append(
+            session_id,
+            ev.Override(
+                session_id=session_id,
+                iteration=s.iteration,
+                kind="max_iterations",
+                max_iterations=max_iterations,
+                reason=reason,
+            ),
+        )
+
+    # -- reading state ---------------------------------------------------------
+    def status(self, session_id: str) -> dict[str, Any]:
+        """iteration_status: the session's row of the ``sessions`` view."""
+        return self._load(session_id).row
+
+    def history(self, session_id: str) -> list[dict[str, Any]]:
+        """One row of the ``iterations`` view per iteration."""
+        return _history(self._ledger(session_id), session_id)
+
+
+def _recorded(config: LoopConfig) -> dict[str, Any]:
+    """The configuration as ``session_started`` records it; ``exclusive_promises`` only when set,
+    so the records of loops without it are as they were before it existed."""
+    recorded: dict[str, Any] = msgspec.to_builtins(config)
+    if not config.exclusive_promises:
+        del recorded["exclusive_promises"]
+    return recorded
+
+
+def _only_errors(path: Path) -> bool:
+    """Whether a journal holds only ``error_recorded`` events: a Stop hook that failed open before
+    its loop could start (a bad ``ralph.toml``, say) leaves one, and the loop must start once mended."""
+    read = read_new(path, Cursor())
+    return not read.bad and all(isinstance(e, ev.ErrorRecorded) for e in read.events)
+
+
+def _history(ledger: Ledger, session_id: str) -> list[dict[str, Any]]:
+    """The ``iterations`` rows of one session, in order."""
+    return ledger.rows("SELECT * FROM iterations WHERE session_id = ? ORDER BY iteration", [session_id])
+
+
+def _as_int(value: object, default: int) -> int:
+    """A hook's checkpoint step, tolerating anything a callable may return."""
+    try:
+        return int(value) if value is not None else default  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return default
+
+
+def _as_dict(value: object) -> dict[str, Any]:
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}

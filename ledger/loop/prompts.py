@@ -1,0 +1,50 @@
+"""The prompt of the next iteration: the one rule both drivers of a loop follow.
+
+The loop runner (``ledger.agents.runner``) and the Claude Code ledger-native hook
+(``ledger.agents.claude_code.native``) tell the agent the same thing after an iteration that
+continues: the task, always, then what the loop learned from that iteration,
+the hooks' next prompt and every line of feedback (failing rules, tripped
+guards) it does not already say::
+
+    Make the tests pass.
+
+    Feedback from iteration 2:
+    Fix the failing validation rules: tests: 1 failed
+    - thrashing: app.py modified in 5 iterations
+
+With nothing learned, the prompt is the task unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class Learned(Protocol):
+    """What one iteration taught the loop (``ledger.loop.engine.ValidateResult`` is one)."""
+
+    @property
+    def iteration(self) -> int:
+        """The iteration validated."""
+
+    @property
+    def next_prompt(self) -> str:
+        """The deciding hook's next prompt (``""`` when it gave none)."""
+
+    @property
+    def feedback(self) -> Sequence[str]:
+        """The tripped guards' details and the failing rules' messages."""
+
+
+def next_prompt(task: str, result: Learned) -> str:
+    """The prompt of the iteration after ``result``: ``task``, then the hooks' next prompt and the
+    feedback lines it does not already contain (``task`` alone when there is neither)."""
+    hint = result.next_prompt.strip()
+    if hint == task.strip():
+        hint = ""  # a hook that answers with the task itself adds nothing
+    learned = [hint] if hint else []
+    learned += [f"- {line}" for line in result.feedback if line.strip() and line not in hint]
+    if not learned:
+        return task
+    return f"{task.rstrip()}\n\nFeedback from iteration {result.iteration}:\n" + "\n".join(learned)

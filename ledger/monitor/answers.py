@@ -1,0 +1,258 @@
+"""What a monitor answers: plain msgspec Structs (sessions, fleet totals, iterations, heat,
+events, checkpoints, alerts, progress), built from the ledger's view rows, so a front end needs
+neither DuckDB nor SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from ledger.events import SessionStatus
+
+
+class Progress(msgspec.Struct, frozen=True, kw_only=True):
+    """How far loading the backlog has come; ``sessions``: those the last batch brought in."""
+
+    files_done: int
+    files_total: int
+    bytes_done: int
+    bytes_total: int
+    events: int
+    sessions: list[str] = []
+
+
+class Alert(msgspec.Struct, frozen=True, kw_only=True):
+    """A session completed, blocked or escalated (``kind``), or a guard tripped (``guard``)."""
+
+    session_id: str
+    iteration: int
+    kind: str
+    message: str
+    seq: int
+    ts: datetime | None = None
+    """When the event was recorded."""
+
+
+class Update(msgspec.Struct, frozen=True, kw_only=True):
+    """What one ``refresh`` ingested: the sessions that changed, their alerts, the events, the bad
+    lines (``path:line: reason``) and the journals found truncated or rewritten (``reset``: their
+    paths; their sessions were read again from the start)."""
+
+    sessions: list[str]
+    alerts: list[Alert]
+    events: int
+    bad_lines: list[str]
+    reset: list[str] = []
+
+
+class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One session as the sessions table shows it; ``scores`` are the last scores, oldest first."""
+
+    session_id: str
+    status: SessionStatus
+    agent: str
+    task: str
+    iteration: int
+    max_iterations: int
+    last_score: float | None
+    scores: list[float]
+    last_signal: str
+    consecutive_failures: int
+    tokens: int
+    """As the ``turn_tokens`` view defines them (input + output + cache), summed over the session."""
+    started_at: datetime | None
+    updated_at: datetime | None
+    stop_requested: bool
+
+
+class Fleet(msgspec.Struct, frozen=True, kw_only=True):
+    """Totals over every session; ``completion_rate`` is complete / ended (``None`` before any ended), as
+    ``loop_metrics.completion_rate`` per agent (not ``autonomous_completion_rate``, which leaves out
+    the loops a human overrode)."""
+
+    sessions: int
+    running: int
+    complete: int
+    blocked: int
+    escalated: int
+    completion_rate: float | None
+
+
+def fleet_of(counts: Mapping[str, int]) -> Fleet:
+    """Fleet totals from the number of sessions per status (the one place they are added up: the
+    monitor counts with SQL, a screen holding every session's row counts its rows)."""
+    complete, blocked, escalated = (counts.get(s, 0) for s in ("complete", "blocked", "escalated"))
+    ended = complete + blocked + escalated
+    return Fleet(
+        sessions=sum(counts.values()),
+        running=counts.get("running", 0),
+        complete=complete,
+        blocked=blocked,
+        escalated=escalated,
+        completion_rate=complete / ended if ended else None,
+    )
+
+
+class RuleCell(msgspec.Struct, frozen=True, kw_only=True):
+    """One rule's result in one iteration (its last run there)."""
+
+    rule: str
+    passed: bool
+    errored: bool
+    message: str
+    duration_ms: float
+
+
+class IterationRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of the iteration timeline; its tokens as the ``turn_tokens`` view defines them
+    (``tokens_total`` = input + output + cache, the number shown wherever tokens are)."""
+
+    iteration: int
+    started_at: datetime | None
+    duration_s: float | None
+    score: float | None
+    signal: str
+    promise: str
+    hook_action: str
+    stop_decision: str
+    guards: list[str]
+    files_modified: list[str]
+    tokens_input: int
+    tokens_output: int
+    tokens_cache: int
+    tokens_total: int
+    rules: list[RuleCell]
+
+
+class IterationDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """What the agent said in one iteration and what it was told next."""
+
+    iteration: int
+    output_excerpt: str
+    feedback: list[str]
+    next_prompt: str
+    hook_reason: str
+
+
+class Heat(msgspec.Struct, frozen=True, kw_only=True):
+    """Files modified per iteration: ``cells[f][i]`` is whether ``files[f]`` changed in ``iterations[i]``;
+    the files most often modified come first."""
+
+    files: list[str]
+    iterations: list[int]
+    cells: list[list[bool]]
+
+
+class EventLine(msgspec.Struct, frozen=True, kw_only=True):
+    """One event, summarised on one line."""
+
+    seq: int
+    ts: datetime
+    type: str
+    iteration: int
+    text: str
+
+
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """A checkpoint of a session."""
+
+    checkpoint_id: str
+    iteration: int
+    trigger: str
+    created_at: datetime | None
+    expired: bool
+
+
+def aware(value: Any) -> datetime | None:
+    """DuckDB's naive UTC timestamps as aware datetimes."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return None
+
+
+def alert_of(r: dict[str, Any]) -> Alert:
+    """An ``Alert`` from a row of the alerts query."""
+    kind = {
+        "session_completed": "completed",
+        "session_blocked": "blocked",
+        "session_escalated": "escalated",
+    }.get(str(r["type"]), "guard")
+    sid, n = str(r["session_id"]), int(r["iteration"] or 0)
+    if kind == "completed":
+        message = f"{sid} complete after {r['total_iterations'] or n} iteration(s)"
+    elif kind == "guard":
+        message = f"{sid}: guard {r['guard']} tripped at iteration {n}: {r['detail'] or ''}".rstrip(": ")
+    else:
+        message = f"{sid} {kind} at iteration {n}: {r['reason'] or r['guard'] or ''}".rstrip(": ")
+    return Alert(
+        session_id=sid, iteration=n, kind=kind, message=message, seq=int(r["seq"]), ts=aware(r["ts"])
+    )
+
+
+def session_of(r: dict[str, Any]) -> SessionRow:
+    """A ``SessionRow`` from a row of the ``sessions`` view."""
+    return SessionRow(
+        session_id=str(r["session_id"]),
+        status=r["status"],  # the sessions view gives one of SESSION_STATUSES
+        agent=str(r["agent"] or ""),
+        task=str(r["task"] or ""),
+        iteration=int(r["iteration"] or 0),
+        max_iterations=int(r["max_iterations"] or 0),
+        last_score=float(r["last_score"]) if r["last_score"] is not None else None,
+        scores=[float(s) for s in r["scores"] or []],
+        last_signal=str(r["last_signal"] or ""),
+        consecutive_failures=int(r["consecutive_failures"] or 0),
+        tokens=int(r["tokens"] or 0),
+        started_at=aware(r["started_at"]),
+        updated_at=aware(r["updated_at"]),
+        stop_requested=bool(r["stop_requested"]),
+    )
+
+
+def iteration_of(r: dict[str, Any], rules: list[RuleCell]) -> IterationRow:
+    """An ``IterationRow`` from a row of the ``iterations`` view and its rule cells."""
+    return IterationRow(
+        iteration=int(r["iteration"]),
+        started_at=aware(r["started_at"]),
+        duration_s=float(r["duration_s"]) if r["duration_s"] is not None else None,
+        score=float(r["score"]) if r["score"] is not None else None,
+        signal=str(r["signal"] or ""),
+        promise=str(r["promise"] or ""),
+        hook_action=str(r["hook_action"] or ""),
+        stop_decision=str(r["stop_decision"] or ""),
+        guards=[str(g) for g in r["guards"] or []],
+        files_modified=[str(f) for f in r["files_modified"] or []],
+        tokens_input=int(r["tokens_input"] or 0),
+        tokens_output=int(r["tokens_output"] or 0),
+        tokens_cache=int(r["tokens_cache"] or 0),
+        tokens_total=int(r["tokens_total"] or 0),
+        rules=rules,
+    )
+
+
+def summary_of(r: dict[str, Any]) -> str:
+    """One line saying what an event says."""
+    t = str(r["type"])
+    parts: dict[str, str] = {
+        "session_started": "session started",
+        "iteration_started": f"iteration {r['iteration']} started",
+        "agent_turn": f"agent turn: {len(r['files_modified'] or [])} file(s), {r['tool_count'] or 0} tool(s)",
+        "promise_detected": f"promise {r['promise']} -> {r['signal']}",
+        "validation_ran": f"validation {'passed' if r['passed'] else 'failed'}, score {r['score'] or 0:.0f}",
+        "hook_decided": f"hook {r['hook_id']}: {r['action']} ({r['reason'] or ''})",
+        "guard_tripped": f"guard {r['guard']} tripped: {r['detail'] or ''}",
+        "signal_resolved": f"signal {r['signal']}",
+        "stop_decided": f"stop {r['decision']}: {r['reason'] or ''}",
+        "checkpoint_created": f"checkpoint {r['checkpoint_id']} ({r['trigger']})",
+        "session_completed": f"session complete after {r['total_iterations'] or r['iteration']} iteration(s)",
+        "session_blocked": f"session blocked: {r['reason'] or ''}",
+        "session_escalated": f"session escalated: {r['reason'] or r['guard'] or ''}",
+        "override": f"override {r['kind']}: {r['reason'] or ''}",
+        "error_recorded": f"error in {r['component']}: {r['message'] or ''}",
+    }
+    text = " ".join(parts.get(t, t.replace("_", " ")).split()).replace(" ()", "")
+    return text.removesuffix(":")

@@ -1,0 +1,448 @@
+"""The ``Monitor``: opens sources of journals, ingests their backlog in batches, then only what is
+appended, and answers a front end's questions with the ledger's views; also the saved example
+queries and where the default home is.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+import duckdb
+
+from ledger.core.home import DEFAULT_HOME, Home, is_journal, journals_in
+from ledger.monitor.answers import (
+    Alert,
+    Checkpoint,
+    EventLine,
+    Fleet,
+    Heat,
+    IterationDetail,
+    IterationRow,
+    Progress,
+    RuleCell,
+    SessionRow,
+    Update,
+    alert_of,
+    aware,
+    fleet_of,
+    iteration_of,
+    session_of,
+    summary_of,
+)
+from ledger.storage.database import Ledger
+from ledger.storage.journal import utc_now
+from ledger.storage.query import QueryResult, ReadOnlyViolation, run_readonly
+from ledger.storage.sql import load_definitions
+
+SPARK_POINTS: Final = 20
+
+
+MEMORY_LIMIT: Final = "200MB"
+"""DuckDB's memory limit for a file-backed monitor: loading 1M events in 64 MB batches then peaks
+at about 280 MB of RSS (the default, 80% of RAM, lets it pass 400 MB)."""
+
+
+BATCH_BYTES: Final = 64 << 20
+
+
+ALERT_TYPES: Final = ("session_completed", "session_blocked", "session_escalated", "guard_tripped")
+
+
+EXAMPLE_QUERIES: Final = {
+    "completion rate by agent": (
+        "SELECT agent, sessions, completed, round(100 * completion_rate, 1) AS completion_pct,\n"
+        "       round(100 * autonomous_completion_rate, 1) AS autonomous_pct,\n"
+        "       round(mean_iterations_to_completion, 1) AS mean_iterations\n"
+        "FROM loop_metrics ORDER BY sessions DESC"
+    ),
+    "quality regressions": (
+        "SELECT session_id, iteration, first_score, score, drop\n"
+        "FROM quality_regression(span := 3, min_drop := 10) ORDER BY drop DESC LIMIT 50"
+    ),
+    "thrashing files": (
+        "SELECT session_id, file, times, iterations\n"
+        "FROM thrashing(min_iterations := 3) ORDER BY times DESC LIMIT 50"
+    ),
+    "validation stalls": "SELECT * FROM validation_stall(span := 3) ORDER BY session_id, iteration LIMIT 50",
+    "failure streaks": "SELECT * FROM failure_streak(min_streak := 2) ORDER BY streak DESC LIMIT 50",
+    "slowest rules": (
+        "SELECT rule, count(*) AS runs, round(avg(duration_ms)) AS avg_ms,\n"
+        "       round(max(duration_ms)) AS max_ms\n"
+        "FROM rule_results GROUP BY rule ORDER BY avg_ms DESC LIMIT 20"
+    ),
+    "guard trips": "SELECT guard, signal, count(*) AS trips FROM guard_trips GROUP BY ALL ORDER BY 3 DESC",
+    "token use by session": (
+        "SELECT session_id, agent, status, iteration, tokens FROM sessions ORDER BY tokens DESC LIMIT 50"
+    ),
+}
+"""Saved example queries for a SQL console: name -> a query over the ledger's views and detectors."""
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """The ledger home a front end watches, chosen as ralph-ledger chooses it (``Home.resolve``):
+    ``home``, else ``$RALPH_HOME``, else ``./.ralph``, absolute, ``~`` expanded."""
+    return Home.resolve(home).root
+
+
+def default_home_here(cwd: Path | None = None) -> Path:
+    """``./.ralph`` of ``cwd`` (the current directory): the home used when none is named."""
+    return (cwd or Path.cwd()).absolute() / DEFAULT_HOME
+
+
+class Monitor:
+    """Live, incremental reads of one or more sources of journals (see the module docstring)."""
+
+    def __init__(
+        self,
+        sources: Sequence[Path] = (),
+        *,
+        homes: Sequence[Path] = (),
+        now: Callable[[], datetime] = utc_now,
+        memory_limit: str | None = MEMORY_LIMIT,
+    ) -> None:
+        if not sources and not homes:
+            raise ValueError("Monitor needs at least one source")
+        self.now = now
+        self._lock = threading.RLock()
+        self._query_lock = threading.Lock()
+        self._query_con: duckdb.DuckDBPyConnection | None = None
+        self._dirs: list[Path] = []
+        self._files: list[Path] = []
+        self.homes: list[Path] = []
+        """The ledger homes read (``journals/`` watched), whether they exist yet or not."""
+        found: list[Home] = []
+        for source in sources:
+            path = Path(source).expanduser().resolve()
+            if path.is_file():
+                self._files.append(path)
+            elif (path / "journals").is_dir() or (path / "ledger.duckdb").exists():
+                found.append(Home.resolve(path))
+            elif path.is_dir():
+                self._dirs.append(path)
+            else:
+                raise FileNotFoundError(f"{path}: no such ledger home, journal directory or journal")
+        # A home named as one (--home, $RALPH_HOME, ./.ralph) is one even when it is empty or does not
+        # exist yet: its journals/ is watched for the first loop's journal, and it is not created.
+        found += [Home.resolve(Path(h).expanduser().resolve()) for h in homes]
+        for home in found:
+            self.homes.append(home.root)
+            self._dirs.append(home.journals)
+        if len(found) == 1 and len(sources) + len(homes) == 1 and found[0].root.is_dir():
+            self.ledger = Ledger.open(found[0], fallback=True)
+        else:
+            self.ledger = Ledger.memory(None)
+        if memory_limit and self.ledger.path is not None:  # a file-backed ledger can spill to disk
+            self.ledger.con.execute(f"SET memory_limit = '{memory_limit}'")
+
+    # -- what to read ----------------------------------------------------------
+    @property
+    def watch_paths(self) -> list[Path]:
+        """The directories to watch for changes (a file source's directory included); a home's
+        ``journals/`` is among them even before it exists."""
+        return sorted({*self._dirs, *(f.parent for f in self._files)})
+
+    def watch_roots(self) -> list[Path]:
+        """What a watcher watches now: each of ``watch_paths``, or while one does not exist yet, its
+        nearest existing ancestor (so the watcher sees the directory appear, then watches it)."""
+        roots: set[Path] = set()
+        for path in self.watch_paths:
+            while not path.is_dir() and path.parent != path:
+                path = path.parent
+            roots.add(path)
+        return sorted(roots)
+
+    def awaited(self, path: Path) -> bool:
+        """Whether a change at ``path`` concerns a watched directory (it, or a folder on its way, was
+        created or removed): a watcher of ``watch_roots`` then starts again."""
+        return any(w.is_relative_to(path) for w in self.watch_paths)
+
+    def journal_files(self) -> list[Path]:
+        """Every journal of the sources, now."""
+        found = {str(p): p for d in self._dirs if d.is_dir() for p in journals_in(d)}
+        found.update((str(f), f) for f in self._files if f.exists())
+        return [found[key] for key in sorted(found)]
+
+    def _wanted(self, path: Path) -> bool:
+        if not is_journal(path):
+            return False
+        if path in self._files or path.parent in self._dirs:  # the watcher's paths need no resolving
+            return True
+        path = path.resolve()
+        return path in self._files or path.parent in self._dirs
+
+    def _offsets(self) -> dict[str, int]:
+        rows = self.ledger.con.execute("SELECT journal, byte_offset FROM ingest_positions").fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def pending(self) -> Progress:
+        """How much of the journals is not ingested yet."""
+        with self._lock:
+            offsets = self._offsets()
+        files = self.journal_files()
+        todo = [max(0, _size(f) - offsets.get(f.name, 0)) for f in files]
+        waiting = sum(1 for t in todo if t)
+        return Progress(
+            files_done=len(files) - waiting,
+            files_total=len(files),
+            bytes_done=0,
+            bytes_total=sum(todo),
+            events=0,
+        )
+
+    def load(self, batch_bytes: int = BATCH_BYTES) -> Iterator[Progress]:
+        """Ingest the backlog in batches of about ``batch_bytes`` new bytes, yielding after each."""
+        with self._lock:
+            offsets = self._offsets()
+        work = [(f, max(0, _size(f) - offsets.get(f.name, 0))) for f in self.journal_files()]
+        work = [(f, n) for f, n in work if n]
+        total = sum(n for _, n in work)
+        done = events = 0
+        batch: list[Path] = []
+        size = 0
+        for i, (path, n) in enumerate(work, 1):
+            batch.append(path)
+            size += n
+            if size >= batch_bytes or i == len(work):
+                with self._lock:
+                    report = self.ledger.ingest(batch)
+                events += report.events
+                ids = sorted(report.seqs)
+                done += size
+                batch, size = [], 0
+                yield Progress(
+                    files_done=i,
+                    files_total=len(work),
+                    bytes_done=done,
+                    bytes_total=total,
+                    events=events,
+                    sessions=ids,
+                )
+
+    def bad_lines(self) -> list[str]:
+        """Every bad line the ledger holds for these journals (``path:line: reason``, by journal and
+        line): found by this monitor's load or by an earlier ingest of the home's ledger."""
+        paths = {f.name: f for f in self.journal_files()}
+        with self._lock:
+            rows = self.ledger.con.execute(
+                "SELECT journal, line_no, reason FROM ingest_errors ORDER BY journal, line_no"
+            ).fetchall()
+        return [f"{paths[j]}:{n}: {reason}" for j, n, reason in rows if j in paths]
+
+    def refresh(self, changed: Iterable[Path] | None = None) -> Update:
+        """Ingest what was appended to ``changed`` journals (every journal when ``None``)."""
+        files = self.journal_files() if changed is None else sorted({p for p in changed if self._wanted(p)})
+        files = [f for f in files if f.exists()]
+        if not files:
+            return Update(sessions=[], alerts=[], events=0, bad_lines=[], reset=[])
+        with self._lock:
+            report = self.ledger.ingest(files, live=True)
+            changed_ids = sorted(report.seqs)
+            alerts = self._alerts({s: report.seqs[s][0] for s in changed_ids})
+        by_name = {f.name: f for f in files}
+        return Update(
+            sessions=sorted({*changed_ids, *(Path(name).stem for name in report.reset)}),
+            alerts=alerts,
+            events=report.events,
+            bad_lines=[str(b) for b in report.bad_lines],
+            reset=[str(by_name.get(name, name)) for name in report.reset],
+        )
+
+    def _alerts(self, since: dict[str, int]) -> list[Alert]:
+        if not since:
+            return []
+        rows = self.ledger.rows(
+            "SELECT e.session_id, e.iteration, e.type, e.seq, e.ts, e.reason, e.guard, e.detail, e.promise, "
+            "e.total_iterations FROM events e JOIN (SELECT unnest($ids) AS sid, unnest($seqs) AS since) s "
+            "ON e.session_id = s.sid AND e.seq > s.since WHERE e.type IN (SELECT unnest($types)) "
+            "ORDER BY e.session_id, e.seq",
+            {"ids": list(since), "seqs": list(since.values()), "types": list(ALERT_TYPES)},
+        )
+        return [alert_of(r) for r in rows]
+
+    # -- answers -----------------------------------------------------------------
+    def recent_sessions(self, limit: int) -> list[SessionRow]:
+        """The ``limit`` most recently active sessions, most recent first: a first screen, read in
+        a fraction of the time all sessions take on a large ledger."""
+        with self._lock:
+            ids = self.ledger.con.execute(
+                "SELECT session_id FROM events GROUP BY session_id ORDER BY max(ts) DESC, session_id LIMIT ?",
+                [limit],
+            ).fetchall()
+        return self.sessions([str(r[0]) for r in ids])
+
+    def sessions(self, ids: Sequence[str] | None = None) -> list[SessionRow]:
+        """Sessions (all, or these), most recently active first."""
+        # A literal IN list lets DuckDB push the filter into the views' scans (a subquery does not).
+        ids = list(ids) if ids is not None else None
+        where = f"WHERE session_id IN ({', '.join('?' * len(ids))})" if ids else ""
+        if ids is not None and not ids:
+            return []
+        with self._lock:
+            rows = self.ledger.rows(
+                f"""SELECT s.*, sc.scores FROM (SELECT * FROM sessions {where}) s LEFT JOIN (
+                      SELECT session_id, list(score ORDER BY iteration)[-{SPARK_POINTS}:] AS scores
+                      FROM iteration_scores WHERE score IS NOT NULL {where.replace("WHERE", "AND")}
+                      GROUP BY session_id) sc
+                    USING (session_id) ORDER BY updated_at DESC NULLS LAST, session_id""",
+                [*ids, *ids] if ids else None,
+            )
+        return [session_of(r) for r in rows]
+
+    def fleet(self) -> Fleet:
+        """Totals over every session."""
+        with self._lock:
+            rows = self.ledger.con.execute("SELECT status, count(*) FROM sessions GROUP BY status").fetchall()
+        return fleet_of({str(status): int(n) for status, n in rows})
+
+    def iterations(self, session_id: str) -> list[IterationRow]:
+        """The session's iteration timeline, first iteration first."""
+        with self._lock:
+            rows = self.ledger.rows(
+                "SELECT * FROM iterations WHERE session_id = ? ORDER BY iteration", [session_id]
+            )
+            cells = self.ledger.rows(
+                "SELECT iteration, rule, passed, errored, message, duration_ms FROM rule_results "
+                "WHERE session_id = ? ORDER BY iteration, seq",
+                [session_id],
+            )
+        by_iteration: dict[int, dict[str, RuleCell]] = {}
+        for c in cells:
+            by_iteration.setdefault(int(c["iteration"]), {})[str(c["rule"])] = RuleCell(
+                rule=str(c["rule"]),
+                passed=bool(c["passed"]),
+                errored=bool(c["errored"]),
+                message=str(c["message"] or ""),
+                duration_ms=float(c["duration_ms"] or 0.0),
+            )
+        return [iteration_of(r, list(by_iteration.get(int(r["iteration"]), {}).values())) for r in rows]
+
+    def detail(self, session_id: str, iteration: int) -> IterationDetail:
+        """The agent's output excerpt, the feedback and the next prompt of one iteration."""
+        with self._lock:
+            rows = self.ledger.rows(
+                "SELECT type, output_excerpt, feedback, next_prompt, reason FROM events "
+                "WHERE session_id = ? AND iteration = ? AND type IN "
+                "('agent_turn', 'signal_resolved', 'hook_decided') ORDER BY seq",
+                [session_id, iteration],
+            )
+        output, feedback, prompt, reason = "", [], "", ""
+        for r in rows:
+            if r["type"] == "agent_turn":
+                output = str(r["output_excerpt"] or "")
+            elif r["type"] == "signal_resolved":
+                feedback = [str(f) for f in r["feedback"] or []]
+            else:
+                prompt = str(r["next_prompt"] or "") or prompt
+                reason = str(r["reason"] or "") or reason
+        return IterationDetail(
+            iteration=iteration,
+            output_excerpt=output,
+            feedback=feedback,
+            next_prompt=prompt,
+            hook_reason=reason,
+        )
+
+    def heat(self, session_id: str) -> Heat:
+        """Which files changed in which iteration."""
+        with self._lock:
+            rows = self.ledger.con.execute(
+                "SELECT iteration, files_modified FROM iterations WHERE session_id = ? ORDER BY iteration",
+                [session_id],
+            ).fetchall()
+        iterations = [int(r[0]) for r in rows]
+        counts: dict[str, int] = {}
+        for _, files in rows:
+            for f in files or []:
+                counts[f] = counts.get(f, 0) + 1
+        files = sorted(counts, key=lambda f: (-counts[f], f))
+        cells = [[f in (r[1] or []) for r in rows] for f in files]
+        return Heat(files=files, iterations=iterations, cells=cells)
+
+    def checkpoints(self, session_id: str) -> list[Checkpoint]:
+        """The session's checkpoints, oldest first."""
+        with self._lock:
+            rows = self.ledger.rows(
+                "SELECT checkpoint_id, iteration, trigger, created_at, expired FROM checkpoints "
+                "WHERE session_id = ? ORDER BY seq",
+                [session_id],
+            )
+        return [
+            Checkpoint(
+                checkpoint_id=str(r["checkpoint_id"]),
+                iteration=int(r["iteration"] or 0),
+                trigger=str(r["trigger"] or ""),
+                created_at=aware(r["created_at"]),
+                expired=bool(r["expired"]),
+            )
+            for r in rows
+        ]
+
+    def events(self, session_id: str, limit: int = 200) -> list[EventLine]:
+        """The session's last ``limit`` events, oldest first, each summarised on one line."""
+        with self._lock:
+            rows = self.ledger.rows(
+                "SELECT * FROM (SELECT seq, ts, type, iteration, promise, signal, reason, guard, detail,"
+                " score, passed, decision, message, action, hook_id, files_modified, tool_count, trigger,"
+                " checkpoint_id, kind, total_iterations, component FROM events WHERE session_id = ?"
+                " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                [session_id, limit],
+            )
+        return [
+            EventLine(
+                seq=int(r["seq"]),
+                ts=aware(r["ts"]) or datetime.min.replace(tzinfo=UTC),
+                type=str(r["type"]),
+                iteration=int(r["iteration"] or 0),
+                text=summary_of(r),
+            )
+            for r in rows
+        ]
+
+    def query(self, sql: str, *, max_rows: int | None = None, timeout_s: float | None = None) -> QueryResult:
+        """One read-only query (``ledger.storage.query``), at most ``max_rows`` rows, stopped after
+        ``timeout_s``; raises ``ReadOnlyViolation`` with a one-line message. It runs on a
+        connection of its own, so live ingest goes on while a slow query runs."""
+        with self._query_lock:
+            with self._lock:
+                if self._query_con is None:
+                    self._query_con = self.ledger.con.cursor()
+                    load_definitions(self._query_con)
+                con = self._query_con
+            timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
+            try:
+                return run_readonly(con, sql, lock=False, max_rows=max_rows)
+            except ReadOnlyViolation as exc:
+                if timer is not None and timer.finished.is_set() and "interrupt" in str(exc).lower():
+                    raise ReadOnlyViolation(f"query stopped after {timeout_s:g} s (time limit)") from None
+                raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    def interrupt_query(self) -> None:
+        """Stop the query ``query`` is running (it raises ``ReadOnlyViolation``); nothing when none runs."""
+        con = self._query_con
+        if con is not None:
+            con.interrupt()
+
+    def close(self) -> None:
+        """Close the ledger."""
+        with self._lock:
+            if self._query_con is not None:
+                self._query_con.close()
+            self.ledger.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

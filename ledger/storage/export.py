@@ -1,0 +1,261 @@
+"""Export a ledger's events into a hive-partitioned Parquet dataset that many homes share.
+
+``DEST`` after two homes exported to it (``docs/fleet.md`` tells how to query it)::
+
+    events/source=build-01/day=2026-01-05/part-0.parquet   one home's events, one folder per UTC day
+    events/source=build-01/_export.json                    who wrote that folder (readers skip it)
+    events/source=laptop/day=2026-01-06/part-0.parquet     another home's export, left untouched
+    views/00-events.sql, views/01-<name>.sql, ...          the views and detectors as DuckDB SQL
+    .staging/                                              exports in progress, and their locks
+
+A home writes only its own ``source=NAME`` folder and replaces it whole: exports of several homes
+merge, and re-exporting a home replaces its rows instead of adding them again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from ledger.core.errors import LedgerError
+from ledger.storage.database import Ledger
+from ledger.storage.sql import install_order
+
+SOURCE_RE: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+MANIFEST: Final = "_export.json"
+STAGING: Final = ".staging"
+EVENTS_GLOB: Final = "events/*/*/*.parquet"
+EVENTS_VIEW: Final = f"""-- The events of every home exported to this dataset. The path is relative to the
+-- directory DuckDB runs in: run it from the dataset's directory, or put the dataset's
+-- location instead (for example 's3://bucket/ralph/{EVENTS_GLOB}').
+CREATE OR REPLACE VIEW events AS
+SELECT * FROM read_parquet('{EVENTS_GLOB}', hive_partitioning = true, union_by_name = true,
+                           hive_types = {{'source': VARCHAR, 'day': DATE}});
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ExportReport:
+    """What one export wrote: ``events`` rows of ``sessions`` into ``folder`` (``DEST/events/source=NAME``).
+
+    ``shared`` lists (session id, other source) for each of this home's sessions that another
+    source of the dataset holds too: the views would merge their events.
+    """
+
+    source: str
+    folder: Path
+    events: int
+    sessions: int
+    shared: tuple[tuple[str, str], ...]
+
+
+def default_source() -> str:
+    """This machine's host name, the default ``source`` of an export."""
+    return socket.gethostname() or "localhost"
+
+
+def check_source(name: str) -> str:
+    """``name`` if it can name a ``source=NAME`` folder, else ``LedgerError`` saying what is expected."""
+    if not SOURCE_RE.fullmatch(name):
+        raise LedgerError(
+            f"source name {name!r}: expected 1-128 letters, digits, '.', '_' or '-', not starting with '.'"
+        )
+    return name
+
+
+def views_bundle() -> tuple[tuple[str, str], ...]:
+    """(file name, DuckDB SQL) of ``00-events.sql`` and every view and detector, in install order.
+
+    Each file holds one statement, generated from the ``ledger/sql`` file of the same name: run
+    them in name order in any DuckDB to get the ledger's views over an exported dataset.
+    """
+    files = [("00-events.sql", EVENTS_VIEW)]
+    for i, d in enumerate(install_order(), start=1):
+        folder = "views" if d.kind == "view" else "detectors"
+        head = f"-- Generated from ledger/storage/sql/{folder}/{d.name}.sql by ralph-ledger; do not edit.\n"
+        if d.kind == "detector":
+            head += f"-- A table macro: SELECT * FROM {d.name}() (parameters: {d.params}).\n"
+        files.append((f"{i:02d}-{d.name}.sql", f"{head}{d.ddl(temp=False)};\n"))
+    return tuple(files)
+
+
+def portable_sql() -> str:
+    """The whole ``views_bundle`` as one script, files in order (``ralph-ledger schema --portable``)."""
+    return "\n".join(text for _, text in views_bundle())
+
+
+def export_parquet(
+    ledger: Ledger, dest: Path, source: str | None = None, *, force: bool = False
+) -> ExportReport:
+    """Write the ledger's events to ``dest/events/source=NAME/day=YYYY-MM-DD/*.parquet`` and the
+    views to ``dest/views``, replacing what an earlier export of this home wrote there.
+
+    ``source`` defaults to the host name. The new folder is written aside and swapped in, under a
+    lock per source. Raises ``LedgerError`` if ``dest`` is not a directory, holds files of another
+    layout, or its ``source=NAME`` folder was written by another home (unless ``force``).
+    """
+    name = check_source(default_source() if source is None else source)
+    dest = dest.absolute()
+    if dest.exists() and not dest.is_dir():
+        raise LedgerError(
+            f"export destination {dest} is not a directory, expected a directory for the dataset"
+        )
+    events_dir, staging = dest / "events", dest / STAGING
+    try:
+        for d in (dest, events_dir, staging):
+            d.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LedgerError(
+            f"cannot create export destination {exc.filename}: {exc.strerror} (expected a writable directory)"
+        ) from None
+    _check_layout(events_dir)
+    folder = events_dir / f"source={name}"
+    rows = ledger.con.execute("SELECT DISTINCT session_id FROM events ORDER BY 1").fetchall()
+    sessions = [str(r[0]) for r in rows]
+    manifest: dict[str, Any] = {
+        "source": name,
+        "host": socket.gethostname(),
+        "home": str(ledger.home.root) if ledger.home else "",
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "sessions": sessions,
+    }
+    with _locked(staging / f"{name}.lock"):
+        if not force:
+            _check_owner(folder, manifest)
+        for leftover in staging.glob(f"{name}~*"):  # of an export of this source that was killed
+            shutil.rmtree(leftover, ignore_errors=True)
+        stage = Path(tempfile.mkdtemp(prefix=f"{name}~", dir=staging))
+        try:
+            staged = stage / folder.name
+            manifest["events"] = _write_events(ledger, staged)
+            (staged / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+            _swap_in(staged, folder, stage / "replaced")
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    _write_views(dest / "views")
+    shared = _shared_sessions(events_dir, name, set(sessions))
+    return ExportReport(name, folder, int(manifest["events"]), len(sessions), shared)
+
+
+def _check_layout(events_dir: Path) -> None:
+    """Refuse a dataset holding anything but ``source=NAME`` folders (e.g. an older day-only layout)."""
+    for entry in sorted(events_dir.iterdir()):
+        if entry.name.startswith((".", "_")):
+            continue
+        if not (entry.is_dir() and entry.name.startswith("source=")):
+            raise LedgerError(
+                f"export destination holds {entry}, expected only source=NAME folders in {events_dir} "
+                "(an older ralph-ledger wrote day=... folders there: move them away)"
+            )
+
+
+def _read_manifest(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _check_owner(folder: Path, manifest: dict[str, Any]) -> None:
+    """Refuse to replace a source folder that another home (or another tool) wrote."""
+    if not folder.exists():
+        return
+    old = _read_manifest(folder)
+    if old is None:
+        raise LedgerError(
+            f"export: {folder} has no readable {MANIFEST}, expected the folder of an earlier export "
+            "of this home; pass --source NAME to export beside it, or --force to replace it"
+        )
+    if (old.get("host"), old.get("home")) != (manifest["host"], manifest["home"]):
+        raise LedgerError(
+            f"export: {folder} holds the export of {old.get('host')}:{old.get('home')}, not of "
+            f"{manifest['host']}:{manifest['home']}; pass --source NAME to export beside it, "
+            "or --force to replace it"
+        )
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (one export per source at a time)."""
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _write_events(ledger: Ledger, folder: Path) -> int:
+    """Write the events partitioned by UTC day into ``folder``; returns how many.
+
+    An empty ledger gets one file without rows, so the dataset always has its schema.
+    """
+    path = str(folder).replace("'", "''")
+    ledger.con.execute(
+        f"COPY (SELECT *, CAST(ts AS DATE) AS day FROM events ORDER BY session_id, seq) "
+        f"TO '{path}' (FORMAT parquet, PARTITION_BY (day), FILENAME_PATTERN 'part-{{i}}')"
+    )
+    row = ledger.con.execute("SELECT count(*) FROM events").fetchone()
+    n = int(row[0]) if row else 0
+    if n == 0:
+        empty = folder / f"day={datetime.now(UTC).date().isoformat()}"
+        empty.mkdir(parents=True, exist_ok=True)
+        target = str(empty / "part-0.parquet").replace("'", "''")
+        ledger.con.execute(f"COPY (SELECT * FROM events LIMIT 0) TO '{target}' (FORMAT parquet)")
+    return n
+
+
+def _swap_in(staged: Path, folder: Path, aside: Path) -> None:
+    """Put ``staged`` in the place of ``folder``, moving the old one to ``aside`` (restored on failure)."""
+    moved = False
+    if folder.exists():
+        os.rename(folder, aside)
+        moved = True
+    try:
+        os.rename(staged, folder)
+    except OSError:
+        if moved:
+            os.rename(aside, folder)
+        raise
+
+
+def _write_views(views: Path) -> None:
+    """Write ``views_bundle`` into ``views``, each file replaced atomically, stale ones removed."""
+    if views.exists() and not views.is_dir():
+        raise LedgerError(f"export destination holds {views}, expected a directory of .sql files")
+    views.mkdir(exist_ok=True)
+    bundle = views_bundle()
+    for name, text in bundle:
+        tmp = views / f".{name}.{os.getpid()}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, views / name)
+    keep = {name for name, _ in bundle}
+    for old in views.glob("[0-9][0-9]-*.sql"):
+        if old.name not in keep:
+            old.unlink(missing_ok=True)
+
+
+def _shared_sessions(events_dir: Path, name: str, sessions: set[str]) -> tuple[tuple[str, str], ...]:
+    """(session id, other source) for this home's sessions that other sources' manifests list too."""
+    out: list[tuple[str, str]] = []
+    for folder in sorted(events_dir.glob("source=*")):
+        other = folder.name.partition("=")[2]
+        manifest = _read_manifest(folder) if other != name else None
+        if manifest is None:
+            continue
+        listed = manifest.get("sessions")
+        if isinstance(listed, list):
+            out += [(sid, other) for sid in sorted(sessions.intersection(map(str, listed)))]
+    return tuple(sorted(out))

@@ -1,0 +1,413 @@
+"""The Claude Code Stop hook, run as Claude Code runs it: a process with the
+event on stdin and a transcript file on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger import events as E
+from ledger.agents.claude_code.hook import run
+from ledger.storage.journal import Cursor, read_new
+
+FIXTURES = next(
+    (d / "shared/fixtures/claude-code" for d in Path(__file__).resolve().parents if (d / "shared").is_dir()),
+    Path("/work/shared/fixtures/claude-code"),
+)
+SESSION = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
+
+
+def hook(
+    project: Path, stdin: bytes | str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``ralph-ledger hook claude-code`` in ``project`` with ``stdin``."""
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    full_env = {**os.environ, "RALPH_HOME": str(project / ".ralph"), **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger.cli", "hook", "claude-code"],
+        input=data,
+        capture_output=True,
+        timeout=60,
+        env=full_env,
+        cwd=project,
+        check=False,
+    )
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+def event(project: Path, transcript: Path, session: str = SESSION, **extra: Any) -> str:
+    return json.dumps(
+        {
+            "session_id": session,
+            "transcript_path": str(transcript),
+            "cwd": str(project),
+            "hook_event_name": "Stop",
+            "stop_hook_active": False,
+            **extra,
+        }
+    )
+
+
+def turn(transcript: Path, n: int, text: str, *, tool: bool = False) -> None:
+    """Append one user prompt and the assistant's answer (a text block, maybe a tool call after it)."""
+    lines: list[dict[str, Any]] = [
+        {"type": "user", "sessionId": SESSION, "message": {"role": "user", "content": f"prompt {n}"}}
+    ]
+    usage = {
+        "input_tokens": 100 * n,
+        "output_tokens": 10 * n,
+        "cache_creation_input_tokens": 1,
+        "cache_read_input_tokens": 2,
+    }
+    lines.append(
+        {
+            "type": "assistant",
+            "sessionId": SESSION,
+            "message": {
+                "id": f"msg_{n}",
+                "role": "assistant",
+                "content": [{"type": "text", "text": text}],
+                "usage": usage,
+            },
+        }
+    )
+    if tool:
+        lines.append(
+            {
+                "type": "assistant",
+                "sessionId": SESSION,
+                "message": {
+                    "id": f"msg_{n}",
+                    "role": "assistant",
+                    "usage": usage,
+                    "content": [
+                        {"type": "tool_use", "name": "Edit", "input": {"file_path": f"/p/src/f{n}.py"}}
+                    ],
+                },
+            }
+        )
+    with transcript.open("a") as f:
+        f.writelines(json.dumps(line) + "\n" for line in lines)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    p = tmp_path / "project"
+    p.mkdir()
+    return p
+
+
+def start_loop(project: Path, *args: str) -> None:
+    from ledger.cli import main
+
+    cwd = Path.cwd()
+    os.chdir(project)
+    try:
+        assert main(["loop", "start", *args]) == 0
+    finally:
+        os.chdir(cwd)
+
+
+def journal(project: Path, session: str = SESSION) -> list[E.AnyEvent]:
+    return read_new(project / ".ralph" / "journals" / f"cc-{session}.jsonl", Cursor()).events
+
+
+def test_a_whole_loop_continue_continue_complete(project: Path) -> None:
+    start_loop(project, "Make the tests pass", "--max-iterations", "5", "--completion-promise", "DONE")
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "Wrote a test", tool=True)
+    first = hook(project, event(project, transcript))
+    assert first.returncode == 0 and first.stderr == ""
+    decision = json.loads(first.stdout)
+    assert decision["decision"] == "block" and decision["reason"] == "Make the tests pass"
+    assert decision["systemMessage"].startswith(
+        "🔄 Ralph iteration 2 | To stop: output <promise>DONE</promise>"
+    )
+    turn(transcript, 2, "Implemented it")
+    assert json.loads(hook(project, event(project, transcript)).stdout)["systemMessage"].startswith(
+        "🔄 Ralph iteration 3"
+    )
+    turn(transcript, 3, "All green.\n<promise>DONE</promise>")
+    last = hook(project, event(project, transcript))
+    assert (last.returncode, last.stdout) == (0, "✅ Ralph loop: Detected <promise>DONE</promise>\n")
+    assert not (project / ".claude" / "ralph-loop.local.md").exists()
+    evs = journal(project)
+    tags = [str(e.__struct_config__.tag) for e in evs]
+    assert tags == [
+        "session_started",
+        "iteration_started",
+        "agent_turn",
+        "stop_decided",
+        "iteration_started",
+        "agent_turn",
+        "stop_decided",
+        "iteration_started",
+        "agent_turn",
+        "promise_detected",
+        "stop_decided",
+        "session_completed",
+    ]
+    turns = [e for e in evs if isinstance(e, E.AgentTurn)]
+    assert [t.files_modified for t in turns] == [["/p/src/f1.py"], [], []]
+    assert [t.tokens.input for t in turns] == [100, 200, 300]
+    assert [e.decision for e in evs if isinstance(e, E.StopDecided)] == ["block", "block", "allow"]
+
+
+def test_max_iterations_ends_the_loop(project: Path) -> None:
+    start_loop(project, "Refactor", "--max-iterations", "2")
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "step one")
+    assert json.loads(hook(project, event(project, transcript)).stdout)["decision"] == "block"
+    turn(transcript, 2, "step two")
+    out = hook(project, event(project, transcript))
+    assert out.stdout == "🛑 Ralph loop: Max iterations (2) reached.\n"
+    tags = [str(e.__struct_config__.tag) for e in journal(project)]
+    assert tags[-2:] == ["guard_tripped", "session_escalated"]
+
+
+def test_another_sessions_loop_is_never_blocked_or_touched(project: Path) -> None:
+    start_loop(project, "Mine", "--max-iterations", "5")
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "work")
+    assert hook(project, event(project, transcript)).stdout  # claims the loop
+    state = (project / ".claude" / "ralph-loop.local.md").read_text()
+    other = hook(project, event(project, transcript, session="other-session"))
+    assert (other.returncode, other.stdout, other.stderr) == (0, "", "")
+    assert (project / ".claude" / "ralph-loop.local.md").read_text() == state
+    assert not (project / ".ralph" / "journals" / "cc-other-session.jsonl").exists()
+
+
+def test_two_loops_in_two_projects_run_side_by_side(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for p, s in ((a, "sess-a"), (b, "sess-b")):
+        p.mkdir()
+        start_loop(p, f"task {s}", "--max-iterations", "4")
+        turn(p / "t.jsonl", 1, "x")
+        assert json.loads(hook(p, event(p, p / "t.jsonl", session=s)).stdout)["reason"] == f"task {s}"
+    assert [str(e.__struct_config__.tag) for e in journal(a, "sess-a")][:1] == ["session_started"]
+    assert [str(e.__struct_config__.tag) for e in journal(b, "sess-b")][:1] == ["session_started"]
+
+
+def test_no_loop_allows_silently(project: Path) -> None:
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "hello")
+    out = hook(project, event(project, transcript))
+    assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
+
+
+def test_last_assistant_message_is_preferred(project: Path) -> None:
+    start_loop(project, "Go", "--max-iterations", "5", "--completion-promise", "DONE")
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "not done yet")
+    out = hook(project, event(project, transcript, last_assistant_message="<promise>DONE</promise>"))
+    assert out.stdout.startswith("✅")
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        b'{"session_id": 5}',
+        b'{"cwd": "/tmp"}',
+        b"\xff\xfe\x00garbage",
+        b'{"session_id": "../../etc", "cwd": "/"}',
+        b'{"session_id": "s", "cwd": "relative/dir"}',
+    ],
+)
+def test_bad_stdin_fails_open_with_one_line(project: Path, stdin: bytes) -> None:
+    out = hook(project, stdin)
+    assert out.returncode == 0 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("ralph-ledger hook:")
+        and lines[0].endswith("allowing the stop")
+    )
+
+
+def test_corrupt_state_file_fails_open_and_is_kept(project: Path) -> None:
+    (project / ".claude").mkdir()
+    state = project / ".claude" / "ralph-loop.local.md"
+    state.write_text("---\niteration: x\n---\nprompt\n")
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "hi")
+    out = hook(project, event(project, transcript))
+    assert out.returncode == 0 and out.stdout == "" and "allowing the stop" in out.stderr
+    assert state.exists()
+    errors = [e for e in journal(project) if isinstance(e, E.ErrorRecorded)]
+    assert len(errors) == 1 and "iteration" in errors[0].message
+
+
+def test_internal_error_is_recorded_and_allows(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    start_loop(project, "Go", "--max-iterations", "5")
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "x")
+
+    def boom(*a: object, **k: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr("ledger.agents.claude_code.hook.plugin_decision", boom)
+    from ledger.core.home import Home
+
+    out = run(event(project, transcript).encode(), home=Home.resolve(project / ".ralph"))
+    assert (out.exit_code, out.stdout) == (0, "")
+    assert out.stderr == "ralph-ledger hook: disk on fire; allowing the stop\n"
+    assert [e.message for e in journal(project) if isinstance(e, E.ErrorRecorded)] == [out.stderr.strip()]
+
+
+def test_wrong_hook_command_line_never_exits_2(project: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger.cli", "hook", "claudecode"],
+        input=b"{}",
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0 and b"allowing the stop" in proc.stderr
+
+
+def oracle_tokens(path: Path) -> tuple[int, int, int, int]:
+    last: dict[str, dict[str, Any]] = {}
+    for raw in path.read_text().splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        msg = line.get("message") if isinstance(line, dict) else None
+        if isinstance(msg, dict) and msg.get("role") == "assistant" and msg.get("id") and msg.get("usage"):
+            last[msg["id"]] = msg["usage"]
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return tuple(sum(int(u.get(k) or 0) for u in last.values()) for k in keys)  # type: ignore[return-value]
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared fixtures not present")
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in FIXTURES.glob("*.jsonl")) if FIXTURES.is_dir() else []
+)
+def test_every_shared_transcript_goes_through_the_hook(project: Path, name: str) -> None:
+    transcript = project / name
+    shutil.copy(FIXTURES / name, transcript)
+    start_loop(project, "Carry on", "--max-iterations", "10", "--completion-promise", "NEVER SAID")
+    out = hook(project, event(project, transcript))
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert json.loads(out.stdout)["decision"] == "block"
+    turns = [e for e in journal(project) if isinstance(e, E.AgentTurn)]
+    total = turns[0].tokens
+    assert (total.input, total.output, total.cache_creation, total.cache_read) == oracle_tokens(transcript)
+    assert turns[0].transcript_offset == transcript.stat().st_size
+
+
+def test_a_loop_recorded_before_loops_had_their_own_session_carries_on(project: Path) -> None:
+    """A loop that an older version was driving (its journal ``cc-<id>``, its file naming no ledger
+    session) goes on in that journal; a new loop after it gets its own."""
+    from ledger.storage.journal import Journal
+
+    start_loop(project, "Old task", "--max-iterations", "9")
+    state_file = project / ".claude" / "ralph-loop.local.md"
+    text = (
+        state_file.read_text()
+        .replace("iteration: 1", "iteration: 2")
+        .replace("session_id: ", f"session_id: {SESSION}")
+    )
+    state_file.write_text(text)
+    sid = f"cc-{SESSION}"
+    Journal(project / ".ralph" / "journals" / f"{sid}.jsonl").append(
+        E.SessionStarted(
+            session_id=sid, task="Old task", config={"mode": "ralph-loop", "claude_session_id": SESSION}
+        ),
+        E.IterationStarted(session_id=sid, iteration=1),
+        E.StopDecided(session_id=sid, iteration=1, decision="block"),
+        E.IterationStarted(session_id=sid, iteration=2),
+    )
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "more")
+    assert json.loads(hook(project, event(project, transcript)).stdout)["systemMessage"].startswith(
+        "🔄 Ralph iteration 3"
+    )
+    assert [e.iteration for e in journal(project) if isinstance(e, E.AgentTurn)] == [2]
+    assert f"ledger_session: {sid}\n" in state_file.read_text()
+
+
+def test_an_unreadable_transcript_ends_the_plugin_loop_in_the_ledger(project: Path) -> None:
+    start_loop(project, "Go", "--max-iterations", "5")
+    missing = project / "missing.jsonl"
+    out = hook(project, event(project, missing, last_assistant_message="hi"))
+    assert out.stdout == "" and out.stderr.count("\n") == 1 and str(missing) in out.stderr
+    assert out.stderr.startswith("⚠️  Ralph loop: Failed to extract assistant messages: ")
+    assert not (project / ".claude" / "ralph-loop.local.md").exists()
+    last = journal(project)[-1]
+    assert isinstance(last, E.SessionEscalated) and str(missing) in last.reason
+
+
+@pytest.mark.parametrize("where", ["env", "hook cwd", "walk up"])
+def test_the_loop_is_found_from_a_subdirectory(project: Path, tmp_path: Path, where: str) -> None:
+    from ledger.agents.claude_code.stop_event import HookInput, find_project
+
+    (project / ".git").mkdir()
+    (project / ".claude").mkdir()
+    (project / ".claude" / "ralph-loop.local.md").write_text("---\niteration: 1\nmax_iterations: 0\n---\nx\n")
+    deep = project / "a" / "b"
+    deep.mkdir(parents=True)
+    cwd = Path.cwd()
+    os.chdir(project if where == "hook cwd" else tmp_path)
+    try:
+        env = {"CLAUDE_PROJECT_DIR": str(project)} if where == "env" else {}
+        assert find_project(HookInput(session_id="s", cwd=str(deep)), env) == project.resolve()
+    finally:
+        os.chdir(cwd)
+
+
+def test_the_home_of_the_hook() -> None:
+    from ledger.agents.claude_code.stop_event import hook_home
+
+    p = Path("/p/roj")
+    assert hook_home(p, None, {}).root == p / ".ralph"
+    assert hook_home(p, None, {"RALPH_HOME": "h"}).root == p / "h"
+    assert hook_home(p, "/abs", {"RALPH_HOME": "h"}).root == Path("/abs")
+    assert hook_home(p, "rel", {}).root == p / "rel"
+
+
+def test_the_walk_up_stops_at_the_project_root(project: Path, tmp_path: Path) -> None:
+    """A loop file above the git work tree (say in the home folder) is never the project's."""
+    from ledger.agents.claude_code.stop_event import HookInput, find_project
+
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "ralph-loop.local.md").write_text(
+        "---\niteration: 1\nmax_iterations: 0\n---\nx\n"
+    )
+    (project / ".git").mkdir()
+    deep = project / "a"
+    deep.mkdir()
+    cwd = Path.cwd()
+    os.chdir(deep)
+    try:
+        assert find_project(HookInput(session_id="s", cwd=str(deep)), {}) == project.resolve()
+        plain = tmp_path / "plain" / "sub"  # no git work tree: only the directory itself
+        plain.mkdir(parents=True)
+        os.chdir(plain)
+        assert find_project(HookInput(session_id="s", cwd=str(plain)), {}) == plain.resolve()
+    finally:
+        os.chdir(cwd)
+
+
+def test_an_error_after_a_loop_ended_is_not_recorded_in_that_loop(project: Path) -> None:
+    start_loop(project, "Go", "--max-iterations", "5", "--completion-promise", "DONE")
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "<promise>DONE</promise>")
+    assert hook(project, event(project, transcript)).stdout.startswith("✅")
+    finished = journal(project)
+    (project / ".claude" / "ralph-loop.local.md").write_text("---\niteration: x\n---\nprompt\n")
+    out = hook(project, event(project, transcript))
+    assert "allowing the stop" in out.stderr
+    assert journal(project) == finished
+    errors = journal(project, f"{SESSION}-2")
+    assert [type(e) for e in errors] == [E.ErrorRecorded] and "iteration" in errors[0].message  # type: ignore[union-attr]

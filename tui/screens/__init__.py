@@ -1,0 +1,1 @@
+"""The monitor's screens, one module each, named for what they show."""

@@ -1,0 +1,447 @@
+"""The main screen: one row per session, fleet totals, sort and filter, updated in place."""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Input, Label, ProgressBar, Static
+
+from ledger.monitor import Fleet, SessionRow, fleet_of
+from tui import format as fmt
+from tui.messages import OpenSession, ralph_app
+from tui.widgets.table import Column, VirtualTable
+
+if TYPE_CHECKING:
+    pass
+
+NEVER: Final = datetime.min.replace(tzinfo=UTC)
+TREND_POINTS: Final = 10
+FILTER_DEBOUNCE_S: Final = 0.15
+STATUS_ORDER: Final = {"running": 0, "blocked": 1, "escalated": 2, "complete": 3}
+MOVE_AT_MOST: Final = 32
+"""Changed rows up to which an update moves rows into place instead of sorting them all."""
+
+
+class Descending:
+    """A sort key compared the other way round (largest first)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __lt__(self, other: Descending) -> bool:
+        return bool(other.value < self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Descending) and bool(self.value == other.value)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+@dataclass(frozen=True)
+class SortKey:
+    """One way to order the table: a name, the column it shows in, a key, and whether largest first."""
+
+    name: str
+    column: str
+    key: Callable[[SessionRow], Any]
+    descending: bool
+
+
+SORTS: Final[tuple[SortKey, ...]] = (
+    SortKey("activity", "age", lambda r: r.updated_at or NEVER, True),
+    SortKey("status", "status", lambda r: STATUS_ORDER.get(r.status, 9), False),
+    SortKey("session", "session", lambda r: r.session_id, False),
+    SortKey("iteration", "iter", lambda r: r.iteration, True),
+    SortKey("score", "score", lambda r: -1.0 if r.last_score is None else r.last_score, True),
+    SortKey("failures", "fails", lambda r: r.consecutive_failures, True),
+    SortKey("tokens", "tokens", lambda r: r.tokens, True),
+    SortKey("agent", "agent", lambda r: r.agent, False),
+)
+
+ID_WIDTH: Final = 24
+COLUMNS: Final[tuple[Column, ...]] = (
+    Column("status", "status", 11),
+    Column("session", "session", ID_WIDTH),
+    Column("iter", "iter", 7),
+    Column("score", "score", 5),
+    Column("trend", "trend", TREND_POINTS),
+    Column("signal", "signal", 8),
+    Column("fails", "fails", 5),
+    Column("tokens", "tokens", 6),
+    Column("age", "age", 4),
+    Column("agent", "agent", 12),
+    Column("task", "task", 48),
+)
+"""(key, label, width): fixed widths, so columns never jump while sessions update live."""
+
+
+def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
+    """The table cells of one session, by column key."""
+    iteration = f"{row.iteration}/{row.max_iterations}" if row.max_iterations else str(row.iteration)
+    stop = Text(" ⏹", style=fmt.AMBER) if row.stop_requested and row.status == "running" else Text("")
+    return {
+        "status": fmt.status_text(row.status) + stop,
+        "session": Text(row.session_id, no_wrap=True),
+        "iter": Text(iteration, justify="right"),
+        "score": fmt.score_text(row.last_score),
+        "trend": fmt.sparkline_text(row.scores, TREND_POINTS),
+        "signal": fmt.signal_text(row.last_signal),
+        "fails": Text(
+            str(row.consecutive_failures),
+            justify="right",
+            style=fmt.RED if row.consecutive_failures >= 3 else "" if row.consecutive_failures else fmt.GREY,
+        ),
+        "tokens": Text(fmt.tokens(row.tokens), justify="right"),
+        "age": Text(fmt.age(row.updated_at, now), justify="right"),
+        "agent": Text(fmt.truncate(row.agent, 12)),
+        "task": Text(fmt.truncate(row.task, 48)),
+    }
+
+
+def matches(row: SessionRow, needle: str) -> bool:
+    """Whether the filter text is a substring of the session's id, agent, task or status."""
+    if not needle:
+        return True
+    needle = needle.lower()
+    return any(needle in field.lower() for field in (row.session_id, row.agent, row.task, row.status))
+
+
+class SessionsScreen(Screen[None]):
+    """All sessions: status (colour and symbol), iteration, score and trend, signal, failures, tokens, age."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter"),
+        Binding("o", "sort", "Sort"),
+        Binding("r", "reverse", "Reverse"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    SessionsScreen { layout: vertical; }
+    SessionsScreen #fleet { height: 1; padding: 0 1; background: $boost; }
+    SessionsScreen #loading { height: 1; padding: 0 1; }
+    SessionsScreen #loading Label { width: auto; margin-right: 1; }
+    SessionsScreen #loading ProgressBar { width: 1fr; }
+    SessionsScreen #filter-row { height: 1; padding: 0 1; display: none; }
+    SessionsScreen #filter-row.shown { display: block; }
+    SessionsScreen #filter-label { width: auto; color: $text-accent; }
+    SessionsScreen #filter { height: 1; border: none; padding: 0; width: 1fr; }
+    SessionsScreen #sessions { height: 1fr; }
+    SessionsScreen #empty { height: 1; padding: 0 1; color: $text-muted; display: none; }
+    SessionsScreen #empty.shown { display: block; }
+    SessionsScreen #welcome { height: auto; padding: 1 2; display: none; }
+    SessionsScreen #welcome.shown { display: block; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(id="sessions-screen")
+        self.rows: dict[str, SessionRow] = {}
+        self.fleet = Fleet(sessions=0, running=0, complete=0, blocked=0, escalated=0, completion_rate=None)
+        self.sort_index = 0
+        self.descending = SORTS[0].descending
+        self.filter_text = ""
+        self.status_note = ""
+        self.load_label = ""
+        self.load_progress: tuple[int, int] | None = None
+        self._early: list[SessionRow] = []
+        self.cell_cache: dict[str, dict[str, Text]] = {}
+        self.status_counts: Counter[str] = Counter()
+        """Sessions per status, kept as rows change (the fleet totals are counted from it)."""
+        self.table = VirtualTable(COLUMNS, self.render_row, id="sessions")
+        self._filter_timer: Timer | None = None
+        self._fleet_line: Text | None = None
+        self.welcome: Text | None = None
+        self._welcome_shown: Text | None = None
+        """The empty state (what is watched, how to start a loop), shown while there is no session."""
+
+    def compose(self) -> ComposeResult:
+        """Fleet line, progress bar, filter, the table, the footer."""
+        yield Static(id="fleet")
+        with Horizontal(id="loading"):
+            yield Label("opening…", id="loading-label")
+            yield ProgressBar(total=None, show_eta=False, id="progress")
+        with Horizontal(id="filter-row"):
+            yield Label("filter ", id="filter-label")
+            yield Input(placeholder="id, agent, task or status · Enter keeps it · Esc clears", id="filter")
+        yield self.table
+        yield Label("no sessions match", id="empty")
+        yield Static(id="welcome")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Add the columns and show what arrived before mounting."""
+        table = self.table
+        table.sorted_column = SORTS[self.sort_index].column
+        if self.app.is_headless:
+            self.query_one("#filter", Input).cursor_blink = False
+        self.set_interval(5.0, self.tick_ages)
+        self.draw_loading()
+        early, self._early = self._early, []
+        self.apply(early, self.fleet if early else None)
+        table.focus()
+
+    # -- what the app tells this screen --------------------------------------------------------
+    def show_progress(self, label: str, done: int | None = None, total: int | None = None) -> None:
+        """Show a progress bar (loading the backlog, replaying); an empty label hides it."""
+        self.load_label = label
+        if total is not None:
+            self.load_progress = (done or 0, total)
+        if self.is_mounted:
+            self.draw_loading()
+
+    def draw_loading(self) -> None:
+        """Draw (or hide) the progress bar."""
+        box = self.query_one("#loading")
+        box.display = bool(self.load_label)
+        if not self.load_label:
+            return
+        self.query_one("#loading-label", Label).update(self.load_label)
+        if self.load_progress is not None:
+            done, total = self.load_progress
+            self.query_one("#progress", ProgressBar).update(total=max(1, total), progress=done)
+
+    def apply(self, rows: Iterable[SessionRow], fleet: Fleet | None = None) -> int:
+        """Take these sessions' rows (new or changed), repaint only those and re-sort if anything
+        changed; returns how many rows changed. Nothing is drawn for rows out of view. The fleet
+        totals are counted from the rows held, unless ``fleet`` is given (when only some are)."""
+        if not self.is_mounted:
+            self._early += rows
+            self.fleet = fleet or self.fleet
+            return 0
+        changed: list[str] = []
+        counts = self.status_counts
+        for row in rows:
+            sid = row.session_id
+            old = self.rows.get(sid)
+            if old == row:
+                continue
+            if old is not None:
+                counts[old.status] -= 1
+            counts[row.status] += 1
+            self.rows[sid] = row
+            self.cell_cache.pop(sid, None)
+            changed.append(sid)
+        if fleet is not None:
+            self.fleet = fleet
+        elif changed:
+            self.fleet = fleet_of(counts)
+        if changed:
+            self.table.invalidate(changed)
+            if len(changed) <= MOVE_AT_MOST and self.table.row_count:
+                self.move(changed)
+            else:
+                self.resort()
+        self.show_fleet()
+        return len(changed)
+
+    def drop(self, ids: Iterable[str]) -> None:
+        """Drop these sessions (their journals were emptied)."""
+        gone = [sid for sid in ids if sid in self.rows]
+        for sid in gone:
+            self.status_counts[self.rows.pop(sid).status] -= 1
+            self.cell_cache.pop(sid, None)
+        if gone:
+            self.fleet = fleet_of(self.status_counts)
+            self.resort()
+            self.show_fleet()
+
+    def show_welcome(self, text: Text | None) -> None:
+        """The empty state to show while there is no session (``None``: none)."""
+        self.welcome = text
+        if self.is_mounted:
+            self.show_fleet()
+
+    def render_row(self, sid: str) -> list[Text]:
+        """The cells of one session (computed when the row is first painted, then kept)."""
+        cached = self.cell_cache.get(sid)
+        if cached is None:
+            cached = self.cell_cache[sid] = cells(self.rows[sid], ralph_app(self).now())
+        return list(cached.values())
+
+    def note(self, text: str) -> None:
+        """A short note at the end of the fleet line (replay progress, errors)."""
+        self.status_note = text
+        self.show_fleet()
+
+    # -- drawing ---------------------------------------------------------------------------------
+    def show_fleet(self) -> None:
+        """The header line: fleet totals, completion rate, sort and filter."""
+        f = self.fleet
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"{f.sessions} sessions ", style="bold")
+        for status, count in (
+            ("running", f.running),
+            ("complete", f.complete),
+            ("blocked", f.blocked),
+            ("escalated", f.escalated),
+        ):
+            symbol, colour = fmt.STATUS[status]
+            line.append(f"{symbol} {count} {status} ", style=colour)
+        line.append(f"· completion {fmt.percent(f.completion_rate)}")
+        sort = SORTS[self.sort_index]
+        line.append(f"  · sort {sort.name} {'↓' if self.descending else '↑'}", style=fmt.GREY)
+        if self.filter_text:
+            line.append(f"  · filter “{self.filter_text}” {self.table.row_count}/{len(self.rows)}")
+        if self.status_note:
+            line.append(f"  · {self.status_note}", style=fmt.GREY)
+        if line != self._fleet_line:  # an update lays the screen out again: only when it changed
+            self._fleet_line = line
+            self.query_one("#fleet", Static).update(line)
+        self.query_one("#empty").set_class(bool(self.rows) and self.table.row_count == 0, "shown")
+        welcome = self.query_one("#welcome", Static)
+        empty = not self.rows and self.welcome is not None
+        if empty and self._welcome_shown is not self.welcome:
+            self._welcome_shown = self.welcome
+            welcome.update(self.welcome or "")
+        welcome.set_class(empty, "shown")
+        if self.table.display == empty:
+            self.table.display = not empty
+            if not empty and self.focused is None:
+                self.table.focus()
+
+    def ordered(self) -> list[str]:
+        """The sessions that match the filter, in the current sort order."""
+        sort = SORTS[self.sort_index]
+        rows = [r for r in self.rows.values() if matches(r, self.filter_text)]
+        rows.sort(key=lambda r: r.session_id)
+        rows.sort(key=sort.key, reverse=self.descending)  # stable: ties stay by session id
+        return [r.session_id for r in rows]
+
+    def move(self, changed: list[str]) -> None:
+        """Put a few changed rows in their sorted places (the same order ``ordered`` gives, without
+        sorting every session again)."""
+        sort = SORTS[self.sort_index]
+        rows = self.rows
+
+        def key(sid: str) -> tuple[Any, str]:
+            value = sort.key(rows[sid])
+            return (Descending(value) if self.descending else value, sid)
+
+        table = self.table
+        keep = self.selected() if table.cursor_row > 0 else None
+        moving = set(changed)
+        order = [sid for sid in table.keys if sid not in moving]
+        for sid in changed:
+            if matches(rows[sid], self.filter_text):
+                bisect.insort(order, sid, key=key)
+        table.set_keys(order, keep=keep)
+
+    def resort(self) -> None:
+        """Sort (and filter) the rows again, keeping the cursor on its session unless it is on the
+        first row (which then shows whatever comes first, e.g. the latest activity)."""
+        table = self.table
+        keep = self.selected() if table.cursor_row > 0 else None
+        table.sorted_column = SORTS[self.sort_index].column
+        table.set_keys(self.ordered(), keep=keep)
+
+    def rebuild(self) -> None:
+        """Rebuild the rows (after the filter changed), keeping the cursor on its session."""
+        self.table.set_keys(self.ordered(), keep=self.selected())
+        self.show_fleet()
+
+    def tick_ages(self) -> None:
+        """The clock moved: the age column is computed again as rows are painted (those in view now)."""
+        if not self.table.row_count:
+            return
+        self.cell_cache.clear()
+        self.table.invalidate()
+
+    def selected(self) -> str | None:
+        """The session under the cursor."""
+        return self.table.cursor_key
+
+    def visible_ids(self) -> list[str]:
+        """The sessions in table order (for tests and the command palette)."""
+        return list(self.table.keys)
+
+    # -- actions ---------------------------------------------------------------------------------
+    @on(VirtualTable.Selected, "#sessions")
+    def _row_selected(self, event: VirtualTable.Selected) -> None:
+        self.post_message(OpenSession(event.key))
+
+    @on(VirtualTable.HeaderClicked, "#sessions")
+    def _header_clicked(self, event: VirtualTable.HeaderClicked) -> None:
+        for index, sort in enumerate(SORTS):
+            if sort.column == event.key:
+                if index == self.sort_index:
+                    self.descending = not self.descending
+                else:
+                    self.sort_index, self.descending = index, sort.descending
+                self.resort()
+                self.show_fleet()
+                return
+
+    def action_open(self) -> None:
+        """Open the session under the cursor."""
+        sid = self.selected()
+        if sid is not None:
+            self.post_message(OpenSession(sid))
+
+    def action_filter(self) -> None:
+        """Show the filter input and focus it."""
+        self.query_one("#filter-row").add_class("shown")
+        self.query_one("#filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        """Clear the filter and hide its input."""
+        self.query_one("#filter", Input).value = ""
+        self.query_one("#filter-row").remove_class("shown")
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
+            self._filter_timer = None
+        if self.filter_text:
+            self.filter_text = ""
+            self.rebuild()
+        self.table.focus()
+
+    def action_sort(self) -> None:
+        """Sort by the next column."""
+        self.sort_index = (self.sort_index + 1) % len(SORTS)
+        self.descending = SORTS[self.sort_index].descending
+        self.resort()
+        self.show_fleet()
+
+    def action_reverse(self) -> None:
+        """Reverse the sort order."""
+        self.descending = not self.descending
+        self.resort()
+        self.show_fleet()
+
+    def apply_filter(self) -> None:
+        """Filter by what the filter input holds now."""
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
+            self._filter_timer = None
+        text = self.query_one("#filter", Input).value.strip()
+        if text != self.filter_text:
+            self.filter_text = text
+            self.rebuild()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        # typing is debounced: a large table is rebuilt once the typing pauses
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
+        self._filter_timer = self.set_timer(FILTER_DEBOUNCE_S, self.apply_filter)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        self.apply_filter()
+        if not self.filter_text:
+            self.query_one("#filter-row").remove_class("shown")
+        self.table.focus()

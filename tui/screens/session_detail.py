@@ -1,0 +1,310 @@
+"""One session: the iteration timeline, score plot, files heat, detail, checkpoints, tokens and events."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, RichLog, Static
+from textual.worker import get_current_worker
+
+from ledger.monitor import EventLine, IterationDetail, IterationRow, SessionRow
+from tui import format as fmt
+from tui.messages import DetailLoaded, SessionLoaded, ralph_app
+from tui.widgets.charts import HeatGrid, ScorePlot, TokenBars, checkpoints_text
+
+if TYPE_CHECKING:
+    pass
+
+FEEDBACK_LINES = 12
+TIMELINE_TAIL = ("score", "signal", "guards", "promise", "hook", "stop", "tokens", "time")
+EVENT_COLOURS = {
+    "session_started": fmt.BLUE,
+    "iteration_started": fmt.BLUE,
+    "validation_ran": "",
+    "guard_tripped": fmt.RED,
+    "session_completed": fmt.GREEN,
+    "session_blocked": fmt.AMBER,
+    "session_escalated": fmt.RED,
+    "error_recorded": fmt.RED,
+    "override": fmt.AMBER,
+}
+
+
+def rule_cell(rules: dict[str, tuple[bool, bool]], name: str) -> Text:
+    """✔ passed, ✘ failed, ! errored, blank when the rule did not run in that iteration."""
+    if name not in rules:
+        return Text("")
+    passed, errored = rules[name]
+    if errored:
+        return Text("!", style=f"bold {fmt.AMBER}", justify="center")
+    if passed:
+        return Text("✔", style=fmt.GREEN, justify="center")
+    return Text("✘", style=fmt.RED, justify="center")
+
+
+def timeline_columns(iterations: list[IterationRow]) -> list[str]:
+    """The rule names of a session, in the order they first ran."""
+    names: dict[str, None] = {}
+    for it in iterations:
+        for cell in it.rules:
+            names.setdefault(cell.rule, None)
+    return list(names)
+
+
+def timeline_row(it: IterationRow, rule_names: list[str]) -> list[Any]:
+    """The cells of one iteration: number, one per rule, score, promise, hook, signal, stop, guards."""
+    tripped = bool(it.guards)
+    rules = {c.rule: (c.passed, c.errored) for c in it.rules}
+    number = Text(f"⚠{it.iteration}" if tripped else str(it.iteration), justify="right")
+    if tripped:
+        number.stylize(f"bold {fmt.RED}")
+    guards = Text(" ".join(it.guards), style=f"bold #ffffff on {fmt.RED}") if tripped else Text("")
+    return [
+        number,
+        *(rule_cell(rules, name) for name in rule_names),
+        fmt.score_text(it.score),
+        fmt.signal_text(it.signal),
+        guards,
+        Text(fmt.truncate(it.promise, 14)),
+        Text(it.hook_action),
+        Text(it.stop_decision),
+        Text(fmt.tokens(it.tokens_total), justify="right"),
+        Text("-" if it.duration_s is None else f"{it.duration_s:.0f}s", justify="right"),
+    ]
+
+
+def event_text(e: EventLine) -> Text:
+    """One line of the event log."""
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f"{e.seq:>4} {e.ts:%H:%M:%S} it{e.iteration:<2} ", style=fmt.GREY)
+    line.append(f"{e.type:<18} ", style=EVENT_COLOURS.get(e.type, ""))
+    line.append(e.text)
+    return line
+
+
+def detail_text(d: IterationDetail) -> Text:
+    """The feedback, next prompt, hook reason and output excerpt of one iteration."""
+    out = Text()
+    if d.hook_reason:
+        out.append("hook: ", style="bold")
+        out.append(" ".join(d.hook_reason.split()) + "\n")
+    out.append("feedback\n", style="bold")
+    for item in d.feedback or ["(none)"]:
+        lines = [line.rstrip() for line in item.strip().splitlines() if line.strip()] or [""]
+        out.append(f"  • {lines[0]}\n")
+        for line in lines[1:FEEDBACK_LINES]:
+            out.append(f"    {line}\n", style=fmt.GREY)
+        if len(lines) > FEEDBACK_LINES:
+            out.append(f"    … {len(lines) - FEEDBACK_LINES} more line(s)\n", style=fmt.GREY)
+    out.append("next prompt\n", style="bold")
+    out.append("  " + (" ".join(d.next_prompt.split()) or "(none)") + "\n")
+    out.append("agent output\n", style="bold")
+    excerpt = d.output_excerpt.strip() or "(none)"
+    out.append("\n".join("  " + line for line in excerpt.splitlines()[:40]))
+    return out
+
+
+def title_text(session_id: str, row: SessionRow | None) -> Text:
+    """The one-line summary at the top of the screen."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    if row is None:
+        out.append(f"{session_id}  (not ingested yet)")
+        return out
+    out.append_text(fmt.status_text(row.status))
+    out.append(f"  {session_id}", style="bold")
+    iteration = f"{row.iteration}/{row.max_iterations}" if row.max_iterations else str(row.iteration)
+    out.append(f"  it {iteration}  score ")
+    out.append_text(fmt.score_text(row.last_score))
+    if row.tokens:
+        out.append(f"  {fmt.tokens(row.tokens)} tokens")
+    out.append(f"  {row.agent}  ")
+    out.append(" ".join(row.task.split()), style=fmt.GREY)
+    return out
+
+
+class SessionScreen(Screen[None]):
+    """Everything about one session; follows it live while it is shown."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("e", "focus_events", "Events"),
+        Binding("i", "focus_timeline", "Iterations"),
+    ]
+
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012 (an instance variable in Textual)
+
+    # The panels share the screen in proportions, so they grow with the terminal and reflow on a
+    # resize; a short terminal (under 30 rows) gives the detail and the event log fixed heights.
+    DEFAULT_CSS = """
+    SessionScreen { layout: vertical; }
+    SessionScreen.-short #detail-box { height: 7; min-height: 7; }
+    SessionScreen.-short #events { height: 5; min-height: 5; }
+    SessionScreen.-short #plot { height: 8; }
+    SessionScreen #title { height: 1; padding: 0 1; background: $boost; }
+    SessionScreen #body { height: 1fr; }
+    SessionScreen #left { width: 2fr; }
+    SessionScreen #timeline { height: 1fr; min-height: 4; }
+    SessionScreen #detail-box {
+        height: 1fr; min-height: 9; border: round $primary 40%; border-title-color: $text-accent;
+    }
+    SessionScreen #right { width: 1fr; min-width: 28; }
+    SessionScreen #right > * { border: round $primary 40%; border-title-color: $text-accent; }
+    SessionScreen #plot { height: 40%; min-height: 8; }
+    SessionScreen #checkpoints { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    SessionScreen #events {
+        height: 25%; min-height: 8; overflow-x: hidden; border: round $primary 40%;
+        border-title-color: $text-accent;
+    }
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.row: SessionRow | None = None
+        self.iterations: list[IterationRow] = []
+        self.rule_names: list[str] = []
+        self.selected_iteration: int | None = None
+        self.following = True
+        """The selection follows the newest iteration (until the user moves it to another one)."""
+        self.detail: IterationDetail | None = None
+        self.last_seq = 0
+        self.loads = 0
+
+    def compose(self) -> ComposeResult:
+        """Title, timeline and detail, the plots, the event log, the footer."""
+        yield Static(title_text(self.session_id, None), id="title")
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                table: DataTable[Any] = DataTable(cursor_type="row", id="timeline")
+                yield table
+                with VerticalScroll(id="detail-box"):
+                    yield Static(id="detail")
+            with VerticalScroll(id="right"):
+                yield ScorePlot(id="plot")
+                yield HeatGrid(id="heat")
+                yield TokenBars(id="tokens")
+                yield Static(id="checkpoints")
+        yield RichLog(id="events", max_lines=1000, wrap=False, auto_scroll=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Title the panels and load the session."""
+        self.query_one("#detail-box").border_title = "Iteration"
+        self.query_one("#plot").border_title = "Score per iteration"
+        self.query_one("#heat").border_title = "Files × iterations"
+        self.query_one("#tokens").border_title = "Tokens per iteration"
+        self.query_one("#checkpoints").border_title = "Checkpoints"
+        self.query_one("#events").border_title = "Events"
+        self.query_one("#timeline").focus()
+        self.reload()
+
+    # -- loading (thread workers post; the handlers below own the widgets) -------------------------
+    def reload(self) -> None:
+        """Fetch the session again (it changed, or the screen just opened)."""
+        self.load_session()
+
+    @work(thread=True, exclusive=True, group="session")
+    def load_session(self) -> None:
+        """Read the session's rows from the monitor."""
+        monitor = ralph_app(self).monitor
+        if monitor is None:
+            return
+        sid = self.session_id
+        rows = monitor.sessions([sid])
+        message = SessionLoaded(
+            sid,
+            rows[0] if rows else None,
+            monitor.iterations(sid),
+            monitor.heat(sid),
+            monitor.checkpoints(sid),
+            monitor.events(sid, 200),
+        )
+        if not get_current_worker().is_cancelled:  # a newer load is on its way
+            self.post_message(message)
+
+    @work(thread=True, exclusive=True, group="detail")
+    def load_detail(self, iteration: int) -> None:
+        """Read one iteration's detail."""
+        monitor = ralph_app(self).monitor
+        if monitor is None:
+            return
+        detail = monitor.detail(self.session_id, iteration)
+        if not get_current_worker().is_cancelled:
+            self.post_message(DetailLoaded(self.session_id, detail))
+
+    def on_session_loaded(self, message: SessionLoaded) -> None:
+        """Show what was read."""
+        self.loads += 1
+        self.row = message.row
+        self.iterations = message.iterations
+        self.query_one("#title", Static).update(title_text(self.session_id, message.row))
+        self.fill_timeline()
+        self.query_one("#plot", ScorePlot).show(message.iterations)
+        self.query_one("#heat", HeatGrid).show(message.heat)
+        self.query_one("#tokens", TokenBars).show(message.iterations)
+        self.query_one("#checkpoints", Static).update(checkpoints_text(message.checkpoints))
+        log = self.query_one("#events", RichLog)
+        for e in message.events:
+            if e.seq > self.last_seq:
+                log.write(event_text(e))
+                self.last_seq = e.seq
+
+    def fill_timeline(self) -> None:
+        """(Re)build the timeline, keeping the selected iteration (the last one at first)."""
+        table: DataTable[Any] = self.query_one("#timeline", DataTable)
+        names = timeline_columns(self.iterations)
+        self.rule_names = names
+        labels = ["#", *(fmt.truncate(name, 12) for name in names), *TIMELINE_TAIL]
+        keys = ["n", *(f"rule:{name}" for name in names), *TIMELINE_TAIL]
+        rows = [timeline_row(it, names) for it in self.iterations]
+        table.clear(columns=True)
+        for label, key, width in zip(labels, keys, fmt.column_widths(labels, rows), strict=True):
+            table.add_column(label, key=key, width=width)
+        for it, row in zip(self.iterations, rows, strict=True):
+            table.add_row(*row, key=str(it.iteration))
+        numbers = [it.iteration for it in self.iterations]
+        if not numbers:
+            return
+        follow = self.following or self.selected_iteration not in numbers
+        target = numbers[-1] if follow else self.selected_iteration
+        assert target is not None
+        table.move_cursor(row=numbers.index(target), animate=False)
+        self.select(target)  # (again: its events may have changed its detail)
+
+    def select(self, iteration: int) -> None:
+        """Show this iteration's detail."""
+        self.selected_iteration = iteration
+        self.query_one("#detail-box").border_title = f"Iteration {iteration}"
+        self.load_detail(iteration)
+
+    @on(DataTable.RowHighlighted, "#timeline")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        table = self.query_one("#timeline", DataTable)
+        if event.row_key.value is None or event.cursor_row != table.cursor_row:
+            return  # (a highlight from before the table was filled again)
+        iteration = int(event.row_key.value)
+        # on the newest iteration the selection follows the next ones; elsewhere it stays put
+        self.following = event.cursor_row == table.row_count - 1
+        if iteration != self.selected_iteration:
+            self.select(iteration)
+
+    def on_detail_loaded(self, message: DetailLoaded) -> None:
+        """Show an iteration's feedback and next prompt."""
+        if message.detail.iteration != self.selected_iteration:
+            return
+        self.detail = message.detail
+        self.query_one("#detail", Static).update(detail_text(message.detail))
+
+    def action_focus_events(self) -> None:
+        """Focus the event log (scroll it with the arrows)."""
+        self.query_one("#events").focus()
+
+    def action_focus_timeline(self) -> None:
+        """Focus the iteration timeline."""
+        self.query_one("#timeline").focus()

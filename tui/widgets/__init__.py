@@ -1,0 +1,1 @@
+"""Widgets the screens share: the virtual table and the charts."""
