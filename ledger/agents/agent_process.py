@@ -6,7 +6,6 @@ timeout or an interruption (SIGINT, SIGTERM, SIGHUP), which is re-raised as ``In
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import signal
 import subprocess
@@ -16,6 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final, TextIO
+
+from ledger.core.processes import kill_group
 
 INTERRUPTED: Final = "interrupted (Ctrl-C)"
 
@@ -85,14 +86,6 @@ def interrupts() -> Iterator[_Pending]:
     finally:
         for number, old in previous.items():
             signal.signal(number, old)
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the agent's process group (it leads its own session), then reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL cannot be ignored: 5 s is plenty
-        proc.wait(timeout=5)
 
 
 def _feed(stdin: IO[bytes], data: bytes) -> None:
@@ -184,13 +177,13 @@ def run_agent(
                 timed_out = True
     except KeyboardInterrupt as exc:
         interrupted = exc
-        _kill_group(proc)
+        kill_group(proc)
     except BaseException:
-        _kill_group(proc)
+        kill_group(proc)
         raise
     finally:
         if timed_out:
-            _kill_group(proc)
+            kill_group(proc)
         reader.join(timeout=2)
         feeder.join(timeout=2)
         proc.stdout.close()

@@ -5,10 +5,8 @@ rule's failure: one ``RuleResult`` per rule.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
@@ -17,6 +15,7 @@ from typing import Annotated, Any, NamedTuple
 import msgspec
 
 from ledger.core.errors import one_line
+from ledger.core.processes import kill_group
 from ledger.events import RuleResult
 from ledger.loop.rules import (
     MAX_MESSAGE_LINE,
@@ -109,26 +108,21 @@ def _run_command(rule: CommandRule, ctx: RuleContext) -> _Outcome:
     try:
         out, _ = proc.communicate(timeout=rule.timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        _end(proc)
         return _Outcome.error(f"timed out after {rule.timeout_s:g} s; process group killed")
     except BaseException:  # Ctrl-C, or a signal the loop runner turns into one: nothing keeps running
-        _kill_group(proc)
+        _end(proc)
         raise
     if proc.returncode == 0:
         return _Outcome(True)
     return _Outcome(False, _tail(out.decode(errors="replace"), rule.feedback_lines) or _exit_text(proc))
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the rule's whole process group (it leads its own session) and reap it."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    try:
-        proc.communicate(timeout=5)
-    except subprocess.TimeoutExpired:  # a descendant escaped the group and holds the pipe
-        if proc.stdout is not None:
-            proc.stdout.close()
-        proc.wait()
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the rule's whole process group and drop its output."""
+    kill_group(proc)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def _os_error_line(exc: OSError, args: str | list[str]) -> str:
