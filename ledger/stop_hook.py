@@ -58,14 +58,13 @@ from ledger.claude_code import (
     write_state,
 )
 from ledger.errors import one_line, os_error
+from ledger.fold import events_of
 from ledger.home import Home
 from ledger.journal import (
-    Cursor,
     Journal,
     JournalError,
     check_session_id,
     journal_path,
-    read_new,
     sync_file,
     utc_now,
 )
@@ -236,7 +235,7 @@ def read_record(journal: Journal) -> LoopRecord:
     started = ended = False
     offset = iteration = 0
     config: dict[str, Any] = {}
-    for e in read_new(journal.path, Cursor()).events:
+    for e in events_of(journal.path):  # only what was appended since this process last read it
         if isinstance(e, ev.SessionStarted):
             started, config = True, e.config
         elif isinstance(e, ev.AgentTurn) and e.transcript_offset:
