@@ -257,8 +257,8 @@ class Engine:
             *(to_event(p, session_id=session_id, iteration=n) for p in detection.promises),
             ev.ValidationRan(session_id=session_id, iteration=n, results=results, passed=passed, score=score),
         )
-        self._ledger(session_id)  # ingests only the lines just appended (the same ledger as s.ledger)
-        facts = read_facts(s.ledger, session_id, s.config.guards, self.clock())
+        ledger = self._ledger(session_id)  # s.ledger, having ingested only the lines just appended
+        facts = read_facts(ledger, session_id, s.config.guards, self.clock())
         trips = check(facts, s.config.guards)
         evals = self._hooks(s, session_id, n, files_modified, results, detection.promises, agent_output)
         decision = evals[-1]

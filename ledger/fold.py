@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from ledger.store import Ledger
 
 KEEP: Final = 64
-"""Journals whose derived state a process keeps (the least recently used go first)."""
+"""Journals whose events a process keeps (the least recently used go first)."""
+KEEP_LEDGERS: Final = 8
+"""Of those, the most recently used whose in-memory ledger it keeps (each is a DuckDB database)."""
 
 
 class Fold:
@@ -90,6 +92,10 @@ def fold(path: Path) -> Fold:
     _FOLDS[key] = found
     while len(_FOLDS) > KEEP:
         _FOLDS.popitem(last=False)
+    for i, kept in enumerate(reversed(_FOLDS.values())):
+        if i >= KEEP_LEDGERS and kept._ledger is not None:
+            kept._ledger[1].close()
+            kept._ledger = None
     return found.refresh()
 
 

@@ -158,6 +158,7 @@ def serve(root: Path, idle: float = IDLE) -> int:
     os.ftruncate(lock, 0)
     os.write(lock, f"{os.getpid()}\n".encode())  # who serves (to stop it: SIGTERM that pid)
     Ledger.memory().close()  # the views and detectors, parsed once
+    _warm_up(home)
     path = socket_path(home)
     path.unlink(missing_ok=True)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -184,6 +185,25 @@ def serve(root: Path, idle: float = IDLE) -> int:
                 path.unlink()
         server.close()
         os.close(lock)
+
+
+def _warm_up(home: Home, within: float = 3600.0) -> None:
+    """Fold the journals written in the last ``within`` seconds (the loop whose stop started this
+    worker among them), before listening: the first stop served reads only its own appends."""
+    import time
+
+    from ledger.fold import KEEP_LEDGERS, fold
+
+    try:
+        entries = [
+            (e.stat().st_mtime, Path(e.path)) for e in os.scandir(home.journals) if e.name.endswith(".jsonl")
+        ]
+    except OSError:
+        return
+    recent = sorted((e for e in entries if e[0] >= time.time() - within), reverse=True)
+    for _, path in recent[:KEEP_LEDGERS]:
+        with contextlib.suppress(Exception):  # a journal it cannot fold now is folded by its stop
+            fold(path).ledger(home)
 
 
 def _serve_one(conn: socket.socket, home: Home) -> None:

@@ -159,3 +159,23 @@ def test_one_native_stop_reads_its_journal_once_and_builds_one_ledger(
         fold_module.fold(home.journals / "cc-abc.jsonl").cursor.offset
         == (home.journals / "cc-abc.jsonl").stat().st_size
     )
+
+
+def test_a_process_keeps_few_ledgers_and_rebuilds_a_dropped_one(tmp_path: Path) -> None:
+    """Only the most recently used journals keep their DuckDB ledger; a dropped one is rebuilt whole."""
+    (tmp_path / "journals").mkdir()
+    forget()
+    paths = []
+    for name in FILES[: fold_module.KEEP_LEDGERS + 2]:
+        path = tmp_path / "journals" / name
+        path.write_bytes((SAMPLES / name).read_bytes())
+        ledger_of(path, None)
+        paths.append(path)
+    first = paths[0]
+    assert fold_module._FOLDS[first.absolute()]._ledger is None
+    assert all(
+        fold_module._FOLDS[p.absolute()]._ledger is not None for p in paths[-fold_module.KEEP_LEDGERS :]
+    )
+    sid = first.stem
+    assert state(ledger_of(first, None), sid) == scratch(first, sid)
+    forget()
