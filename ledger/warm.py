@@ -55,6 +55,7 @@ class Request(msgspec.Struct, frozen=True):
     env: dict[str, str]
     home: str
     home_arg: str | None = None
+    code: int = 0  # the hook's :func:`code_stamp`: a worker running other code refuses and exits
 
 
 class Reply(msgspec.Struct, frozen=True):
@@ -69,6 +70,16 @@ class Reply(msgspec.Struct, frozen=True):
 def wanted() -> bool:
     """Whether this hook process should ask a worker (``RALPH_WARM=1``, and not in the worker)."""
     return not _serving and os.environ.get(ENV) == "1"
+
+
+def code_stamp() -> int:
+    """The latest modification time (ns) of the package's modules: an upgrade changes it, so a
+    worker started before the upgrade never serves a hook running after it."""
+    here = Path(__file__).parent
+    try:
+        return max((e.stat().st_mtime_ns for e in os.scandir(here) if e.name.endswith(".py")), default=0)
+    except OSError:
+        return -1
 
 
 def socket_path(home: Home) -> Path:
@@ -111,7 +122,7 @@ def ask(raw: bytes, home: Home, home_arg: str | None) -> HookOutcome | None:
         except (FileNotFoundError, ConnectionRefusedError):
             start(home)
             return None
-        request = Request(raw, os.getcwd(), dict(os.environ), str(home.root), home_arg)
+        request = Request(raw, os.getcwd(), dict(os.environ), str(home.root), home_arg, code_stamp())
         _send(sock, msgspec.msgpack.encode(request))
         if _recv_exact(sock, 1) != b"R":
             return None
@@ -158,6 +169,7 @@ def serve(root: Path, idle: float = IDLE) -> int:
     os.ftruncate(lock, 0)
     os.write(lock, f"{os.getpid()}\n".encode())  # who serves (to stop it: SIGTERM that pid)
     Ledger.memory().close()  # the views and detectors, parsed once
+    code = code_stamp()
     _warm_up(home)
     path = socket_path(home)
     path.unlink(missing_ok=True)
@@ -178,7 +190,8 @@ def serve(root: Path, idle: float = IDLE) -> int:
             except TimeoutError:
                 return 0
             with conn:
-                _serve_one(conn, home)
+                if not _serve_one(conn, home, code):
+                    return 0  # the package was upgraded: the next stop starts a new worker
     finally:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ident:
@@ -206,21 +219,24 @@ def _warm_up(home: Home, within: float = 3600.0) -> None:
             fold(path).ledger(home)
 
 
-def _serve_one(conn: socket.socket, home: Home) -> None:
-    """One stop: the request, the handshake, the stop run as the hook would, the reply."""
+def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
+    """One stop: the request, the handshake, the stop run as the hook would, the reply. False when
+    the hook runs other code than this worker (then it runs the stop itself)."""
     from ledger.stop_hook import run
 
     try:
         conn.settimeout(5.0)
         request = msgspec.msgpack.decode(_recv(conn), type=Request)
+        if request.code != code:
+            return False
         if Path(request.home) != home.root:
-            return  # another home's: the hook runs it itself
+            return True  # another home's: the hook runs it itself
         conn.sendall(b"R")
         conn.settimeout(ACCEPT * 4)
         if _recv_exact(conn, 1) != b"G":
-            return
+            return True
     except (OSError, ValueError, msgspec.DecodeError, struct.error):
-        return  # the hook gave up (too slow) or sent nonsense: it runs the stop itself
+        return True  # the hook gave up (too slow) or sent nonsense: it runs the stop itself
     here, environ = os.getcwd(), dict(os.environ)
     try:
         os.chdir(request.cwd)
@@ -240,6 +256,7 @@ def _serve_one(conn: socket.socket, home: Home) -> None:
     with contextlib.suppress(OSError):
         conn.settimeout(5.0)
         _send(conn, msgspec.msgpack.encode(reply))
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
