@@ -42,6 +42,8 @@ class Fold:
         self.generation = 0  # bumped when the journal is read again from its start
         self.file: tuple[int, int] = (0, 0)  # (device, inode) of the file read so far
         self._ledger: tuple[int, Ledger] | None = None
+        self._ingested = -1  # the cursor's offset when the ledger last ingested
+        self._home: Home | None = None  # the home the ledger was made for (its scratch files)
 
     def refresh(self) -> Fold:
         """Read what was appended since the last refresh (everything again when the journal was
@@ -74,11 +76,13 @@ class Fold:
         """An in-memory ledger holding this journal's events (ingesting only the new lines)."""
         from ledger.store import Ledger
 
+        self._home = home
         if self._ledger is None or self._ledger[0] != self.generation:
             self._ledger = (self.generation, Ledger.memory(home))
             self._ledger[1].ingest([self.path])
-        else:
+        elif self._ingested != self.cursor.offset:  # nothing appended since: nothing to ingest
             self._ledger[1].ingest([self.path], live=True)
+        self._ingested = self.cursor.offset
         return self._ledger[1]
 
 
@@ -97,6 +101,14 @@ def fold(path: Path) -> Fold:
             kept._ledger[1].close()
             kept._ledger = None
     return found.refresh()
+
+
+def catch_up() -> None:
+    """Bring every kept ledger up to its journal (a worker, between stops: the next stop then
+    ingests only what was appended after)."""
+    for kept in list(_FOLDS.values()):
+        if kept._ledger is not None:
+            kept.refresh().ledger(kept._home)
 
 
 def events_of(path: Path) -> list[ev.AnyEvent]:

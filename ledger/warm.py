@@ -256,6 +256,10 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
     with contextlib.suppress(OSError):
         conn.settimeout(5.0)
         _send(conn, msgspec.msgpack.encode(reply))
+    from ledger.fold import catch_up
+
+    with contextlib.suppress(Exception):  # off the stop's path: the next stop ingests less
+        catch_up()
     return True
 
 

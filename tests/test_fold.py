@@ -179,3 +179,32 @@ def test_a_process_keeps_few_ledgers_and_rebuilds_a_dropped_one(tmp_path: Path) 
     sid = first.stem
     assert state(ledger_of(first, None), sid) == scratch(first, sid)
     forget()
+
+
+def test_a_ledger_ingests_only_when_its_journal_grew_and_catch_up_brings_it_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = "loop-done.jsonl"
+    path = tmp_path / "journals" / name
+    path.parent.mkdir()
+    lines = (SAMPLES / name).read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:6]))
+    forget()
+    ledger_of(path, None)
+    ingests: list[int] = []
+    real = Ledger.ingest
+
+    def spy(self: Ledger, journals: Any = None, *, live: bool = False) -> Any:
+        ingests.append(1)
+        return real(self, journals, live=live)
+
+    monkeypatch.setattr(Ledger, "ingest", spy)
+    ledger_of(path, None)
+    assert ingests == []  # nothing appended: nothing ingested
+    with path.open("ab") as out:
+        out.write(b"".join(lines[6:]))
+    fold_module.catch_up()  # a worker between two stops
+    assert ingests == [1]
+    assert state(ledger_of(path, None), "loop-done") == scratch(path, "loop-done")
+    assert ingests == [1, 1]  # (scratch's own ingest) and none by ledger_of: already level
+    forget()
