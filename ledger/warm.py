@@ -172,17 +172,21 @@ def serve(root: Path, idle: float = IDLE) -> int:
     code = code_stamp()
     _warm_up(home)
     path = socket_path(home)
-    path.unlink(missing_ok=True)
+    # bound and listening under a temporary name, then renamed into place: a hook never finds a
+    # socket that refuses it (it would start a second worker, which would take over this one's lock)
+    fresh = path.with_name(f".{SOCKET}.{os.getpid()}")
+    fresh.unlink(missing_ok=True)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o077)
     try:
-        server.bind(str(path))
+        server.bind(str(fresh))
     finally:
         os.umask(old)
-    os.chmod(path, 0o600)
-    ident = os.stat(path).st_ino
+    os.chmod(fresh, 0o600)
+    ident = os.stat(fresh).st_ino
     server.listen(16)
     server.settimeout(idle)
+    os.replace(fresh, path)
     try:
         while True:
             try:
