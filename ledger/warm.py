@@ -187,19 +187,37 @@ def serve(root: Path, idle: float = IDLE) -> int:
     server.listen(16)
     server.settimeout(idle)
     os.replace(fresh, path)
+
+    def remove_socket() -> None:
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == ident:  # still ours
+                path.unlink()
+
+    busy, stopping = [False], [False]
+
+    def on_term(signum: int, frame: object) -> None:
+        """SIGTERM: at once when idle; after the stop (and its catch-up) when serving one. Never an
+        exception, which DuckDB could turn into an interrupted query caught as an error."""
+        stopping[0] = True
+        if not busy[0]:
+            remove_socket()
+            os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
     try:
-        while True:
+        while not stopping[0]:
             try:
                 conn, _ = server.accept()
             except TimeoutError:
                 return 0
+            busy[0] = True
             with conn:
                 if not _serve_one(conn, home, code):
                     return 0  # the package was upgraded: the next stop starts a new worker
+            busy[0] = False
+        return 0
     finally:
-        with contextlib.suppress(OSError):
-            if os.stat(path).st_ino == ident:
-                path.unlink()
+        remove_socket()
         server.close()
         os.close(lock)
 
@@ -277,7 +295,6 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) not in (1, 2) or idle <= 0:
         print("usage: python -m ledger.warm HOME [IDLE_SECONDS]", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the socket is removed on the way out
     return serve(Path(args[0]), idle)
 
 
