@@ -1,9 +1,10 @@
 """The loop engine: start / validate / next / complete / status (seed 000 §3-5).
 
-The engine keeps no state of its own. Every step reads the session's journal,
-decides, and appends events; the state is always the projection of those
-events. A process that dies between two steps loses nothing: a new ``Engine``
-on the same home carries on where the last one stopped.
+The engine keeps no state of its own. Every step reads what was appended to the
+session's journal since the process last read it (``ledger.storage.fold``), decides, and
+appends events; the state is always the projection of those events. A process
+that dies between two steps loses nothing: a new ``Engine`` on the same home
+carries on where the last one stopped.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from ledger.loop.stop_policies import (
     decided_events,
 )
 from ledger.storage.database import Ledger
-from ledger.storage.journal import Cursor, Journal, journal_path, read_new, utc_now
+from ledger.storage.fold import fold
+from ledger.storage.journal import Journal, journal_path, utc_now
 
 
 class EngineError(Exception):
@@ -149,7 +151,8 @@ class Engine:
         path = journal_path(self.home.journals, session_id)
         if not path.exists():
             raise EngineError(no_session(session_id, self.home.root))
-        events = read_new(path, Cursor()).events
+        read = fold(path)  # only what was appended since this process last read the journal
+        events = list(read.events)
         started = [e for e in events if isinstance(e, ev.SessionStarted)]
         if not started:
             raise EngineError(f"session {session_id!r} has no session_started event")
@@ -163,14 +166,13 @@ class Engine:
             *parse_rules(config.rules, f"session {session_id} configuration"),
             *self.custom_rules,
         ]
-        ledger = self._ledger(session_id)
+        ledger = read.ledger(self.home)
         row = ledger.rows("SELECT * FROM sessions WHERE session_id = ?", [session_id])[0]
         return _Session(events, config, rules, row, ledger)
 
     def _ledger(self, session_id: str) -> Ledger:
-        ledger = Ledger.memory(self.home)
-        ledger.ingest([journal_path(self.home.journals, session_id)])
-        return ledger
+        """The session's in-memory ledger, up to date (``ledger.storage.fold``: only new lines ingested)."""
+        return fold(journal_path(self.home.journals, session_id)).ledger(self.home)
 
     def _running(self, session_id: str) -> _Session:
         s = self._load(session_id)
@@ -264,8 +266,8 @@ class Engine:
             *(to_event(p, session_id=session_id, iteration=n) for p in detection.promises),
             ev.ValidationRan(session_id=session_id, iteration=n, results=results, passed=passed, score=score),
         )
-        s.ledger.ingest([journal_path(self.home.journals, session_id)])  # only the lines just appended
-        facts = read_facts(s.ledger, session_id, s.config.guards, self.clock())
+        ledger = self._ledger(session_id)  # s.ledger, having ingested only the lines just appended
+        facts = read_facts(ledger, session_id, s.config.guards, self.clock())
         trips = check(facts, s.config.guards)
         evals = self._hooks(s, session_id, n, files_modified, results, detection.promises, agent_output)
         decision = evals[-1]
@@ -388,7 +390,7 @@ class Engine:
         self._append(session_id, *events)
 
     def _hook_checkpoints(self, session_id: str) -> int:
-        events = read_new(journal_path(self.home.journals, session_id), Cursor()).events
+        events = fold(journal_path(self.home.journals, session_id)).events
         return sum(1 for e in events if isinstance(e, ev.CheckpointCreated) and e.trigger == "hook")
 
     def next(
@@ -559,7 +561,7 @@ def _recorded(config: LoopConfig) -> dict[str, Any]:
 def _only_errors(path: Path) -> bool:
     """Whether a journal holds only ``error_recorded`` events: a Stop hook that failed open before
     its loop could start (a bad ``ralph.toml``, say) leaves one, and the loop must start once mended."""
-    read = read_new(path, Cursor())
+    read = fold(path)
     return not read.bad and all(isinstance(e, ev.ErrorRecorded) for e in read.events)
 
 

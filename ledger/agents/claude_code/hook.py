@@ -37,6 +37,7 @@ knows the session. It imports neither DuckDB nor pyarrow.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -181,6 +182,7 @@ def run(
     """One stop, fail-open: the outcome to print; never raises. ``home`` is the ledger home itself,
     ``home_arg`` the ``--home`` given on the command line (see :func:`hook_home`)."""
     sink = ErrorSink()
+    as_hook = home is None and clock is utc_now  # as the hook process runs it (the worker may)
     try:
         data = parse_input(raw)
         ledger_session(data.session_id)  # a session id that cannot name a journal is refused here
@@ -188,6 +190,11 @@ def run(
         home = home or hook_home(project, home_arg)
         sink.guess(home, data.session_id, clock)
         if (project / LOOP_FILE).exists():  # a ledger-native loop: the engine decides (imports DuckDB)
+            if as_hook and warm_wanted():  # RALPH_WARM=1: the home's warm worker, if it takes it
+                from ledger.agents.claude_code.warm import ask
+
+                if (answer := ask(raw, home, home_arg)) is not None:
+                    return answer
             from ledger.agents.claude_code.native import native_stop
 
             return native_stop(data, project, home, project / LOOP_FILE, clock, sink)
@@ -196,6 +203,16 @@ def run(
         line = _allowing(exc)
         _record_error(*sink.target(), line)
         return HookOutcome(stderr=line + "\n")
+
+
+def warm_wanted() -> bool:
+    """Whether a ledger-native stop goes to the warm worker (``ledger.agents.claude_code.warm``):
+    ``RALPH_WARM=1``, and this process is not the worker."""
+    if os.environ.get("RALPH_WARM") != "1":
+        return False
+    from ledger.agents.claude_code.warm import wanted
+
+    return wanted()
 
 
 def _drop_in(

@@ -21,7 +21,8 @@ from ledger import events as ev
 from ledger.agents.claude_code.last_text import find_last_text
 from ledger.agents.claude_code.transcript import Scan, scan
 from ledger.core.home import Home
-from ledger.storage.journal import Cursor, Journal, check_session_id, journal_path, read_new, utc_now
+from ledger.storage.fold import events_of
+from ledger.storage.journal import Journal, check_session_id, journal_path, utc_now
 
 STATE_FILE: Final = Path(".claude") / "ralph-loop.local.md"
 LOOP_FILE: Final = Path(".claude") / "ralph-ledger.local.json"
@@ -186,7 +187,7 @@ def read_record(journal: Journal) -> LoopRecord:
     started = ended = False
     offset = iteration = 0
     config: dict[str, Any] = {}
-    for e in read_new(journal.path, Cursor()).events:
+    for e in events_of(journal.path):  # only what was appended since this process last read it
         if isinstance(e, ev.SessionStarted):
             started, config = True, e.config
         elif isinstance(e, ev.AgentTurn) and e.transcript_offset:

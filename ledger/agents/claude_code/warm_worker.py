@@ -1,0 +1,185 @@
+"""The warm stop worker's process: it serves a home's ledger-native stops over the socket
+``ledger.agents.claude_code.warm`` (the hook's side) connects to, until idle."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import struct
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ledger.agents.claude_code import warm
+from ledger.agents.claude_code.warm import (
+    ACCEPT,
+    IDLE,
+    LOCK,
+    SOCKET,
+    Reply,
+    Request,
+    _recv,
+    _recv_exact,
+    _send,
+    code_stamp,
+    socket_path,
+)
+
+if TYPE_CHECKING:
+    from ledger.core.home import Home
+
+
+def serve(root: Path, idle: float = IDLE) -> int:
+    """Serve the stops of the home at ``root`` until ``idle`` seconds pass without one."""
+    warm._serving = True  # its own stops are never sent to a worker
+    from ledger.agents.claude_code import native  # noqa: F401  (DuckDB, the engine: imported once, now)
+    from ledger.core.home import Home
+    from ledger.storage.database import Ledger
+
+    home = Home.resolve(root)
+    home.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = os.open(home.root / LOCK, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another worker serves this home
+    os.ftruncate(lock, 0)
+    os.write(lock, f"{os.getpid()}\n".encode())  # who serves (to stop it: SIGTERM that pid)
+    Ledger.memory().close()  # the views and detectors, parsed once
+    code = code_stamp()
+    _warm_up(home)
+    path = socket_path(home)
+    # bound and listening under a temporary name, then renamed into place: a hook never finds a
+    # socket that refuses it (it would start a second worker, which would take over this one's lock)
+    fresh = path.with_name(f".{SOCKET}.{os.getpid()}")
+    fresh.unlink(missing_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o077)
+    try:
+        server.bind(str(fresh))
+    finally:
+        os.umask(old)
+    os.chmod(fresh, 0o600)
+    ident = os.stat(fresh).st_ino
+    server.listen(16)
+    server.settimeout(idle)
+    os.replace(fresh, path)
+
+    def remove_socket() -> None:
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == ident:  # still ours
+                path.unlink()
+
+    busy, stopping = [False], [False]
+
+    def on_term(signum: int, frame: object) -> None:
+        """SIGTERM: at once when idle; after the stop (and its catch-up) when serving one. Never an
+        exception, which DuckDB could turn into an interrupted query caught as an error."""
+        stopping[0] = True
+        if not busy[0]:
+            remove_socket()
+            os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        while not stopping[0]:
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                return 0
+            busy[0] = True
+            with conn:
+                if not _serve_one(conn, home, code):
+                    return 0  # the package was upgraded: the next stop starts a new worker
+            busy[0] = False
+        return 0
+    finally:
+        remove_socket()
+        server.close()
+        os.close(lock)
+
+
+def _warm_up(home: Home, within: float = 3600.0) -> None:
+    """Fold the journals written in the last ``within`` seconds (the loop whose stop started this
+    worker among them), before listening: the first stop served reads only its own appends."""
+    import time
+
+    from ledger.storage.fold import KEEP_LEDGERS, fold
+
+    try:
+        entries = [
+            (e.stat().st_mtime, Path(e.path)) for e in os.scandir(home.journals) if e.name.endswith(".jsonl")
+        ]
+    except OSError:
+        return
+    recent = sorted((e for e in entries if e[0] >= time.time() - within), reverse=True)
+    for _, path in recent[:KEEP_LEDGERS]:
+        with contextlib.suppress(Exception):  # a journal it cannot fold now is folded by its stop
+            fold(path).ledger(home)
+
+
+def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
+    """One stop: the request, the handshake, the stop run as the hook would, the reply. False when
+    the hook runs other code than this worker (then it runs the stop itself)."""
+    from ledger.agents.claude_code.hook import run
+
+    try:
+        conn.settimeout(5.0)
+        request = msgspec.msgpack.decode(_recv(conn), type=Request)
+        if request.code != code:
+            return False
+        if Path(request.home) != home.root:
+            return True  # another home's: the hook runs it itself
+        conn.sendall(b"R")
+        conn.settimeout(ACCEPT * 4)
+        if _recv_exact(conn, 1) != b"G":
+            return True
+    except (OSError, ValueError, msgspec.DecodeError, struct.error):
+        return True  # the hook gave up (too slow) or sent nonsense: it runs the stop itself
+    here, environ = os.getcwd(), dict(os.environ)
+    try:
+        os.chdir(request.cwd)
+        os.environ.clear()
+        os.environ.update(request.env)
+        outcome = run(request.raw, home_arg=request.home_arg)
+    except OSError as exc:  # the hook's directory is gone: the stop is allowed, as in-process
+        from ledger.agents.claude_code.stop_event import HookOutcome
+
+        outcome = HookOutcome(stderr=f"ralph-ledger hook: {exc}; allowing the stop\n")
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        with contextlib.suppress(OSError):
+            os.chdir(here)
+    reply = Reply(outcome.stdout, outcome.stderr, outcome.exit_code, outcome.sync)
+    with contextlib.suppress(OSError):
+        conn.settimeout(5.0)
+        _send(conn, msgspec.msgpack.encode(reply))
+    from ledger.storage.fold import catch_up
+
+    with contextlib.suppress(Exception):  # off the stop's path: the next stop ingests less
+        catch_up()
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ledger.agents.claude_code.warm_worker HOME [IDLE_SECONDS]``: serve that home's
+    ledger-native stops until idle."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        idle = float(args[1]) if len(args) == 2 else IDLE
+    except ValueError:
+        idle = -1.0
+    if len(args) not in (1, 2) or idle <= 0:
+        print("usage: python -m ledger.agents.claude_code.warm_worker HOME [IDLE_SECONDS]", file=sys.stderr)
+        return 2
+    return serve(Path(args[0]), idle)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""A session's journal read once: its events and its in-memory ledger, derived incrementally.
+
+:func:`events_of` gives a journal's events; the first call reads the whole journal, later calls
+(in the same process) read only what was appended since. :func:`ledger_of` gives an in-memory
+DuckDB ledger over one journal that ingests only the lines appended since its last call. Both are
+derived and rebuildable, never a second source of truth: the journal's byte offset and head hash
+(``ledger.storage.journal.Cursor``) say how far each went, and a journal that is now shorter or whose first
+line changed (rewritten, replaced) is read again from its start. A long-lived process (the warm
+stop worker, ``ledger.agents.claude_code.warm``) keeps them across stops; a one-shot process reads
+each event once.
+
+DuckDB is imported only by :func:`ledger_of`, so the drop-in Stop hook can use :func:`events_of`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from ledger import events as ev
+from ledger.storage.journal import BadLine, Cursor, read_new
+
+if TYPE_CHECKING:
+    from ledger.core.home import Home
+    from ledger.storage.database import Ledger
+
+KEEP: Final = 64
+"""Journals whose events a process keeps (the least recently used go first)."""
+KEEP_LEDGERS: Final = 8
+"""Of those, the most recently used whose in-memory ledger it keeps (each is a DuckDB database)."""
+
+
+class Fold:
+    """The events of one journal read so far, and where reading stands."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.cursor = Cursor()
+        self.events: list[ev.AnyEvent] = []
+        self.bad: list[BadLine] = []
+        self.generation = 0  # bumped when the journal is read again from its start
+        self.file: tuple[int, int] = (0, 0)  # (device, inode) of the file read so far
+        self._ledger: tuple[int, Ledger] | None = None
+        self._ingested = -1  # the cursor's offset when the ledger last ingested
+        self._home: Home | None = None  # the home the ledger was made for (its scratch files)
+
+    def refresh(self) -> Fold:
+        """Read what was appended since the last refresh (everything again when the journal was
+        truncated or replaced, or is gone: then no events)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            if self.cursor.offset or self.events or self.bad:
+                self._reset()
+            return self
+        if (st.st_dev, st.st_ino) != self.file:  # another file now (replaced): read it whole
+            if self.cursor.offset:
+                self._reset()
+            self.file = (st.st_dev, st.st_ino)
+        read = read_new(self.path, self.cursor)
+        if read.truncated:
+            self._reset(keep_cursor=True)
+        self.events.extend(read.events)
+        self.bad.extend(read.bad)
+        return self
+
+    def _reset(self, *, keep_cursor: bool = False) -> None:
+        if not keep_cursor:
+            self.cursor = Cursor()
+        self.events, self.bad = [], []
+        self.generation += 1
+        self._ledger = None
+
+    def ledger(self, home: Home | None) -> Ledger:
+        """An in-memory ledger holding this journal's events (ingesting only the new lines)."""
+        from ledger.storage.database import Ledger
+
+        self._home = home
+        if self._ledger is None or self._ledger[0] != self.generation:
+            self._ledger = (self.generation, Ledger.memory(home))
+            self._ledger[1].ingest([self.path])
+        elif self._ingested != self.cursor.offset:  # nothing appended since: nothing to ingest
+            self._ledger[1].ingest([self.path], live=True)
+        self._ingested = self.cursor.offset
+        return self._ledger[1]
+
+
+_FOLDS: OrderedDict[Path, Fold] = OrderedDict()
+
+
+def fold(path: Path) -> Fold:
+    """The refreshed :class:`Fold` of the journal at ``path`` (kept for the next call)."""
+    key = path.absolute()
+    found = _FOLDS.pop(key, None) or Fold(key)
+    _FOLDS[key] = found
+    while len(_FOLDS) > KEEP:
+        _FOLDS.popitem(last=False)
+    for i, kept in enumerate(reversed(_FOLDS.values())):
+        if i >= KEEP_LEDGERS and kept._ledger is not None:
+            kept._ledger[1].close()
+            kept._ledger = None
+    return found.refresh()
+
+
+def catch_up() -> None:
+    """Bring every kept ledger up to its journal (a worker, between stops: the next stop then
+    ingests only what was appended after)."""
+    for kept in list(_FOLDS.values()):
+        if kept._ledger is not None:
+            kept.refresh().ledger(kept._home)
+
+
+def events_of(path: Path) -> list[ev.AnyEvent]:
+    """Every event of the journal at ``path`` (none when there is no journal), read incrementally."""
+    return fold(path).events
+
+
+def ledger_of(path: Path, home: Home | None) -> Ledger:
+    """An in-memory ledger over the journal at ``path``, up to date, ingesting only new lines."""
+    return fold(path).ledger(home)
+
+
+def forget(path: Path | None = None) -> None:
+    """Drop the derived state of ``path`` (of every journal when None)."""
+    if path is None:
+        _FOLDS.clear()
+    else:
+        _FOLDS.pop(path.absolute(), None)

@@ -1,0 +1,145 @@
+"""The warm stop worker (``ledger.agents.claude_code.warm``, ``RALPH_WARM=1``), with the installed
+console scripts.
+
+A ledger-native loop's stops are served by the home's worker once the first stop has started it:
+the same answers and journal as stops run in-process, the project's rules run in the project with
+each stop's own environment, an owner-only socket in the home. A worker that is absent, broken or
+silent leaves the stop to the hook process; an idle worker exits and removes its socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.journeys.conftest import Project, clean_env
+from tests.journeys.test_claude_code import Claude, start
+
+RECORD = "import os; open('rule.log', 'a').write(f\"{os.getppid()} {os.environ.get('MARK', '')}\\n\")"
+
+
+def native_project(root: Path) -> Project:
+    """A project whose one rule records which process ran it and the stop's ``MARK``, in the project."""
+    project = Project(root)
+    argv = json.dumps([sys.executable, "-c", RECORD])
+    project.write(
+        "ralph.toml", f"max_iterations = 20\n[[rules]]\nname = 'ok'\ntype = 'command'\nargv = {argv}\n"
+    )
+    start(project, "Write the parser")
+    return project
+
+
+def worker_pid(project: Project) -> int:
+    return int((project.home / "stop-worker.lock").read_text().strip() or 0)
+
+
+def wait_for(check: object, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if callable(check) and check():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {check}")
+
+
+def stop_worker(project: Project) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(worker_pid(project), signal.SIGTERM)
+
+
+def drive(project: Project, warm: bool, stops: int) -> list[str]:
+    claude = Claude(project)
+    answers = []
+    for n in range(1, stops + 1):
+        claude.text(f"Turn {n}: parser half done.")
+        env = clean_env(MARK=f"m{n}", **({"RALPH_WARM": "1"} if warm else {}))
+        answers.append(claude.stop(env=env).stdout)
+        if warm and n == 1:  # the first stop ran in-process and started the worker
+            wait_for(lambda: (project.home / "stop-worker.sock").exists())
+    return answers
+
+
+@pytest.fixture
+def warm_project(tmp_path: Path) -> Iterator[Project]:
+    project = native_project(tmp_path / "w")
+    yield project
+    stop_worker(project)
+
+
+def test_the_worker_serves_stops_as_the_hook_would(warm_project: Project, tmp_path: Path) -> None:
+    cold = native_project(tmp_path / "c")
+    warm_answers = drive(warm_project, True, 4)
+    cold_answers = drive(cold, False, 4)
+    assert warm_answers == cold_answers and all('"block"' in a for a in warm_answers)
+    sid = f"cc-{Claude(cold).session}"
+    strip = [(e["type"], e["iteration"], e.get("decision", "")) for e in cold.journal(sid)]
+    assert [(e["type"], e["iteration"], e.get("decision", "")) for e in warm_project.journal(sid)] == strip
+    sock = warm_project.home / "stop-worker.sock"
+    assert stat.S_ISSOCK(sock.stat().st_mode) and stat.S_IMODE(sock.stat().st_mode) == 0o600
+    pid = worker_pid(warm_project)
+    runs = [line.split() for line in (warm_project.dir / "rule.log").read_text().splitlines()]
+    assert [mark for _, mark in runs] == ["m1", "m2", "m3", "m4"]  # each stop's own environment
+    assert runs[0][0] != str(pid) and all(ppid == str(pid) for ppid, _ in runs[1:])  # served warm
+    stop_worker(warm_project)
+    wait_for(lambda: not sock.exists())
+
+
+def test_a_silent_or_absent_worker_leaves_the_stop_to_the_hook(warm_project: Project) -> None:
+    sock = warm_project.home / "stop-worker.sock"
+    warm_project.home.mkdir(exist_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock))
+    server.listen(4)
+    held: list[socket.socket] = []
+
+    def silent() -> None:  # takes connections and never answers
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(server.accept()[0])
+
+    threading.Thread(target=silent, daemon=True).start()
+    claude = Claude(warm_project)
+    claude.text("Turn 1.")
+    started = time.monotonic()
+    assert '"block"' in claude.stop(env=clean_env(RALPH_WARM="1", MARK="silent")).stdout
+    assert time.monotonic() - started < 30
+    with contextlib.suppress(OSError):
+        server.shutdown(socket.SHUT_RDWR)
+    server.close()
+    for conn in held:
+        conn.close()
+    sock.unlink()
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(sock))  # the file of a worker that died: nobody listens
+    stale.close()
+    # a socket nobody listens on: the hook runs the stop and starts a worker
+    claude.text("Turn 2.")
+    assert '"block"' in claude.stop(env=clean_env(RALPH_WARM="1", MARK="refused")).stdout
+    runs = [line.split() for line in (warm_project.dir / "rule.log").read_text().splitlines()]
+    assert [mark for _, mark in runs] == ["silent", "refused"]
+    wait_for(lambda: (warm_project.home / "stop-worker.lock").exists() and worker_pid(warm_project) > 0)
+    assert all(ppid != str(worker_pid(warm_project)) for ppid, _ in runs)
+
+
+def test_an_idle_worker_exits_and_removes_its_socket(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    proc = subprocess.Popen([sys.executable, "-m", "ledger.agents.claude_code.warm_worker", str(home), "0.5"])
+    try:
+        wait_for(lambda: (home / "stop-worker.sock").exists())
+        assert proc.wait(timeout=20) == 0
+        assert not (home / "stop-worker.sock").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

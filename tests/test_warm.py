@@ -1,0 +1,69 @@
+"""The warm stop worker's handshake (``ledger.agents.claude_code.warm``), one request at a time over
+a socket pair."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from ledger.agents.claude_code import hook as stop_hook
+from ledger.agents.claude_code.stop_event import HookOutcome
+from ledger.agents.claude_code.warm import Reply, Request, _recv, _recv_exact, _send, code_stamp
+from ledger.agents.claude_code.warm_worker import _serve_one
+from ledger.core.home import Home
+
+
+def request(home: Home, code: int) -> Request:
+    return Request(b"{}", str(home.root.parent), {}, str(home.root), None, code)
+
+
+def test_a_worker_running_other_code_refuses_and_says_so(tmp_path: Path) -> None:
+    """After an upgrade the worker never runs a stop: the hook gets no ready and runs it itself."""
+    home = Home.resolve(tmp_path / "home")
+    hook, worker = socket.socketpair()
+    with hook, worker:
+        _send(hook, msgspec.msgpack.encode(request(home, code_stamp() + 1)))
+        assert _serve_one(worker, home, code_stamp()) is False
+        worker.close()
+        assert hook.recv(1) == b""
+
+
+def test_a_request_for_another_home_is_left_to_the_hook(tmp_path: Path) -> None:
+    home = Home.resolve(tmp_path / "home")
+    other = Home.resolve(tmp_path / "other")
+    hook, worker = socket.socketpair()
+    with hook, worker:
+        _send(hook, msgspec.msgpack.encode(request(other, code_stamp())))
+        assert _serve_one(worker, home, code_stamp()) is True
+        worker.close()
+        assert hook.recv(1) == b""
+
+
+def test_a_hook_that_never_says_go_gets_nothing_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ready, then silence (the hook timed out and runs the stop itself): the worker runs nothing;
+    with "go" it runs the stop and replies."""
+    runs: list[bytes] = []
+
+    def run(raw: bytes, **kw: object) -> HookOutcome:
+        runs.append(raw)
+        return HookOutcome(stdout="answer\n")
+
+    monkeypatch.setattr(stop_hook, "run", run)
+    home = Home.resolve(tmp_path / "home")
+    hook, worker = socket.socketpair()
+    with hook, worker:
+        _send(hook, msgspec.msgpack.encode(request(home, code_stamp())))
+        hook.close()  # gone before "go"
+        assert _serve_one(worker, home, code_stamp()) is True
+    assert runs == []
+    hook, worker = socket.socketpair()
+    with hook, worker:
+        _send(hook, msgspec.msgpack.encode(request(home, code_stamp())))
+        hook.sendall(b"G")
+        assert _serve_one(worker, home, code_stamp()) is True
+        assert _recv_exact(hook, 1) == b"R"
+        assert msgspec.msgpack.decode(_recv(hook), type=Reply).stdout == "answer\n"
+    assert runs == [b"{}"]
