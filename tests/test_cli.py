@@ -489,7 +489,7 @@ def test_one_listing_of_journals(tmp_path: Path) -> None:
     files, hidden ones too, never a folder named like one."""
     from ledger.core.home import journals_in
     from ledger.monitor import Monitor
-    from tui.app import journal_files
+    from tui.main import journal_files
 
     home = Home.resolve(tmp_path / "home")
     home.ensure()

@@ -23,7 +23,9 @@ from ledger.storage.database import Ledger
 from ledger.storage.journal import Journal
 from tests.test_tui_support import NOW, SAMPLE_FILES, copy_samples, fixed_clock, settle, until
 from tui import format as fmt
-from tui.app import MAX_GAP_S, RalphApp, count_lines, journal_files, main
+from tui.app import RalphApp
+from tui.main import journal_files, main
+from tui.replaying import MAX_GAP_S, count_lines
 from tui.screens.fleet import COLUMNS, SORTS, SessionsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.session_detail import SessionScreen
@@ -414,7 +416,7 @@ def test_a_large_ledger_shows_its_latest_sessions_and_totals_first(
 ) -> None:
     """More sessions than the first screen reads: the latest ones come first with the totals of all,
     then every session."""
-    monkeypatch.setattr("tui.app.FIRST_SCREEN", 3)
+    monkeypatch.setattr("tui.live.FIRST_SCREEN", 3)
     home = Home.resolve(tmp_path / "home")
     copy_samples(home.journals)
     with Ledger.open(home) as ledger:

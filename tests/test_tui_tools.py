@@ -20,8 +20,9 @@ from tests.test_tui_support import (
     settle,
     until,
 )
-from tui.app import RalphApp, main
+from tui.app import RalphApp
 from tui.commands import MAX_SPEED, MIN_SPEED
+from tui.main import main
 from tui.messages import ReplayProgress
 from tui.screens.alerts import AlertsScreen
 from tui.screens.fleet import SessionsScreen

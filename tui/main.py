@@ -1,0 +1,105 @@
+"""``ralph-tui``'s command line: ``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ...``."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ledger import journals_in, ready
+from ledger.monitor import resolve_home
+from tui.app import RalphApp
+from tui.commands import MAX_SPEED, MIN_SPEED, valid_speed
+from tui.replaying import DEFAULT_SPEED, MAX_GAP_S
+
+
+def journal_files(paths: Sequence[Path]) -> list[Path]:
+    """The journals named: a directory stands for its ``*.jsonl`` files."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += journals_in(path)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"{path}: no such journal or directory")
+    return files
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(
+        prog="ralph-tui",
+        description="Watch ralph-ledger loops live, or replay recorded sessions as if live.",
+    )
+    parser.add_argument(
+        "homes",
+        nargs="*",
+        type=Path,
+        metavar="HOME",
+        help="ledger homes, journal directories or journals (default: --home)",
+    )
+    parser.add_argument(
+        "--home",
+        type=Path,
+        metavar="DIR",
+        help="the ledger home to watch, as in ralph-ledger (default: $RALPH_HOME or ./.ralph); "
+        "it may not exist yet: its first loop shows up as it starts",
+    )
+    parser.add_argument(
+        "--replay",
+        nargs="+",
+        type=Path,
+        metavar="FILE_OR_DIR",
+        help="play recorded journals back as if live (e.g. sample_sessions/)",
+    )
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=DEFAULT_SPEED,
+        help=f"replay speed: recorded gaps / N, each at most {MAX_GAP_S:g} s; N from {MIN_SPEED:g} to "
+        f"{MAX_SPEED:g}, or 0 = no waiting (default {DEFAULT_SPEED:g}); + / - change it, p pauses",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ... [--speed N]``."""
+    ready()  # loaded: Ctrl-C is the app's again
+    args = parse_args(argv)
+    if not valid_speed(args.speed):
+        print(
+            f"ralph-tui: --speed {args.speed:g}: expected 0 (no waiting) or {MIN_SPEED:g} to {MAX_SPEED:g}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.replay:
+        if args.homes or args.home:
+            print("ralph-tui: give either HOME ... or --replay FILE_OR_DIR ..., not both", file=sys.stderr)
+            return 2
+        try:
+            files = journal_files(args.replay)
+        except FileNotFoundError as exc:
+            print(f"ralph-tui: {exc}", file=sys.stderr)
+            return 2
+        if not files:
+            print("ralph-tui: no *.jsonl journals to replay", file=sys.stderr)
+            return 2
+        app = RalphApp(replay_files=files, speed=args.speed)
+    else:
+        sources = list(args.homes)
+        missing = [s for s in sources if not s.exists()]
+        if missing:
+            what = "no such ledger home, journal directory or journal"
+            hint = f" (to wait for a home yet to be made: ralph-tui --home {shlex.quote(str(missing[0]))})"
+            print(f"ralph-tui: {missing[0]}: {what}{hint}", file=sys.stderr)
+            return 1
+        homes = [resolve_home(args.home)] if args.home or not sources else []
+        app = RalphApp(sources, homes=homes)
+    try:
+        app.run()
+    finally:
+        app.cleanup()
+    return 0
