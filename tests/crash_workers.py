@@ -18,7 +18,8 @@ from typing import Any
 from ledger import events as E
 from ledger.core.home import Home
 from ledger.loop.config import LoopConfig
-from ledger.loop.engine import Engine, EngineError
+from ledger.loop.engine import Engine
+from ledger.loop.engine_types import EngineError
 from ledger.loop.guards import CircuitBreaker, GuardConfig, QualityRegression, Thrashing, ValidationStall
 from ledger.storage.database import Ledger
 from ledger.storage.journal import Cursor, Journal, journal_path, read_new

@@ -12,7 +12,8 @@ import pytest
 from ledger.core.home import Home
 from ledger.loop import checkpoints as cp
 from ledger.loop.config import LoopConfig
-from ledger.loop.engine import Engine, EngineError
+from ledger.loop.engine import Engine
+from ledger.loop.engine_types import EngineError
 from tests.helpers import T0, flag_rule, ticking
 
 

@@ -445,7 +445,7 @@ def test_sql_renders_every_duckdb_type_in_every_format(value_home: Path, case: C
 )
 def test_program_of_names_the_program_as_a_user_does(argv: list[str], program: str) -> None:
     """The lock message names the holder's program, not its interpreter's cut path."""
-    from ledger.storage.database import program_of
+    from ledger.storage.ledger_file import program_of
 
     assert program_of(argv) == program
 
@@ -589,7 +589,8 @@ def test_completion_rate_has_one_meaning(home: Home) -> None:
 
 def test_the_engine_names_a_missing_session_in_the_users_words(home: Home) -> None:
     """Not the API's "call start first": where the session was looked for and how to list them."""
-    from ledger.loop.engine import Engine, EngineError
+    from ledger.loop.engine import Engine
+    from ledger.loop.engine_types import EngineError
 
     with pytest.raises(EngineError) as info:
         Engine(home).set_max_iterations("nope", 3, "")

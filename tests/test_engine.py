@@ -14,7 +14,8 @@ import pytest
 from ledger import events as E
 from ledger.core.home import Home
 from ledger.loop.config import LoopConfig
-from ledger.loop.engine import Engine, EngineError
+from ledger.loop.engine import Engine
+from ledger.loop.engine_types import EngineError
 from ledger.storage.journal import Cursor, read_new
 from tests.helpers import flag_rule, ticking
 

@@ -26,7 +26,8 @@ from ledger.cli import main
 from ledger.core.home import Home
 from ledger.loop.checks import run_rules
 from ledger.loop.config import LoopConfig
-from ledger.loop.engine import Engine, EngineError
+from ledger.loop.engine import Engine
+from ledger.loop.engine_types import EngineError
 from ledger.loop.guards import CircuitBreaker, GuardConfig, _Guard
 from ledger.loop.prompts import next_prompt
 from ledger.loop.rules import RuleContext, parse_rules

@@ -52,7 +52,8 @@ from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reaso
 from ledger.agents.changes import files_changed, snapshot
 from ledger.agents.claude_code.transcript import scan_output
 from ledger.loop.config import LoopConfig
-from ledger.loop.engine import Engine, EngineError
+from ledger.loop.engine import Engine
+from ledger.loop.engine_types import EngineError
 from ledger.loop.prompts import next_prompt
 from ledger.storage.journal import Cursor, read_new
 

@@ -126,7 +126,7 @@ def _main(argv: Sequence[str]) -> int:
         except Exception as exc:
             if args.command not in LEDGER_COMMANDS:
                 raise
-            from ledger.storage.database import set_aside
+            from ledger.storage.ledger_file import set_aside
 
             if not set_aside(home.database, exc):  # a damaged ledger file found by a query
                 raise

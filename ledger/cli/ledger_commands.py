@@ -44,7 +44,7 @@ def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
     the ledger cannot be opened (a locked one falls back to reading the journals).
     """
     from ledger.core.output import fetch, render
-    from ledger.storage.database import interruptible
+    from ledger.storage.ledger_file import interruptible
 
     with open_current(home, args.wait) as ledger:
         where = "WHERE status = ?" if args.status else ""
@@ -65,7 +65,7 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
     ``CliError`` (exit 1) if there is no such session, ``LedgerError`` if the ledger cannot be opened.
     """
     from ledger.core.output import cell, fetch, render
-    from ledger.storage.database import interruptible
+    from ledger.storage.ledger_file import interruptible
 
     sql = (
         "SELECT iteration, score, rules_passed, rules_failed, rules_errored, files_modified, "
@@ -98,7 +98,7 @@ def cmd_sql(home: Home, args: argparse.Namespace) -> None:
     is refused or fails, ``LedgerError`` if the ledger cannot be opened.
     """
     from ledger.core.output import render
-    from ledger.storage.database import interruptible
+    from ledger.storage.ledger_file import interruptible
     from ledger.storage.query import ReadOnlyViolation, run_readonly
 
     with open_current(home, args.wait) as ledger:
@@ -171,7 +171,7 @@ def cmd_stats(home: Home, args: argparse.Namespace) -> None:
     if the ledger cannot be opened.
     """
     from ledger.core.output import fetch, render_many
-    from ledger.storage.database import interruptible
+    from ledger.storage.ledger_file import interruptible
 
     with open_current(home, args.wait) as ledger:
         parts = interruptible(

@@ -21,7 +21,8 @@ def cmd_override(home: Home, args: argparse.Namespace) -> None:
 
     Raises ``CliError`` (exit 1) if the engine refuses it (e.g. no such session, or it is not running).
     """
-    from ledger.loop.engine import Engine, EngineError
+    from ledger.loop.engine import Engine
+    from ledger.loop.engine_types import EngineError
     from ledger.storage.journal import journal_path
 
     if not journal_path(home.journals, args.session).exists():  # JournalError for an invalid id
@@ -100,7 +101,8 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
 
     from ledger.agents.runner import recorded, run_loop
     from ledger.loop.config import ConfigError, LoopConfig, config_path, load_checked
-    from ledger.loop.engine import Engine, EngineError
+    from ledger.loop.engine import Engine
+    from ledger.loop.engine_types import EngineError
 
     engine = Engine(home, work_dir=Path.cwd())
     agent_cmd = list(args.agent_cmd)

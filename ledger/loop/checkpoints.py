@@ -34,7 +34,8 @@ from typing import Any, Final
 
 from ledger import events as ev
 from ledger.core.errors import no_session
-from ledger.loop.engine import Engine, EngineError
+from ledger.loop.engine import Engine
+from ledger.loop.engine_types import EngineError
 from ledger.storage.database import Ledger
 from ledger.storage.journal import journal_path
 

@@ -278,3 +278,12 @@ def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
         completion_promises=[promise_word(p) for p in block.completion_promises] or base.completion_promises,
         rules=rules,
     )
+
+
+def recorded_config(config: LoopConfig) -> dict[str, Any]:
+    """The configuration as ``session_started`` records it; ``exclusive_promises`` only when set,
+    so the records of loops without it are as they were before it existed."""
+    recorded: dict[str, Any] = msgspec.to_builtins(config)
+    if not config.exclusive_promises:
+        del recorded["exclusive_promises"]
+    return recorded

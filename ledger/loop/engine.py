@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,8 @@ from ledger import events as ev
 from ledger.core.errors import no_session
 from ledger.core.home import Home
 from ledger.loop.checks import run_rules
-from ledger.loop.config import LoopConfig
+from ledger.loop.config import LoopConfig, recorded_config
+from ledger.loop.engine_types import CompleteResult, EngineError, NextResult, SessionView, ValidateResult
 from ledger.loop.facts import read_facts
 from ledger.loop.guards import check, exhausted
 from ledger.loop.promises import detect_promises, strongest, to_event
@@ -36,80 +37,11 @@ from ledger.loop.stop_policies import (
     Evaluation,
     HookFn,
     Registry,
-    decided_events,
 )
+from ledger.loop.validation_events import validation_events
 from ledger.storage.database import Ledger
 from ledger.storage.fold import fold
 from ledger.storage.journal import Journal, journal_path, utc_now
-
-
-class EngineError(Exception):
-    """A lifecycle call that cannot be made now; the message is one line."""
-
-
-@dataclass(frozen=True, slots=True)
-class ValidateResult:
-    """iteration_validate's answer (seed 000 Appendix A)."""
-
-    session_id: str
-    iteration: int
-    validation_passed: bool
-    signal: ev.Signal
-    detected_promise: str
-    feedback: list[str]
-    results: list[ev.RuleResult]
-    score: float
-    reason: str
-    next_prompt: str = ""
-    trips: list[Trip] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class NextResult:
-    """What ``start`` and ``next`` return: the iteration begun, the maximum, its checkpoint and a message."""
-
-    session_id: str
-    iteration: int
-    max_iterations: int
-    checkpoint_id: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class CompleteResult:
-    """What ``complete`` returns: iterations used, the last iteration's score (``None`` if unscored),
-    one ``iterations`` row per iteration, the completion time and a message.
-    """
-
-    session_id: str
-    total_iterations: int
-    final_score: float | None
-    history: list[dict[str, Any]]
-    completed_at: datetime
-    message: str
-
-
-@dataclass(slots=True)
-class _Session:
-    """A session's events and configuration, read from its journal, and its
-    row of the ``sessions`` view (status, iteration, stop requests, ...)."""
-
-    events: list[ev.AnyEvent]
-    config: LoopConfig
-    rules: list[Rule]
-    row: dict[str, Any]
-    ledger: Ledger  # in memory, over this session's journal; ``refresh`` reads only what was appended
-
-    @property
-    def iteration(self) -> int:
-        return int(self.row["iteration"])
-
-    @property
-    def status(self) -> str:
-        return str(self.row["status"])
-
-    def stop_requested(self) -> str | None:
-        return str(self.row["stop_reason"] or "") if self.row["stop_requested"] else None
 
 
 class Engine:
@@ -147,7 +79,7 @@ class Engine:
     def _append(self, session_id: str, *events: ev.Event) -> None:
         self.journal(session_id).append(*events)
 
-    def _load(self, session_id: str) -> _Session:
+    def _load(self, session_id: str) -> SessionView:
         path = journal_path(self.home.journals, session_id)
         if not path.exists():
             raise EngineError(no_session(session_id, self.home.root))
@@ -168,13 +100,13 @@ class Engine:
         ]
         ledger = read.ledger(self.home)
         row = ledger.rows("SELECT * FROM sessions WHERE session_id = ?", [session_id])[0]
-        return _Session(events, config, rules, row, ledger)
+        return SessionView(events, config, rules, row, ledger)
 
     def _ledger(self, session_id: str) -> Ledger:
         """The session's in-memory ledger, up to date (``ledger.storage.fold``: only new lines ingested)."""
         return fold(journal_path(self.home.journals, session_id)).ledger(self.home)
 
-    def _running(self, session_id: str) -> _Session:
+    def _running(self, session_id: str) -> SessionView:
         s = self._load(session_id)
         if s.status != "running":
             raise EngineError(f"session {session_id!r} is {s.status}; it takes no more iterations")
@@ -210,7 +142,7 @@ class Engine:
                 max_iterations=max_it,
                 completion_promises=config.completion_promises,
                 rules=[spec(r) for r in rules],
-                config=_recorded(config),
+                config=recorded_config(config),
             ),
             *hooks,
             ev.IterationStarted(session_id=session_id, iteration=1, max_iterations=max_it),
@@ -308,7 +240,7 @@ class Engine:
 
     def _hooks(
         self,
-        s: _Session,
+        s: SessionView,
         session_id: str,
         n: int,
         files: Sequence[str],
@@ -339,54 +271,9 @@ class Engine:
         promise: str,
         feedback: list[str],
     ) -> None:
-        events: list[ev.Event] = [
-            *decided_events([e for e in evals if e is not NO_HOOKS], session_id=session_id, iteration=n)
-        ]
         wanted = any(e.result.checkpoint_data is not None for e in evals)
         made = self._hook_checkpoints(session_id) if wanted else 0
-        for e in evals:
-            data = e.result.checkpoint_data
-            if data is not None:
-                made += 1
-                events.append(
-                    ev.CheckpointCreated(
-                        session_id=session_id,
-                        iteration=n,
-                        checkpoint_id=f"{session_id}-hook{made}",
-                        trigger="hook",
-                        phase=str(data.get("executionPhase", "")),
-                        step=_as_int(data.get("executionStep"), n),
-                        agent_context=_as_dict(data.get("agentContext")),
-                    )
-                )
-        events += [
-            ev.GuardTripped(
-                session_id=session_id,
-                iteration=n,
-                guard=t.guard,
-                detail=t.detail,
-                signal=t.signal,
-                evidence=t.evidence,
-            )
-            for t in trips
-        ]
-        events.append(
-            ev.SignalResolved(
-                session_id=session_id,
-                iteration=n,
-                signal=res.signal,
-                passed=passed,
-                promise=promise,
-                feedback=feedback,
-            )
-        )
-        if res.signal == "BLOCKED":
-            events.append(ev.SessionBlocked(session_id=session_id, iteration=n, reason=res.reason))
-        elif res.signal == "ESCALATE":
-            guard = trips[0].guard if trips and res.row in (2, 3) else ""
-            events.append(
-                ev.SessionEscalated(session_id=session_id, iteration=n, reason=res.reason, guard=guard)
-            )
+        events = validation_events(session_id, n, evals, trips, res, passed, promise, feedback, made)
         self._append(session_id, *events)
 
     def _hook_checkpoints(self, session_id: str) -> int:
@@ -549,15 +436,6 @@ class Engine:
         return _history(self._ledger(session_id), session_id)
 
 
-def _recorded(config: LoopConfig) -> dict[str, Any]:
-    """The configuration as ``session_started`` records it; ``exclusive_promises`` only when set,
-    so the records of loops without it are as they were before it existed."""
-    recorded: dict[str, Any] = msgspec.to_builtins(config)
-    if not config.exclusive_promises:
-        del recorded["exclusive_promises"]
-    return recorded
-
-
 def _only_errors(path: Path) -> bool:
     """Whether a journal holds only ``error_recorded`` events: a Stop hook that failed open before
     its loop could start (a bad ``ralph.toml``, say) leaves one, and the loop must start once mended."""
@@ -568,15 +446,3 @@ def _only_errors(path: Path) -> bool:
 def _history(ledger: Ledger, session_id: str) -> list[dict[str, Any]]:
     """The ``iterations`` rows of one session, in order."""
     return ledger.rows("SELECT * FROM iterations WHERE session_id = ? ORDER BY iteration", [session_id])
-
-
-def _as_int(value: object, default: int) -> int:
-    """A hook's checkpoint step, tolerating anything a callable may return."""
-    try:
-        return int(value) if value is not None else default  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return default
-
-
-def _as_dict(value: object) -> dict[str, Any]:
-    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}

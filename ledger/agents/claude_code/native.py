@@ -56,7 +56,8 @@ from ledger.core.atomic import atomic_write, sweep_temps
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.loop.config import ConfigError, LoopConfig, find_config
-from ledger.loop.engine import Engine, EngineError, ValidateResult
+from ledger.loop.engine import Engine
+from ledger.loop.engine_types import EngineError, ValidateResult
 from ledger.loop.prompts import next_prompt
 from ledger.storage.journal import Journal, journal_path
 

@@ -1,0 +1,83 @@
+"""What the loop engine answers (``ValidateResult``, ``NextResult``, ``CompleteResult``, one-line
+``EngineError``) and its view of one session while a call runs (``SessionView``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ledger import events as ev
+from ledger.loop.config import LoopConfig
+from ledger.loop.rules import Rule
+from ledger.loop.signals import Trip
+from ledger.storage.database import Ledger
+
+
+class EngineError(Exception):
+    """A lifecycle call that cannot be made now; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class ValidateResult:
+    """iteration_validate's answer (seed 000 Appendix A)."""
+
+    session_id: str
+    iteration: int
+    validation_passed: bool
+    signal: ev.Signal
+    detected_promise: str
+    feedback: list[str]
+    results: list[ev.RuleResult]
+    score: float
+    reason: str
+    next_prompt: str = ""
+    trips: list[Trip] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class NextResult:
+    """What ``start`` and ``next`` return: the iteration begun, the maximum, its checkpoint and a message."""
+
+    session_id: str
+    iteration: int
+    max_iterations: int
+    checkpoint_id: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteResult:
+    """What ``complete`` returns: iterations used, the last iteration's score (``None`` if unscored),
+    one ``iterations`` row per iteration, the completion time and a message.
+    """
+
+    session_id: str
+    total_iterations: int
+    final_score: float | None
+    history: list[dict[str, Any]]
+    completed_at: datetime
+    message: str
+
+
+@dataclass(slots=True)
+class SessionView:
+    """A session's events and configuration, read from its journal, and its
+    row of the ``sessions`` view (status, iteration, stop requests, ...)."""
+
+    events: list[ev.AnyEvent]
+    config: LoopConfig
+    rules: list[Rule]
+    row: dict[str, Any]
+    ledger: Ledger  # in memory, over this session's journal; ``refresh`` reads only what was appended
+
+    @property
+    def iteration(self) -> int:
+        return int(self.row["iteration"])
+
+    @property
+    def status(self) -> str:
+        return str(self.row["status"])
+
+    def stop_requested(self) -> str | None:
+        return str(self.row["stop_reason"] or "") if self.row["stop_requested"] else None
