@@ -73,11 +73,14 @@ class SessionView:
 
     @property
     def iteration(self) -> int:
+        """The session's current iteration."""
         return int(self.row["iteration"])
 
     @property
     def status(self) -> str:
+        """The session's status (``ledger.events.SessionStatus``)."""
         return str(self.row["status"])
 
     def stop_requested(self) -> str | None:
+        """The reason of a pending ``ralph-ledger stop`` ("" when none was given); None when none."""
         return str(self.row["stop_reason"] or "") if self.row["stop_requested"] else None

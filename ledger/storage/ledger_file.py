@@ -156,6 +156,7 @@ def restrict(path: Path) -> None:
 
 
 def connect_file(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection to the ledger file at ``path``, created owner-only when it is written."""
     with owner_only():
         con = duckdb.connect(str(path), read_only=read_only)
     if not read_only:
