@@ -29,7 +29,7 @@ from ledger.loop.guards import check, exhausted
 from ledger.loop.promises import detect_promises, strongest, to_event
 from ledger.loop.rules import CustomRule, Rule, RuleContext, parse_rules, spec
 from ledger.loop.score import validation_score
-from ledger.loop.signals import Inputs, Resolution, Trip, resolve
+from ledger.loop.signals import Inputs, resolve
 from ledger.loop.stop_policies import (
     NO_HOOKS,
     PRESET_FNS,
@@ -221,8 +221,12 @@ class Engine:
             trips = [*trips, late]
             resolution = resolve(replace(inputs, trips=trips))
         feedback = [t.detail for t in trips] + [f"{r.name}: {r.message}" for r in results if not r.passed]
-        self._record(
-            session_id, n, evals, trips, resolution, passed, promise.word if promise else "", feedback
+        wanted = any(e.result.checkpoint_data is not None for e in evals)
+        made = self._hook_checkpoints(session_id) if wanted else 0
+        word = promise.word if promise else ""
+        self._append(
+            session_id,
+            *validation_events(session_id, n, evals, trips, resolution, passed, word, feedback, made),
         )
         return ValidateResult(
             session_id,
@@ -259,22 +263,6 @@ class Engine:
             agent_output=output,
         )
         return registry.evaluate(ctx)
-
-    def _record(
-        self,
-        session_id: str,
-        n: int,
-        evals: list[Evaluation],
-        trips: list[Trip],
-        res: Resolution,
-        passed: bool,
-        promise: str,
-        feedback: list[str],
-    ) -> None:
-        wanted = any(e.result.checkpoint_data is not None for e in evals)
-        made = self._hook_checkpoints(session_id) if wanted else 0
-        events = validation_events(session_id, n, evals, trips, res, passed, promise, feedback, made)
-        self._append(session_id, *events)
 
     def _hook_checkpoints(self, session_id: str) -> int:
         events = fold(journal_path(self.home.journals, session_id)).events
