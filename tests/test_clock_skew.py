@@ -136,3 +136,22 @@ def test_sessions_started_and_updated_follow_seq_not_the_clock(tmp_path: Path) -
         (T0 + YEAR).replace(tzinfo=None),
         T0.replace(tzinfo=None),
     )
+
+
+def test_iterations_start_and_end_follow_seq_not_the_clock(tmp_path: Path) -> None:
+    """An iteration's first event stamped a year late and its last a year early: ``iterations``
+    still takes its start and end from the first and last events by seq."""
+    home = Home.resolve(tmp_path / "home")
+    journal = Journal.for_session(home.journals, "s", fsync=False)
+    stamps = iter([T0, T0 + YEAR, T0 + timedelta(seconds=30), T0 - YEAR, T0 + timedelta(seconds=60)])
+    journal.clock = lambda: next(stamps)
+    journal.append(E.SessionStarted(session_id="s", task="t", agent="a"))
+    journal.append(E.IterationStarted(session_id="s", iteration=1))
+    journal.append(E.AgentTurn(session_id="s", iteration=1, output_excerpt="one"))
+    journal.append(E.ErrorRecorded(session_id="s", iteration=1, component="c", message="skewed"))
+    journal.append(E.StopDecided(session_id="s", iteration=1, decision="block", reason="r"))
+    with Ledger.memory(home) as ledger:
+        ledger.ingest()
+        (row,) = ledger.rows("SELECT started_at, ended_at, duration_s FROM iterations")
+    assert row["started_at"].replace(tzinfo=UTC) == T0 + YEAR
+    assert row["ended_at"].replace(tzinfo=UTC) == T0 + timedelta(seconds=60)

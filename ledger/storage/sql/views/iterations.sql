@@ -2,9 +2,10 @@
 SELECT
   session_id,
   iteration,
-  min(ts) AS started_at,
-  max(ts) AS ended_at,
-  date_diff('millisecond', min(ts), max(ts)) / 1000.0 AS duration_s,
+  -- first and last by seq, as sessions' started_at / updated_at: a skewed clock never reorders them
+  arg_min(ts, seq) AS started_at,
+  arg_max(ts, seq) AS ended_at,
+  date_diff('millisecond', arg_min(ts, seq), arg_max(ts, seq)) / 1000.0 AS duration_s,
   any_value(s.score) AS score,
   any_value(s.passed) AS validation_passed,
   any_value(len(list_filter(s.results, lambda r: r.passed AND NOT r.errored))) AS rules_passed,
