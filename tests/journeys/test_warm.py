@@ -143,3 +143,22 @@ def test_an_idle_worker_exits_and_removes_its_socket(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_worker_removes_the_temporary_sockets_of_workers_killed_while_starting(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    orphan = home / f".stop-worker.sock.{dead.pid}"  # a worker killed between bind and rename
+    orphan.write_text("")
+    live = home / f".stop-worker.sock.{os.getpid()}"  # a pid that is alive is left alone
+    live.write_text("")
+    proc = subprocess.Popen([sys.executable, "-m", "ledger.agents.claude_code.warm_worker", str(home), "0.5"])
+    try:
+        wait_for(lambda: (home / "stop-worker.sock").exists())
+        assert not orphan.exists() and live.exists()
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

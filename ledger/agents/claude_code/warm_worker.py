@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import signal
 import socket
 import struct
@@ -29,9 +30,22 @@ from ledger.agents.claude_code.warm import (
     code_stamp,
     socket_path,
 )
+from ledger.core.atomic import pid_gone
 
 if TYPE_CHECKING:
     from ledger.core.home import Home
+
+
+def _sweep_sockets(path: Path) -> None:
+    """Remove the temporary sockets (``.stop-worker.sock.PID``) of workers killed while starting;
+    the caller holds the home's worker lock, so no live worker is binding one."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(\d+)")
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            m = pattern.fullmatch(entry.name)
+            if m and pid_gone(int(m[1])):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 
 def serve(root: Path, idle: float = IDLE) -> int:
@@ -54,6 +68,7 @@ def serve(root: Path, idle: float = IDLE) -> int:
     code = code_stamp()
     _warm_up(home)
     path = socket_path(home)
+    _sweep_sockets(path)
     # bound and listening under a temporary name, then renamed into place: a hook never finds a
     # socket that refuses it (it would start a second worker, which would take over this one's lock)
     fresh = path.with_name(f".{SOCKET}.{os.getpid()}")
