@@ -40,13 +40,15 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def spawn(argv: Sequence[str], cwd: Path, stdin: str) -> subprocess.Popen[str]:
-    """Start ``argv`` in ``cwd`` with the user's environment (``clean_env``), ``stdin`` written and
-    closed, stdout and stderr piped: ``communicate()`` then only reads."""
+def spawn(
+    argv: Sequence[str], cwd: Path, stdin: str, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """Start ``argv`` in ``cwd`` with ``env`` (the user's environment, ``clean_env``, by default),
+    ``stdin`` written and closed, stdout and stderr piped: ``communicate()`` then only reads."""
     proc = subprocess.Popen(
         list(argv),
         cwd=cwd,
-        env=clean_env(),
+        env=dict(env) if env is not None else clean_env(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.journeys.conftest import Project, clean_env
+from tests.journeys.conftest import Project, clean_env, script, spawn
 from tests.journeys.test_claude_code import Claude, start
 
 RECORD = "import os; open('rule.log', 'a').write(f\"{os.getppid()} {os.environ.get('MARK', '')}\\n\")"
@@ -162,3 +162,43 @@ def test_a_worker_removes_the_temporary_sockets_of_workers_killed_while_starting
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_hook_killed_while_the_worker_serves_its_stop_gets_no_decision_recorded(tmp_path: Path) -> None:
+    """The worker runs a slow rule for a stop whose hook process is then killed (SIGKILL): the
+    worker records the turn and the rules but no decision (an ``error_recorded`` says why), and the
+    next stop goes on from the same iteration, as after a killed in-process stop."""
+    project = Project(tmp_path / "project")
+    slow = "import time; open('rule-started', 'a').write('x'); time.sleep(1.5)"
+    argv = json.dumps([sys.executable, "-c", slow])
+    project.write(
+        "ralph.toml", f"max_iterations = 20\n[[rules]]\nname = 'slow'\ntype = 'command'\nargv = {argv}\n"
+    )
+    start(project, "Write the parser")
+    claude = Claude(project)
+    warm = clean_env(RALPH_WARM="1")
+    try:
+        claude.text("Turn 1.")
+        assert '"block"' in claude.stop(env=warm).stdout  # in-process; it starts the worker
+        wait_for(lambda: (project.home / "stop-worker.sock").exists())
+        claude.text("Turn 2.")
+        hook = spawn([script("ralph-ledger"), "hook", "claude-code"], project.dir, claude.event(), warm)
+        wait_for(lambda: len((project.dir / "rule-started").read_text()) == 2)  # the worker runs it
+        hook.kill()
+        assert hook.communicate(timeout=10)[0] == ""
+        journal = project.home / "journals" / f"cc-{claude.session}.jsonl"
+
+        def said() -> list[dict[str, object]]:
+            return [json.loads(x) for x in journal.read_text().splitlines()]
+
+        wait_for(lambda: any(e["type"] == "error_recorded" for e in said()))
+        events = said()
+        turn2 = next(i for i, e in enumerate(events) if e.get("output_excerpt") == "Turn 2.")
+        tail = [e["type"] for e in events[turn2:]]  # the turn validated; no stop_decided, no new iteration
+        assert tail == ["agent_turn", "validation_ran", "signal_resolved", "error_recorded"], tail
+        assert "ended before it was decided" in str(events[-1]["message"])
+        claude.text("Turn 3.")
+        answer = json.loads(claude.stop(env=warm).stdout)
+        assert answer["systemMessage"].startswith("🔄 Ralph iteration 3"), answer
+    finally:
+        stop_worker(project)

@@ -47,6 +47,7 @@ from ledger.agents.claude_code.stop_event import (
     HookOutcome,
     LoopRecord,
     belongs,
+    decision_point,
     loop_session,
     named_session,
     read_turn,
@@ -231,6 +232,7 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
     it; the loop file goes once the journal says the loop ended (a file left by a stop killed in
     between is removed by the next stop)."""
     sid, n = result.session_id, result.iteration
+    decision_point()  # served by the warm worker for a hook that was killed meanwhile: decide nothing
     refused = ""
     if result.signal == "CONTINUE":
         block = {"decision": "block", "reason": next_prompt(loop.prompt, result), "systemMessage": ""}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ledger.agents.claude_code import warm
+from ledger.agents.claude_code.stop_event import served_for
 from ledger.agents.claude_code.warm import (
     ACCEPT,
     IDLE,
@@ -138,6 +139,18 @@ def _warm_up(home: Home, within: float = 3600.0) -> None:
             fold(path).ledger(home)
 
 
+def _waiting(conn: socket.socket) -> bool:
+    """Whether the hook at the other end of ``conn`` still waits for its answer (not killed: a
+    killed process's end of the socket is closed, and reads as end of file)."""
+    try:
+        conn.settimeout(0)
+        return conn.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True  # nothing to read, still connected
+    except OSError:
+        return False
+
+
 def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
     """One stop: the request, the handshake, the stop run as the hook would, the reply. False when
     the hook runs other code than this worker (then it runs the stop itself)."""
@@ -161,7 +174,8 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
         os.chdir(request.cwd)
         os.environ.clear()
         os.environ.update(request.env)
-        outcome = run(request.raw, home_arg=request.home_arg)
+        with served_for(lambda: _waiting(conn)):
+            outcome = run(request.raw, home_arg=request.home_arg)
     except OSError as exc:  # the hook's directory is gone: the stop is allowed, as in-process
         from ledger.agents.claude_code.stop_event import HookOutcome
 
