@@ -595,3 +595,17 @@ def test_the_engine_names_a_missing_session_in_the_users_words(home: Home) -> No
     with pytest.raises(EngineError) as info:
         Engine(home).set_max_iterations("nope", 3, "")
     assert str(info.value) == f"no session 'nope' in {home.root}; `ralph-ledger sessions` lists them"
+
+
+def test_every_byte_of_a_blob_reads_as_duckdb_writes_it() -> None:
+    """Each of the 256 bytes, as a one-byte BLOB, renders as DuckDB's own text of it (printable
+    ASCII as is, but the quotes and the backslash, and every other byte, as ``\\xHH``)."""
+    import duckdb
+
+    from ledger.core.output import blob_text
+
+    con = duckdb.connect()
+    theirs = con.execute(
+        "SELECT list(from_hex(lpad(to_hex(b), 2, '0'))::VARCHAR ORDER BY b) FROM range(256) t(b)"
+    ).fetchall()[0][0]
+    assert [blob_text(bytes([b])) for b in range(256)] == theirs

@@ -176,9 +176,13 @@ def _timestamp(text: str) -> datetime | str:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+_BLOB_ESCAPED: Final = frozenset(b"\"'\\")  # DuckDB writes these printable bytes as \xHH too
+
+
 def blob_text(value: bytes) -> str:
-    """Bytes as DuckDB writes a BLOB: printable ASCII as is, any other byte as ``\\xHH``."""
-    return "".join(chr(b) if 32 <= b < 127 and b != 0x5C else f"\\x{b:02X}" for b in value)
+    """Bytes as DuckDB writes a BLOB: printable ASCII as is except the quotes and the backslash,
+    any other byte as ``\\xHH``."""
+    return "".join(chr(b) if 32 <= b < 127 and b not in _BLOB_ESCAPED else f"\\x{b:02X}" for b in value)
 
 
 def _float_text(value: float) -> str | None:
