@@ -232,12 +232,12 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
     it; the loop file goes once the journal says the loop ended (a file left by a stop killed in
     between is removed by the next stop)."""
     sid, n = result.session_id, result.iteration
-    decision_point()  # served by the warm worker for a hook that was killed meanwhile: decide nothing
     refused = ""
     if result.signal == "CONTINUE":
         block = {"decision": "block", "reason": next_prompt(loop.prompt, result), "systemMessage": ""}
 
         def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
+            decision_point()  # as the append is made: a hook killed meanwhile gets nothing decided
             message = status_line(result, iteration, max_iterations)
             block["systemMessage"] = message
             return [
@@ -258,6 +258,7 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
         else:
             return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
     message = _ending(n, result, refused)
+    decision_point()
     allowed = [ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message)]
     if result.signal == "COMPLETE":
         engine.complete(sid, result.detected_promise, lead=allowed)
