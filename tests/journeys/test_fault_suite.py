@@ -529,3 +529,23 @@ def test_random_kills_of_hooks_served_by_the_warm_worker_lose_no_decision(
     finally:
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(lock.read_text().strip()), signal.SIGTERM)
+
+
+def test_two_loop_starts_at_once_make_one_loop(project: Project) -> None:
+    """Two ``loop start`` typed at once (two terminals): exactly one writes the loop, the other says
+    in one line that a loop is already active (exit 1), and a third start afterwards says the same."""
+    procs = [
+        spawn(
+            [script("ralph-ledger"), "loop", "start", f"Task {i}", "--max-iterations", "5"], project.dir, ""
+        )
+        for i in range(2)
+    ]
+    done = [(p.wait(timeout=60), *p.communicate()) for p in procs]
+    assert sorted(code for code, _, _ in done) == [0, 1], done
+    (loser,) = [err for code, _, err in done if code == 1]
+    assert loser.count("\n") == 1 and "a loop is already active" in loser and "Traceback" not in loser
+    (winner,) = [i for i, (code, _, _) in enumerate(done) if code == 0]
+    assert f"Task {winner}" in (project.dir / STATE).read_text()
+    again = project.cli("loop", "start", "Task 3")
+    assert again.returncode == 1 and "a loop is already active" in again.stderr
+    assert f"Task {winner}" in (project.dir / STATE).read_text()
