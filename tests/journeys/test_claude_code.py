@@ -136,6 +136,37 @@ def test_two_plugin_loops_in_one_claude_session_are_two_sessions(project: Projec
     assert project.cli("show", f"cc-{CLAUDE}").returncode == 0  # the first loop keeps its old id
 
 
+def test_a_loop_restarted_within_the_same_second_is_a_new_session(project: Project) -> None:
+    """The user deletes a running loop's file (as ``loop start`` tells them to) and starts another in
+    the second the first one started: ``started_at`` is the same, yet the new loop is its own session."""
+    claude = Claude(project)
+    start(project, "Write the parser", "--max-iterations", "9")
+    state = project.dir / ".claude" / "ralph-loop.local.md"
+    first_file = state.read_text()
+    claude.prompt("go")
+    claude.text("one")
+    assert block(claude.stop())["reason"] == "Write the parser"
+    state.unlink()
+    start(project, "Write the printer", "--max-iterations", "9")
+    started_at = next(line for line in first_file.splitlines() if line.startswith("started_at:"))
+    second = state.read_text()
+    state.write_text(  # as if written in the same second: only the time is the same
+        "\n".join(started_at if line.startswith("started_at:") else line for line in second.splitlines())
+    )
+    claude.prompt("now the printer")
+    claude.text("two")
+    answer = block(claude.stop())
+    assert (answer["reason"], answer["systemMessage"].split(" |")[0]) == (
+        "Write the printer",
+        "🔄 Ralph iteration 2",
+    )
+    rows = by_id(project)
+    assert {s: (r["task"], r["iteration"]) for s, r in rows.items()} == {
+        f"cc-{CLAUDE}": ("Write the parser", 2),
+        f"cc-{CLAUDE}-2": ("Write the printer", 2),
+    }
+
+
 def test_two_ledger_loops_in_one_claude_session_are_two_sessions(project: Project) -> None:
     ledger_project(project)
     claude = Claude(project)

@@ -338,14 +338,18 @@ def _state_session(
     home: Home, claude_session: str, state: LoopState, clock: Callable[[], datetime]
 ) -> tuple[str, LoopRecord, int]:
     """The ledger session of a plugin loop: the one its file names, else :func:`loop_session`'s
-    (the running loop continues when it started with this file's ``started_at``, or, recorded
-    before loops had their own session, when it is at this file's iteration)."""
+    (the running loop continues when it started with this file's ``started_at`` and the file is
+    not behind its journal, or, recorded before loops had their own session, when it is at this
+    file's iteration)."""
     if state.ledger_session and belongs(state.ledger_session, claude_session):
         return state.ledger_session, *named_session(home, claude_session, state.ledger_session, clock)
 
     def same_loop(record: LoopRecord) -> bool:
-        if "started_at" in record.config:
-            return bool(record.config["started_at"] == state.started_at)
+        if "started_at" in record.config:  # started_at has whole seconds: a loop restarted within
+            # the second has the same; but a file is never behind its own loop's journal (the
+            # file is written first), so a fresh file after a block is another loop
+            same = record.config["started_at"] == state.started_at
+            return bool(same and state.iteration >= record.iteration)
         return state.iteration > 1 and record.iteration == state.iteration
 
     return loop_session(home, claude_session, same_loop, clock)
