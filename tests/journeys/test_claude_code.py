@@ -309,6 +309,26 @@ def test_init_updates_the_bare_command_an_older_version_wrote(project: Project) 
     assert [h["command"] for e in stop for h in e["hooks"]] == [f"{script('ralph-ledger')} hook claude-code"]
 
 
+def test_init_from_a_subdirectory_installs_the_hook_where_loop_start_writes_the_loop(
+    project: Project,
+) -> None:
+    """Run from ``src/``, ``init`` and ``loop start`` both act on the project root (the git work tree's),
+    where Claude Code started there reads its settings; ``$CLAUDE_PROJECT_DIR`` wins when set."""
+    deep = project.dir / "src" / "pkg"
+    deep.mkdir(parents=True)
+    proc = project.cli("init", "claude-code", cwd=deep)
+    assert proc.returncode == 0 and str(project.dir / ".claude" / "settings.json") in proc.stdout, proc
+    assert (project.dir / ".claude" / "settings.json").exists() and not (deep / ".claude").exists()
+    start(project, "Task", cwd=deep)
+    assert sorted(os.listdir(project.dir / ".claude")) == ["ralph-loop.local.md", "settings.json"]
+    other = project.dir.parent / "declared"
+    other.mkdir()
+    proc = project.cli("init", "claude-code", cwd=deep, env=clean_env(CLAUDE_PROJECT_DIR=str(other)))
+    assert proc.returncode == 0 and (other / ".claude" / "settings.json").exists(), proc
+    proc = project.cli("init", "claude-code", "--project", ".", cwd=deep)  # said outright: that one
+    assert proc.returncode == 0 and (deep / ".claude" / "settings.json").exists(), proc
+
+
 def test_init_with_a_project_that_does_not_exist_is_a_usage_error(project: Project) -> None:
     missing = project.dir / "nope"
     proc = project.cli("init", "claude-code", "--project", str(missing))
