@@ -410,6 +410,18 @@ def test_an_unreadable_transcript_ends_the_plugin_loop_in_the_ledger(project: Pa
     assert isinstance(last, E.SessionEscalated) and str(missing) in last.reason
 
 
+@pytest.mark.parametrize("path", [None, ""])
+def test_a_stop_naming_no_transcript_ends_the_plugin_loop(project: Path, path: str | None) -> None:
+    """``"transcript_path": null`` is no transcript, as an absent or empty one (the plugin reads it
+    as the file ``null``, which does not exist, and stops)."""
+    start_loop(project, "Go", "--max-iterations", "5")
+    out = hook(project, event(project, project / "t.jsonl", transcript_path=path))
+    assert out.stdout == "" and out.stderr.count("\n") == 1, out
+    assert "names no transcript_path" in out.stderr
+    assert not (project / ".claude" / "ralph-loop.local.md").exists()
+    assert isinstance(journal(project)[-1], E.SessionEscalated)
+
+
 @pytest.mark.parametrize("where", ["env", "hook cwd", "walk up"])
 def test_the_loop_is_found_from_a_subdirectory(project: Path, tmp_path: Path, where: str) -> None:
     from ledger.agents.claude_code.stop_event import HookInput, find_project
