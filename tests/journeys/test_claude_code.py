@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.journeys.conftest import Project, clean_env, script
 
 CLAUDE = "4b0c6a1e-7d2f-4c3b-9a8e-1f2d3c4b5a69"
@@ -258,9 +260,12 @@ def test_a_custom_promise_is_the_only_one_that_completes_a_ledger_loop(project: 
 # --- 3.4 tokens exact across stops ------------------------------------------------------------------
 
 
-def test_a_message_split_between_two_stops_is_counted_once(project: Project) -> None:
+@pytest.mark.parametrize("mode", ["plugin", "ledger"])
+def test_a_message_split_between_two_stops_is_counted_once(project: Project, mode: str) -> None:
     claude = Claude(project)
-    start(project, "Task", "--max-iterations", "9")
+    if mode == "ledger":
+        ledger_project(project)
+    start(project, "Task", "--max-iterations", "9", "--mode", mode)
     claude.prompt("go")
     usage = {"input_tokens": 1000, "output_tokens": 5}
     first = {"id": "msg_split", "role": "assistant", "content": [{"type": "thinking"}], "usage": usage}
