@@ -25,6 +25,7 @@ from textual.binding import Binding, BindingType
 from textual.filter import LineFilter
 from textual.screen import Screen
 
+from ledger import error_reason
 from ledger.monitor import Monitor
 from tui.colours import ThemeColours
 from tui.commands import RalphCommands
@@ -239,7 +240,7 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         try:
             saved = Path(self.save_screenshot(filename, str(folder), time_format))
         except OSError as exc:
-            error = f"cannot save a screenshot in {folder}: {exc.strerror}"
+            error = f"cannot save a screenshot in {folder}: {error_reason(exc)}"
             self.notify(error, title="screenshot", severity="error", markup=False)
             return None
         self.screenshots.append(saved)

@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Footer, Label, OptionList, Static, TextAr
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from ledger import QueryResult, output
+from ledger import QueryResult, error_reason, output
 from ledger import one_line as first_line
 from ledger.monitor import EXAMPLE_QUERIES
 from tui import format as fmt
@@ -427,7 +427,7 @@ class SqlScreen(Screen[None]):
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
-            reason = exc.strerror or first_line(exc)
+            reason = error_reason(exc)
             self.post_message(Exported(path, 0, f"cannot write {path}: {reason}"))
             return
         self.post_message(Exported(path, len(result.rows), ""))
