@@ -506,6 +506,24 @@ def test_the_command_line_watches_the_default_home_or_home_even_before_it_exists
     assert "not both" in capsys.readouterr().err
 
 
+def test_a_home_that_is_a_file_is_a_usage_error_not_a_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--home FILE`` (or $RALPH_HOME naming a file) can never become a home: one line and exit 2, as
+    ralph-ledger says it, instead of an empty state waiting for FILE/journals forever."""
+    monkeypatch.setattr(RalphApp, "run", lambda self, **kw: pytest.fail("the app started"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RALPH_HOME", raising=False)
+    (tmp_path / "notes.txt").write_text("not a home\n")
+    assert main(["--home", "notes.txt"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    file = tmp_path / "notes.txt"
+    assert err == [f"ralph-tui: --home notes.txt: the ledger home {file} is not a directory"]
+    monkeypatch.setenv("RALPH_HOME", str(tmp_path / "notes.txt"))
+    assert main([]) == 2
+    assert capsys.readouterr().err.strip().endswith("is not a directory")
+
+
 @pytest.mark.parametrize("ingested", [False, True])
 def test_bad_lines_found_at_start_up_are_reported(tmp_path: Path, ingested: bool) -> None:
     """Bad lines in the backlog (read now, or by an earlier ingest of the home's ledger) are reported
