@@ -124,6 +124,26 @@ def test_an_error_clears_the_old_result(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_the_last_error_goes_when_the_next_query_starts(tmp_path: Path) -> None:
+    """While a query runs, the line under the editor does not still show the previous query's error
+    (it read as the running query's)."""
+    app = console_app(tmp_path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            sql = await open_console(pilot)
+            await run(pilot, "SELEC 1", sql)
+            assert any("SQL error" in line for line in screen_text(app))
+            sql.editor.load_text(SLOW)
+            await pilot.press("ctrl+r")
+            await until(pilot, lambda: elapsed_shown(app) >= 0.2, timeout=10)
+            assert sql.error == "" and not any("SQL error" in line for line in screen_text(app))
+            await pilot.press("escape")
+            await until(pilot, lambda: sql.running is None, timeout=5)
+
+    asyncio.run(scenario())
+
+
 def test_queries_run_are_kept_in_a_history(tmp_path: Path) -> None:
     app = console_app(tmp_path)
 

@@ -192,6 +192,7 @@ class SqlScreen(Screen[None]):
             self.show_error("empty query: expected one SELECT statement")
             return
         self.remember(sql)
+        self.show_error("")  # (the last query's error is not this one's)
         self.running = sql
         self._cancelled = False
         self._started = clock()
