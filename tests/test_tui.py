@@ -583,6 +583,49 @@ def test_ctrl_c_quits(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+OPEN = {
+    "help": ["question_mark"],
+    "palette": ["ctrl+p"],
+    "alerts": ["a"],
+    "session": ["enter"],
+    "sql editor": ["s"],
+    "sql results": ["s", "ctrl+r", "ctrl+t"],
+    "value viewer": ["s", "ctrl+r", "ctrl+t", "enter"],
+    "export dialog": ["s", "ctrl+r", "ctrl+t", "ctrl+s"],
+}
+
+
+COPIES = {"export dialog": "ralph-query-", "sql editor": "SELECT"}
+
+
+@pytest.mark.parametrize("where", list(OPEN))
+def test_ctrl_c_quits_from_every_screen_and_dialog(tmp_path: Path, where: str) -> None:
+    """Help, the palette, the SQL console's viewer and export dialog too (a modal screen stops the
+    app's ctrl+c: it used to do nothing there)."""
+    app = RalphApp([copy_samples(tmp_path / "j", ["thrashing"])], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, lambda: app.loaded)
+            for key in OPEN[where]:
+                await pilot.press(key)
+                await settle(pilot, lambda: True)
+            assert app.screen is not app.sessions_screen
+            if where in COPIES:  # a selection is copied first (the export's file name comes selected)
+                if where == "sql editor":
+                    await pilot.press("f7")  # select all
+                await pilot.press("ctrl+c")
+                await pilot.pause()
+                assert app.is_running and app.clipboard.startswith(COPIES[where])
+                assert "quits" in [n.message for n in app._notifications][-1]
+                await pilot.press("end")  # nothing selected
+            await pilot.press("ctrl+c")
+            await pilot.pause()
+            assert not app.is_running, app.screen
+
+    asyncio.run(scenario())
+
+
 def test_a_screenshot_goes_to_a_folder_that_exists_and_says_where(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
