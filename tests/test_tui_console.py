@@ -244,10 +244,18 @@ def test_results_export_to_csv_and_json_files(tmp_path: Path, monkeypatch: Any) 
             rows = list(csv.reader((tmp_path / "out/all.csv").open()))
             assert rows[0] == ["i", "label"] and len(rows) == 1 + 1500 and rows[-1] == ["1499", "row 1499"]
             assert sql.status_text == f"wrote 1,500 row(s) to out/all.csv in {tmp_path}"
+            assert sql.error == ""  # the failed export's line went
             await export(pilot, sql, "all.json")
             await settle(pilot, lambda: sql.exports == 2)
             data = json.loads((tmp_path / "all.json").read_text())
             assert len(data) == 1500 and data[7] == {"i": 7, "label": "row 7"}
+            await export(pilot, sql, "all.json")  # again: the file is there, and kept
+            assert sql.error == "cannot write all.json: File exists" and sql.exports == 2
+            assert json.loads((tmp_path / "all.json").read_text()) == data
+            (tmp_path / "package.json").write_text('{"name": "mine"}')
+            await export(pilot, sql, "package.json")
+            assert sql.error == "cannot write package.json: File exists"
+            assert (tmp_path / "package.json").read_text() == '{"name": "mine"}'
             await export(pilot, sql, "all.txt")
             assert sql.error == "all.txt: expected a file name ending in .csv or .json" and sql.exports == 2
 

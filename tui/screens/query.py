@@ -408,6 +408,7 @@ class SqlScreen(Screen[None]):
             except ValueError as exc:
                 self.show_error(str(exc))
                 return
+            self.show_error("")  # (an earlier export's error is not this one's)
             self.status(f"exporting to {path}…")
             self.export(self.result_sql, path, kind)
 
@@ -426,9 +427,10 @@ class SqlScreen(Screen[None]):
             self.post_message(Exported(path, 0, f"cannot export: {first_line(exc)}"))
             return
         try:
-            path.write_text(text, encoding="utf-8")
+            with path.open("x", encoding="utf-8") as out:  # never over a file that is there
+                out.write(text)
         except OSError as exc:
-            reason = exc.strerror or first_line(exc)
+            reason = exc.strerror or first_line(exc)  # ("File exists": it is kept)
             self.post_message(Exported(path, 0, f"cannot write {path}: {reason}"))
             return
         self.post_message(Exported(path, len(result.rows), ""))
