@@ -160,3 +160,16 @@ def test_msgspec_imported_lean_still_decodes_and_leaves_typing_extensions_import
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["ValidationRan", "2", "typing_extensions"]
+
+
+MAX_MODULE_LINES: Final = 450
+
+
+def test_no_module_of_ledger_or_tui_is_over_450_lines() -> None:
+    """A module that grows past this is split along its seams (the layout names the layers)."""
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in sorted([*(ROOT / "ledger").rglob("*.py"), *(ROOT / "tui").rglob("*.py")])
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}

@@ -200,9 +200,8 @@ def _read_batches(
             try:
                 span = locate_new(path, pos.offset, pos.head)
             except OSError as exc:
-                report.bad_lines.append(
-                    BadLine(str(path), 0, f"cannot read journal: {error_reason(exc)}", "")
-                )
+                why = f"cannot read journal: {error_reason(exc)}"
+                report.bad_lines.append(BadLine(str(path), 0, why, ""))
                 continue
             if span.truncated:
                 report.reset.append(path.name)
