@@ -185,7 +185,7 @@ git work tree holding the working directory (the working directory outside one).
 def _loop_project(given: str | None) -> Path:
     """Where ``loop start`` writes its file: ``--project``, else ``$CLAUDE_PROJECT_DIR``, else the
     root of the git work tree holding the working directory (the working directory outside one)."""
-    from ledger.agents.claude_code.stop_event import project_root
+    from ledger.core.home import project_root
 
     if given is not None:
         return Path(given)

@@ -1,4 +1,5 @@
-"""Where a ledger lives: ``--home``, else ``$RALPH_HOME``, else ``./.ralph``."""
+"""Where a ledger lives: ``--home``, else ``$RALPH_HOME``, else the project's ``.ralph``
+(:func:`default_home`)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,26 @@ def journals_in(directory: Path) -> list[Path]:
     return [directory / n for n in names]
 
 
+def project_root(start: Path) -> Path:
+    """The git work tree holding ``start`` (the nearest directory at or above it holding ``.git``),
+    ``start`` itself when there is none."""
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
+
+
+def up_to_root(start: Path) -> list[Path]:
+    """``start`` and its parents up to its project root (just ``start`` outside a git work tree)."""
+    root = project_root(start)
+    return [start, *(d for d in start.parents if d.is_relative_to(root))]
+
+
+def default_home(cwd: Path | None = None) -> Path:
+    """The home used when none is named: the nearest ``.ralph`` directory at or above ``cwd`` (the
+    current directory) up to its project root, as git finds ``.git``; else the project root's
+    ``.ralph``, where the Stop hook and ``loop start`` keep it (``./.ralph`` outside a git work tree)."""
+    walk = up_to_root((cwd or Path.cwd()).absolute())
+    return next((d / DEFAULT_HOME for d in walk if (d / DEFAULT_HOME).is_dir()), walk[-1] / DEFAULT_HOME)
+
+
 class Home(msgspec.Struct, frozen=True):
     """A ledger home: ``root`` holds ``journals/``, ``ledger.duckdb`` and ``tmp/``."""
 
@@ -35,8 +56,9 @@ class Home(msgspec.Struct, frozen=True):
 
     @classmethod
     def resolve(cls, home: str | os.PathLike[str] | None = None) -> Home:
-        """``home``, else ``$RALPH_HOME``, else ``./.ralph``, as an absolute path with ``~`` expanded."""
-        chosen = home if home is not None else os.environ.get("RALPH_HOME") or DEFAULT_HOME
+        """``home``, else ``$RALPH_HOME``, else :func:`default_home`, as an absolute path with ``~``
+        expanded."""
+        chosen = home if home is not None else os.environ.get("RALPH_HOME") or default_home()
         return cls(Path(chosen).expanduser().absolute())
 
     @property

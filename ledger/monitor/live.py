@@ -14,7 +14,7 @@ from typing import Final
 
 import duckdb
 
-from ledger.core.home import DEFAULT_HOME, Home, is_journal, journals_in
+from ledger.core.home import Home, default_home, is_journal, journals_in
 from ledger.events import session_status
 from ledger.monitor.answers import (
     Alert,
@@ -86,13 +86,13 @@ EXAMPLE_QUERIES: Final = {
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """The ledger home a front end watches, chosen as ralph-ledger chooses it (``Home.resolve``):
-    ``home``, else ``$RALPH_HOME``, else ``./.ralph``, absolute, ``~`` expanded."""
+    ``home``, else ``$RALPH_HOME``, else the project's ``.ralph``, absolute, ``~`` expanded."""
     return Home.resolve(home).root
 
 
 def default_home_here(cwd: Path | None = None) -> Path:
-    """``./.ralph`` of ``cwd`` (the current directory): the home used when none is named."""
-    return (cwd or Path.cwd()).absolute() / DEFAULT_HOME
+    """The home used when none is named, seen from ``cwd`` (``ledger.core.home.default_home``)."""
+    return default_home(cwd)
 
 
 class Monitor:

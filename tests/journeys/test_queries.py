@@ -332,3 +332,23 @@ def test_home_and_wait_after_the_command(project: Project, tmp_path: Path) -> No
         assert proc.returncode == 0, proc.stderr
         assert [row["session_id"] for row in json.loads(proc.stdout)] == ["far"]
     assert project.cli("sessions", "--wait", "-1").returncode == 2
+
+
+def test_from_a_subdirectory_the_commands_find_the_projects_home(project: Project) -> None:
+    """As git finds ``.git``: a loop run from a subdirectory of a project with no home yet records in
+    the project root's ``.ralph`` (where the Stop hook keeps it), and every command run from any
+    subdirectory reads that home, not a ``./.ralph`` of its own."""
+    deep = project.dir / "src" / "pkg"
+    deep.mkdir(parents=True)
+    project.write("src/agent.py", "import sys\nsys.stdin.read()\nprint('<promise>COMPLETE</promise>')\n")
+    run = project.cli(
+        "run", "--session", "from-src", "--", "python3", "agent.py", input="go", cwd=deep.parent
+    )
+    assert run.returncode == 0, run.stderr
+    assert (project.home / "journals" / "from-src.jsonl").is_file()
+    assert not (deep.parent / ".ralph").exists() and not (deep / ".ralph").exists()
+    listed = project.cli("sessions", "--json", cwd=deep)
+    assert listed.returncode == 0, listed.stderr
+    assert [s["session_id"] for s in json.loads(listed.stdout)] == ["from-src"]
+    shown = project.cli("show", "from-src", cwd=deep)
+    assert shown.returncode == 0 and "complete" in shown.stdout, shown

@@ -155,3 +155,19 @@ def test_the_session_screen_follows_a_running_loop_and_counts_tokens_one_way(
         loop.kill()
     screen = term.wait_for(lambda s: s.count("5.1k") >= 6)  # three timeline rows, three bars
     assert "in" in screen and "cache" in screen and "15.4k tokens" in screen
+
+
+def test_started_in_a_subdirectory_it_watches_the_projects_home(
+    project: Project, terminals: list[Terminal]
+) -> None:
+    """ralph-tui in ``src/`` of a project whose loops record in the root's ``.ralph`` shows them (it
+    used to watch an empty ``src/.ralph``)."""
+    run_loop(project, "at-the-root")
+    sub = project.dir / "src"
+    sub.mkdir()
+    term = Terminal([script("ralph-tui")], cwd=sub, env=clean_env(), size=(120, 40))
+    terminals.append(term)
+    term.wait_for(lambda s: "at-the-root" in s and "complete" in s)
+    term.press("q")
+    assert term.exit_code() == 0
+    assert not (sub / ".ralph").exists()

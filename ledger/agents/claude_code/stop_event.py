@@ -20,7 +20,7 @@ import msgspec
 from ledger import events as ev
 from ledger.agents.claude_code.last_text import find_last_text
 from ledger.agents.claude_code.transcript import Scan, scan
-from ledger.core.home import Home
+from ledger.core.home import Home, project_root, up_to_root
 from ledger.storage.fold import events_of
 from ledger.storage.journal import Journal, check_session_id, journal_path, utc_now
 
@@ -115,18 +115,6 @@ def _has_loop(directory: Path) -> bool:
     return (directory / LOOP_FILE).exists() or (directory / STATE_FILE).exists()
 
 
-def project_root(start: Path) -> Path:
-    """The git work tree holding ``start`` (the nearest directory at or above it holding ``.git``),
-    ``start`` itself when there is none."""
-    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
-
-
-def _up_to_root(start: Path) -> list[Path]:
-    """``start`` and its parents up to its project root (just ``start`` outside a git work tree)."""
-    root = project_root(start)
-    return [start, *(d for d in start.parents if d.is_relative_to(root))]
-
-
 def _stdin_cwd(data: HookInput) -> Path:
     """``cwd`` from stdin (the hook's own when empty): an existing directory, else ``HookInputError``."""
     cwd = Path(data.cwd or os.getcwd())
@@ -154,7 +142,7 @@ def find_project(data: HookInput, env: dict[str, str] | None = None) -> Path:
         if _has_loop(here):
             return here
     cwd = _stdin_cwd(data)
-    for d in _up_to_root(cwd):
+    for d in up_to_root(cwd):
         if _has_loop(d):
             return d
     return declared.resolve() if declared is not None and _is_dir(declared) else project_root(cwd)
