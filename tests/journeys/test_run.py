@@ -152,6 +152,28 @@ def test_every_prompt_is_the_task_plus_what_the_loop_learned(project: Project, t
         )
 
 
+# ----------------------------------------------------------------------------- 2.2 the record
+def test_a_session_records_its_prompt_and_command_and_resumes_from_them(
+    project: Project, tmp_path: Path
+) -> None:
+    """``sessions`` shows a runner session's task and agent (both ``-`` before), and an interrupted
+    session resumes with ``--resume`` alone: the recorded prompt and agent command, stdin unread."""
+    loop = Loop(project, tmp_path, "if n == 1:\n" + "".join(f"    {line}\n" for line in HANG.splitlines()))
+    loop.agent.write_text(loop.agent.read_text() + "print('<promise>COMPLETE</promise>')\n")
+    proc = loop.start()
+    wait_for(loop.state / "pids", proc)
+    send(proc, signal.SIGINT)
+    assert proc.wait(timeout=20) == 130
+    (row,) = project.sessions()
+    assert (row["status"], row["task"], row["agent"]) == ("running", TASK, Path(sys.executable).name)
+
+    resumed = project.cli("run", "--resume", "s1", input="not the prompt\n")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (loop.state / "prompt2.txt").read_text() == TASK
+    (row,) = project.sessions()
+    assert (row["status"], row["task"], row["agent"]) == ("complete", TASK, Path(sys.executable).name)
+
+
 # ----------------------------------------------------------------------------- 2.2 + 2.3 signals
 @pytest.mark.parametrize(("signum", "code", "reason"), SIGNALS)
 def test_a_signal_while_the_agent_runs_ends_it_records_and_resumes(
@@ -196,7 +218,7 @@ def test_a_signal_while_the_agent_runs_ends_it_records_and_resumes(
     assert project.sessions()[0]["status"] == "complete"
 
 
-@pytest.mark.parametrize(("signum", "code", "reason"), SIGNALS[:2])
+@pytest.mark.parametrize(("signum", "code", "reason"), SIGNALS)
 def test_a_signal_while_a_rule_runs_ends_it_and_records_the_turn(
     project: Project, tmp_path: Path, signum: int, code: int, reason: str
 ) -> None:
@@ -263,6 +285,10 @@ def test_a_configuration_that_would_fail_never_starts_the_agent(
         (
             ["--timeout", "0"],
             "ralph-ledger run: argument --timeout: expected a number of seconds > 0, got '0'",
+        ),
+        (
+            ["--timeout", "inf"],
+            "ralph-ledger run: argument --timeout: expected a number of seconds > 0, got 'inf'",
         ),
         (["--session", "../x"], "ralph-ledger run: argument --session: '../x': expected 1-128 characters"),
         (["--resume", "../x"], "ralph-ledger run: argument --resume: '../x': expected 1-128 characters"),
