@@ -263,6 +263,10 @@ def test_a_signal_while_a_rule_runs_ends_it_and_records_the_turn(
         ("[guards.time_limit]\nseconds = -5.0\n", "guards.time_limit.seconds: expected a finite number"),
         ("[guards.token_budget]\ntokens = 5000\n", "guards.token_budget.tokens: never takes effect while"),
         ("[guards.max_stop_retries]\nlimit = 2\n", "never takes effect in `ralph-ledger run`"),
+        (
+            "exclusive_promises = true\ncompletion_promises = []\n",
+            "completion_promises: expected at least one promise word while exclusive_promises is true",
+        ),
     ],
 )
 def test_a_configuration_that_would_fail_never_starts_the_agent(
