@@ -229,7 +229,8 @@ class _Loop:
             if result.signal == "ESCALATE":
                 return RunResult(sid, EXIT_ESCALATED, result.signal, n, result.reason)
             try:
-                n = engine.next(sid).iteration
+                advanced = engine.next(sid)  # the maximum too: `ralph-ledger set` may have changed it
+                n, max_it = advanced.iteration, advanced.max_iterations
             except EngineError as exc:
                 engine.escalate(sid, str(exc))
                 return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, str(exc))

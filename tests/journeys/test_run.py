@@ -90,6 +90,17 @@ def wait_for(path: Path, proc: subprocess.Popen[Any], seconds: float = 20) -> li
     pytest.fail(f"{path} never appeared: {proc.communicate()}")
 
 
+def wait_for_file(path: Path, proc: subprocess.Popen[Any], seconds: float = 20) -> None:
+    """Wait until ``path`` exists (while ``proc`` still runs)."""
+    end = time.monotonic() + seconds
+    while not path.exists():
+        if time.monotonic() > end:
+            proc.kill()
+            pytest.fail(f"{path} never appeared: {proc.communicate()}")
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie waiting for a reaper counts as ended)."""
     try:
@@ -172,6 +183,49 @@ def test_a_session_records_its_prompt_and_command_and_resumes_from_them(
     assert (loop.state / "prompt2.txt").read_text() == TASK
     (row,) = project.sessions()
     assert (row["status"], row["task"], row["agent"]) == ("complete", TASK, Path(sys.executable).name)
+
+
+# ----------------------------------------------------------------------------- stop and set
+WAIT = """\
+while not (state / f"go{n}").exists():
+    time.sleep(0.02)
+print(f"iteration {n} done", flush=True)
+"""
+"""Agent code that waits for ``STATE/go<n>`` before it ends its turn (without a promise)."""
+
+
+def test_stop_from_another_terminal_ends_the_loop_at_its_next_validate(
+    project: Project, tmp_path: Path
+) -> None:
+    """README: ``ralph-ledger stop SESSION --reason ...`` is honoured at the session's next validate."""
+    loop = Loop(project, tmp_path, WAIT)
+    proc = loop.start()
+    wait_for_file(loop.state / "prompt1.txt", proc)
+    stop = project.cli("stop", "s1", "--reason", "lunch")
+    assert stop.returncode == 0, stop.stderr
+    (loop.state / "go1").touch()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, (out, err)
+    assert "s1: iteration 1: BLOCKED (manual stop: lunch)" in out
+    assert (loop.state / "count").read_text() == "1"
+    assert project.sessions()[0]["status"] == "blocked"
+
+
+def test_set_from_another_terminal_changes_the_iteration_limit(project: Project, tmp_path: Path) -> None:
+    """README: ``ralph-ledger set SESSION --max-iterations N`` is honoured at the next validate, and
+    the runner's lines count up to the new limit (they kept saying ``of 15``)."""
+    loop = Loop(project, tmp_path, WAIT)
+    (loop.state / "go2").touch()  # iteration 2 runs straight through
+    proc = loop.start()
+    wait_for_file(loop.state / "prompt1.txt", proc)
+    changed = project.cli("set", "s1", "--max-iterations", "2", "--reason", "budget")
+    assert changed.returncode == 0, changed.stderr
+    (loop.state / "go1").touch()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 4, (out, err)
+    assert "s1: iteration 2 of 2\n" in out
+    assert "max_iterations: Max iterations (2) reached without completion" in err
+    assert (loop.state / "count").read_text() == "2"
 
 
 # ----------------------------------------------------------------------------- 2.2 + 2.3 signals
