@@ -163,6 +163,28 @@ def test_every_prompt_is_the_task_plus_what_the_loop_learned(project: Project, t
         )
 
 
+def test_the_claude_code_hook_gives_the_runners_next_prompt(project: Project, tmp_path: Path) -> None:
+    """The same task, configuration and failing iteration: the ledger-native Stop hook blocks with the
+    prompt the runner feeds its agent, word for word (one composition: the runner used to send the
+    hooks' next prompt without the task; the hook, the task with the hooks' next prompt or the
+    feedback, never both)."""
+    from tests.journeys.test_claude_code import Claude, block, start
+
+    code = "import sys; sys.exit(1)"
+    rule = f"[[rules]]\nname = 'tests'\ntype = 'command'\nargv = [{sys.executable!r}, '-c', {code!r}]\n"
+    project.write("ralph.toml", "hooks = ['default']\nmax_iterations = 2\n" + rule)
+    loop = Loop(project, tmp_path, "")
+    assert loop.run("--session", "r1", "--prompt", "PROMPT.md", "--", *loop.cmd).returncode == 4
+    fed = (loop.state / "prompt2.txt").read_text()
+    assert fed.startswith(TASK.rstrip() + "\n\nFeedback from iteration 1:\nFix the failing validation rules")
+
+    start(project, TASK.rstrip(), "--mode", "ledger")
+    claude = Claude(project)
+    claude.prompt(TASK.rstrip())
+    claude.text("Not done yet.")
+    assert block(claude.stop())["reason"] == fed
+
+
 # ----------------------------------------------------------------------------- 2.2 the record
 def test_a_session_records_its_prompt_and_command_and_resumes_from_them(
     project: Project, tmp_path: Path
