@@ -168,6 +168,11 @@ def run_loop(
         except KeyboardInterrupt as exc:
             pending.close()  # a second signal must not cut the recording short
             return loop.interrupted(exc)
+        except Exception:
+            if pending.signum is None:
+                raise
+            pending.close()  # a signal during a DuckDB statement comes back as DuckDB's own error
+            return loop.interrupted(Interrupted(pending.signum))
 
 
 class _Loop:
