@@ -304,3 +304,17 @@ def test_the_runner_refuses_stop_retry_settings(tmp_path: Path) -> None:
         ConfigError, match=r"guards.max_stop_retries.limit: never takes effect in `ralph-ledger run`"
     ):
         load_checked(path, runner=True)
+
+
+def test_the_runner_refuses_exclusive_promises_with_none_listed(tmp_path: Path) -> None:
+    """``exclusive_promises = true`` with an empty ``completion_promises``: no promise could complete a
+    runner loop (it ran to its iteration limit and escalated). The hook accepts it: ``loop start
+    --completion-promise`` gives the loop its phrase."""
+    path = write(tmp_path / "ralph.toml", "exclusive_promises = true\ncompletion_promises = []\n")
+    assert load_checked(path).exclusive_promises
+    with pytest.raises(ConfigError) as caught:
+        load_checked(path, runner=True)
+    assert str(caught.value) == (
+        f"{path}: completion_promises: expected at least one promise word while exclusive_promises is true "
+        "(nothing could complete the loop)"
+    )

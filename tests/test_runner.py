@@ -546,6 +546,39 @@ def test_sigterm_ends_the_loop_like_ctrl_c_and_the_handlers_are_restored(engine:
     assert kinds[-2:] == [("AgentTurn", "interrupted"), ("Override", "interrupted")]
 
 
+@pytest.mark.parametrize(
+    ("signum", "reason"),
+    [
+        (signal.SIGINT, "interrupted (Ctrl-C)"),
+        (signal.SIGTERM, "interrupted (SIGTERM)"),
+        (signal.SIGHUP, "interrupted (SIGHUP)"),
+    ],
+)
+def test_a_signal_during_a_ledger_statement_is_an_interruption(
+    engine: Engine, state: Path, monkeypatch: pytest.MonkeyPatch, signum: int, reason: str
+) -> None:
+    """DuckDB runs the signal handler when it checks for signals during a statement, swallows the
+    interrupt and raises its own error ("Query interrupted"). Between two iterations that is the
+    loop's interruption: exit 128 + the signal and an ``interrupted`` override (it was an internal
+    error, exit 1, with nothing recorded)."""
+    advance = engine.next
+
+    def next_during_a_statement(session_id: str, *args: Any, **kw: Any) -> Any:
+        try:
+            os.kill(os.getpid(), signum)  # the handler runs "inside" the statement
+            time.sleep(5)
+        except KeyboardInterrupt:
+            raise RuntimeError("Query interrupted") from None  # what DuckDB raises instead
+        return advance(session_id, *args, **kw)
+
+    monkeypatch.setattr(engine, "next", next_during_a_statement)
+    result, _ = loop(engine, agent(state, 'print("not yet")\n'), LoopConfig())
+    assert (result.exit_code, result.iterations, result.reason) == (128 + signum, 1, reason)
+    last = events_of(engine, "s1")[-1]
+    assert isinstance(last, E.Override) and (last.kind, last.reason) == ("interrupted", reason)
+    assert engine.status("s1")["status"] == "running"
+
+
 RULE_HANG = """\
 import os, pathlib, subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -56,15 +56,18 @@ class _Pending:
 
     def __init__(self) -> None:
         self.closed = False
+        self.signum: int | None = None  # the signal that interrupted the loop, once one has
 
     def close(self) -> None:
         """From now on the signals are ignored (the interruption is being recorded)."""
         self.closed = True
 
     def handler(self, signum: int, frame: object) -> None:
-        """Raise ``Interrupted(signum)``, once."""
+        """Raise ``Interrupted(signum)``, once (DuckDB may turn it into its own "Query interrupted"
+        error: ``signum`` says which signal it was)."""
         if not self.closed:
             self.closed = True
+            self.signum = signum
             raise Interrupted(signum)
 
 

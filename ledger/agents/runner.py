@@ -168,6 +168,11 @@ def run_loop(
         except KeyboardInterrupt as exc:
             pending.close()  # a second signal must not cut the recording short
             return loop.interrupted(exc)
+        except Exception:
+            if pending.signum is None:
+                raise
+            pending.close()  # a signal during a DuckDB statement comes back as DuckDB's own error
+            return loop.interrupted(Interrupted(pending.signum))
 
 
 class _Loop:
@@ -229,7 +234,8 @@ class _Loop:
             if result.signal == "ESCALATE":
                 return RunResult(sid, EXIT_ESCALATED, result.signal, n, result.reason)
             try:
-                n = engine.next(sid).iteration
+                advanced = engine.next(sid)  # the maximum too: `ralph-ledger set` may have changed it
+                n, max_it = advanced.iteration, advanced.max_iterations
             except EngineError as exc:
                 engine.escalate(sid, str(exc))
                 return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, str(exc))

@@ -157,7 +157,8 @@ def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: b
     """Raise ``ConfigError`` for the first setting that would fail or never take effect once a loop
     runs: ``max_iterations`` < 1, an empty promise, an unknown hook name, an invalid regular expression,
     a zero or negative threshold, thresholds of a disabled guard. With ``runner``, also the settings
-    the loop runner never uses (``max_stop_retries``). The message is one line: ``source``, the key
+    the loop runner never uses (``max_stop_retries``) and exclusive promises with none listed (the
+    hook's ``loop start --completion-promise`` supplies one). The message is one line: ``source``, the key
     (after ``prefix``), what is expected."""
     from ledger.loop.stop_policies import PRESET_FNS  # here: the hooks module is not needed to read a file
 
@@ -169,6 +170,12 @@ def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: b
     for i, word in enumerate(config.completion_promises):
         if not word.strip():
             raise bad(f"completion_promises[{i}]", "expected a promise word, got an empty string")
+    if runner and config.exclusive_promises and not config.completion_promises:
+        raise bad(
+            "completion_promises",
+            "expected at least one promise word while exclusive_promises is true (nothing could complete "
+            "the loop)",
+        )
     for i, name in enumerate(config.hooks):
         if name not in PRESET_FNS:
             known = ", ".join(sorted(PRESET_FNS))

@@ -2,7 +2,8 @@
 
 Fences say what a block is: ```sh blocks are commands a user types (every line is run here, in order,
 in one fresh project per block), ```python blocks run, ```toml blocks are loaded as a ``ralph.toml``,
-```text blocks are output, diagrams or synopses. A block with no kind fails the test, and so does a
+```text blocks are output, diagrams or synopses (the outputs of ``ralph-ledger run`` it shows are checked
+against what it prints). A block with no kind fails the test, and so does a
 command line that no journey here knows how to run."""
 
 from __future__ import annotations
@@ -226,6 +227,65 @@ def test_readme_toml_examples(tmp_path: Path) -> None:
     for start, _, body in blocks("toml"):
         (tmp_path / "ralph.toml").write_text("\n".join(body) + "\n")
         assert find_config(tmp_path) != LoopConfig(), f"README.md:{start}: read as the defaults"
+
+
+# --- the outputs -------------------------------------------------------------------------------
+
+
+AGENT = """\
+import pathlib, sys
+state = pathlib.Path(sys.argv[1])
+n = len(list(state.iterdir())) + 1
+(state / f"prompt{n}.txt").write_text(sys.stdin.read())
+"""
+"""An agent that keeps the prompt of each of its runs in ``STATE/prompt<n>.txt`` and never promises."""
+
+RUN_OUTPUTS = {
+    "unknown hook 'defualt'": "hooks = ['defualt']\n",
+    "timeout_s: expected a number, got 'soon'": (
+        "[[rules]]\nname = 'tests'\ntype = 'command'\nargv = ['true']\ntimeout_s = 'soon'\n"
+    ),
+}
+"""The ``ralph.toml`` behind each error line the README shows for ``ralph-ledger run``."""
+
+
+def text_blocks(*marks: str) -> list[tuple[int, list[str]]]:
+    """(line number, lines) of the ```text blocks holding any of ``marks``."""
+    return [(n, body) for n, _, body in blocks("text") if any(m in line for line in body for m in marks)]
+
+
+def test_readme_configuration_errors_are_what_run_prints(project: Project, tmp_path: Path) -> None:
+    """Each one-line configuration error the README shows is the line ``ralph-ledger run`` prints for
+    that configuration (with the real path where the README writes ``/path``)."""
+    shown = text_blocks("ralph.toml: ")
+    assert len(shown) == len(RUN_OUTPUTS), shown
+    project.write("PROMPT.md", "Make the tests pass.\n")
+    for start, body in shown:
+        (line,) = body
+        (config,) = [toml for mark, toml in RUN_OUTPUTS.items() if mark in line]
+        project.write("ralph.toml", config)
+        proc = project.cli("run", "--prompt", "PROMPT.md", "--", "true")
+        assert proc.returncode == 1, proc
+        printed = proc.stderr.strip().replace(str(project.dir), "/path")
+        assert printed.endswith(line), f"README.md:{start}: {line}\nprinted: {printed}"
+
+
+def test_readme_prompt_example_is_what_the_agent_gets(project: Project, tmp_path: Path) -> None:
+    """The README's second prompt of a loop whose tests fail is, byte for byte, what the runner feeds
+    the agent with the default hook and a ``tests`` rule that prints ``2 failed``."""
+    ((start, body),) = text_blocks("Feedback from iteration")
+    project.write("PROMPT.md", body[0] + "\n")
+    rule = [sys.executable, "-c", "print('2 failed'); raise SystemExit(1)"]
+    project.write(
+        "ralph.toml", f"hooks = ['default']\n[[rules]]\nname = 'tests'\ntype = 'command'\nargv = {rule!r}\n"
+    )
+    state = tmp_path / "state"
+    state.mkdir()
+    (tmp_path / "agent.py").write_text(AGENT)
+    agent = [sys.executable, str(tmp_path / "agent.py"), str(state)]
+    proc = project.cli("run", "--max-iterations", "2", "--prompt", "PROMPT.md", "--", *agent)
+    assert proc.returncode == 4, proc
+    assert (state / "prompt2.txt").read_text() == "\n".join(body), f"README.md:{start}"
 
 
 def test_first_command_on_a_fresh_checkout(tmp_path: Path) -> None:

@@ -90,6 +90,17 @@ def wait_for(path: Path, proc: subprocess.Popen[Any], seconds: float = 20) -> li
     pytest.fail(f"{path} never appeared: {proc.communicate()}")
 
 
+def wait_for_file(path: Path, proc: subprocess.Popen[Any], seconds: float = 20) -> None:
+    """Wait until ``path`` exists (while ``proc`` still runs)."""
+    end = time.monotonic() + seconds
+    while not path.exists():
+        if time.monotonic() > end:
+            proc.kill()
+            pytest.fail(f"{path} never appeared: {proc.communicate()}")
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie waiting for a reaper counts as ended)."""
     try:
@@ -152,6 +163,93 @@ def test_every_prompt_is_the_task_plus_what_the_loop_learned(project: Project, t
         )
 
 
+def test_the_claude_code_hook_gives_the_runners_next_prompt(project: Project, tmp_path: Path) -> None:
+    """The same task, configuration and failing iteration: the ledger-native Stop hook blocks with the
+    prompt the runner feeds its agent, word for word (one composition: the runner used to send the
+    hooks' next prompt without the task; the hook, the task with the hooks' next prompt or the
+    feedback, never both)."""
+    from tests.journeys.test_claude_code import Claude, block, start
+
+    code = "import sys; sys.exit(1)"
+    rule = f"[[rules]]\nname = 'tests'\ntype = 'command'\nargv = [{sys.executable!r}, '-c', {code!r}]\n"
+    project.write("ralph.toml", "hooks = ['default']\nmax_iterations = 2\n" + rule)
+    loop = Loop(project, tmp_path, "")
+    assert loop.run("--session", "r1", "--prompt", "PROMPT.md", "--", *loop.cmd).returncode == 4
+    fed = (loop.state / "prompt2.txt").read_text()
+    assert fed.startswith(TASK.rstrip() + "\n\nFeedback from iteration 1:\nFix the failing validation rules")
+
+    start(project, TASK.rstrip(), "--mode", "ledger")
+    claude = Claude(project)
+    claude.prompt(TASK.rstrip())
+    claude.text("Not done yet.")
+    assert block(claude.stop())["reason"] == fed
+
+
+# ----------------------------------------------------------------------------- 2.2 the record
+def test_a_session_records_its_prompt_and_command_and_resumes_from_them(
+    project: Project, tmp_path: Path
+) -> None:
+    """``sessions`` shows a runner session's task and agent (both ``-`` before), and an interrupted
+    session resumes with ``--resume`` alone: the recorded prompt and agent command, stdin unread."""
+    loop = Loop(project, tmp_path, "if n == 1:\n" + "".join(f"    {line}\n" for line in HANG.splitlines()))
+    loop.agent.write_text(loop.agent.read_text() + "print('<promise>COMPLETE</promise>')\n")
+    proc = loop.start()
+    wait_for(loop.state / "pids", proc)
+    send(proc, signal.SIGINT)
+    assert proc.wait(timeout=20) == 130
+    (row,) = project.sessions()
+    assert (row["status"], row["task"], row["agent"]) == ("running", TASK, Path(sys.executable).name)
+
+    resumed = project.cli("run", "--resume", "s1", input="not the prompt\n")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (loop.state / "prompt2.txt").read_text() == TASK
+    (row,) = project.sessions()
+    assert (row["status"], row["task"], row["agent"]) == ("complete", TASK, Path(sys.executable).name)
+
+
+# ----------------------------------------------------------------------------- stop and set
+WAIT = """\
+while not (state / f"go{n}").exists():
+    time.sleep(0.02)
+print(f"iteration {n} done", flush=True)
+"""
+"""Agent code that waits for ``STATE/go<n>`` before it ends its turn (without a promise)."""
+
+
+def test_stop_from_another_terminal_ends_the_loop_at_its_next_validate(
+    project: Project, tmp_path: Path
+) -> None:
+    """README: ``ralph-ledger stop SESSION --reason ...`` is honoured at the session's next validate."""
+    loop = Loop(project, tmp_path, WAIT)
+    proc = loop.start()
+    wait_for_file(loop.state / "prompt1.txt", proc)
+    stop = project.cli("stop", "s1", "--reason", "lunch")
+    assert stop.returncode == 0, stop.stderr
+    (loop.state / "go1").touch()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, (out, err)
+    assert "s1: iteration 1: BLOCKED (manual stop: lunch)" in out
+    assert (loop.state / "count").read_text() == "1"
+    assert project.sessions()[0]["status"] == "blocked"
+
+
+def test_set_from_another_terminal_changes_the_iteration_limit(project: Project, tmp_path: Path) -> None:
+    """README: ``ralph-ledger set SESSION --max-iterations N`` is honoured at the next validate, and
+    the runner's lines count up to the new limit (they kept saying ``of 15``)."""
+    loop = Loop(project, tmp_path, WAIT)
+    (loop.state / "go2").touch()  # iteration 2 runs straight through
+    proc = loop.start()
+    wait_for_file(loop.state / "prompt1.txt", proc)
+    changed = project.cli("set", "s1", "--max-iterations", "2", "--reason", "budget")
+    assert changed.returncode == 0, changed.stderr
+    (loop.state / "go1").touch()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 4, (out, err)
+    assert "s1: iteration 2 of 2\n" in out
+    assert "max_iterations: Max iterations (2) reached without completion" in err
+    assert (loop.state / "count").read_text() == "2"
+
+
 # ----------------------------------------------------------------------------- 2.2 + 2.3 signals
 @pytest.mark.parametrize(("signum", "code", "reason"), SIGNALS)
 def test_a_signal_while_the_agent_runs_ends_it_records_and_resumes(
@@ -196,7 +294,7 @@ def test_a_signal_while_the_agent_runs_ends_it_records_and_resumes(
     assert project.sessions()[0]["status"] == "complete"
 
 
-@pytest.mark.parametrize(("signum", "code", "reason"), SIGNALS[:2])
+@pytest.mark.parametrize(("signum", "code", "reason"), SIGNALS)
 def test_a_signal_while_a_rule_runs_ends_it_and_records_the_turn(
     project: Project, tmp_path: Path, signum: int, code: int, reason: str
 ) -> None:
@@ -241,6 +339,10 @@ def test_a_signal_while_a_rule_runs_ends_it_and_records_the_turn(
         ("[guards.time_limit]\nseconds = -5.0\n", "guards.time_limit.seconds: expected a finite number"),
         ("[guards.token_budget]\ntokens = 5000\n", "guards.token_budget.tokens: never takes effect while"),
         ("[guards.max_stop_retries]\nlimit = 2\n", "never takes effect in `ralph-ledger run`"),
+        (
+            "exclusive_promises = true\ncompletion_promises = []\n",
+            "completion_promises: expected at least one promise word while exclusive_promises is true",
+        ),
     ],
 )
 def test_a_configuration_that_would_fail_never_starts_the_agent(
@@ -263,6 +365,10 @@ def test_a_configuration_that_would_fail_never_starts_the_agent(
         (
             ["--timeout", "0"],
             "ralph-ledger run: argument --timeout: expected a number of seconds > 0, got '0'",
+        ),
+        (
+            ["--timeout", "inf"],
+            "ralph-ledger run: argument --timeout: expected a number of seconds > 0, got 'inf'",
         ),
         (["--session", "../x"], "ralph-ledger run: argument --session: '../x': expected 1-128 characters"),
         (["--resume", "../x"], "ralph-ledger run: argument --resume: '../x': expected 1-128 characters"),
