@@ -282,21 +282,22 @@ def test_errors_speak_the_users_words(project: Project) -> None:
 
 
 def test_an_output_that_cannot_be_written_is_named(project: Project) -> None:
-    """A full disk and a closed stdout are one line naming stdout; a reader that stops early (``| head``)
-    is no error at all."""
+    """A full disk and a closed stdout are one line naming stdout, also for an output longer than
+    one buffer (``schema``); a reader that stops early (``| head``) is no error at all."""
     add_sessions(project)
-    with open("/dev/full", "w") as full:
-        proc = subprocess.run(
-            [script("ralph-ledger"), "sessions"],
-            cwd=project.dir,
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-    assert proc.returncode == 1
-    assert one_line_err(proc) == (
-        "ralph-ledger: cannot write the output to stdout (/dev/full): No space left on device"
-    )
+    for args in (["sessions"], ["schema"], ["schema", "--portable"]):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(
+                [script("ralph-ledger"), *args],
+                cwd=project.dir,
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        assert proc.returncode == 1, args
+        assert one_line_err(proc) == (
+            "ralph-ledger: cannot write the output to stdout (/dev/full): No space left on device"
+        ), args
     closed = subprocess.run(
         f"exec {script('ralph-ledger')} sessions >&-",
         shell=True,
