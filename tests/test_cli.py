@@ -428,6 +428,18 @@ def test_sql_renders_every_duckdb_type_in_every_format(value_home: Path, case: C
     assert lines[0] == "v" and lines[-1] == "(1 row)" and len(lines) == 4
 
 
+@pytest.mark.parametrize("names", [["a", "a"], ["a", "a", "a_1"], ["a_1", "a", "a"], ["x", "y"]])
+def test_json_keeps_every_column_of_a_repeated_name(value_home: Path, names: list[str]) -> None:
+    """``--json`` names a repeated column as DuckDB does in a subquery (``a``, ``a_1``, ...): no
+    column's value is lost to a later one of the same name."""
+    select = ", ".join(f'{i} AS "{name}"' for i, name in enumerate(names))
+    code, out, err = _run(value_home, "sql", f"SELECT {select}", "--json")
+    assert code == 0, err
+    [row] = json.loads(out)
+    assert list(row) == _ORACLE.sql(f"SELECT * FROM (SELECT {select})").columns
+    assert list(row.values()) == list(range(len(names)))
+
+
 @pytest.mark.parametrize(
     ("argv", "program"),
     [

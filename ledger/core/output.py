@@ -321,9 +321,28 @@ def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str)
         w.writerows(["" if v is None else text(v) for v in row] for row in rows)
         return buf.getvalue()
     if fmt == "json":
-        data = [dict(zip(columns, (plain(v) for v in row), strict=True)) for row in rows]
-        return to_json(data, indent=1) + "\n"
+        return to_json(_objects(columns, rows), indent=1) + "\n"
     return table(columns, rows)
+
+
+def json_keys(columns: Sequence[str]) -> list[str]:
+    """The columns' names as distinct JSON keys: a repeated name (``SELECT 1 AS a, 2 AS a``, a join's
+    two ``session_id``) gets the first free ``_1``, ``_2``, ... suffix, as DuckDB names them in a
+    subquery, so no column's values are lost."""
+    keys: dict[str, None] = {}
+    for name in columns:
+        key, n = name, 0
+        while key in keys:
+            n += 1
+            key = f"{name}_{n}"
+        keys[key] = None
+    return list(keys)
+
+
+def _objects(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Rows as JSON objects (see ``json_keys``), their values ``plain``."""
+    keys = json_keys(columns)
+    return [dict(zip(keys, map(plain, row), strict=True)) for row in rows]
 
 
 def render_many(parts: Sequence[tuple[str, str, Rows]], fmt: str) -> str:
@@ -331,10 +350,7 @@ def render_many(parts: Sequence[tuple[str, str, Rows]], fmt: str) -> str:
     title; CSV gives each its own header, the parts separated by an empty line; JSON is one object,
     ``name`` -> the array of rows."""
     if fmt == "json":
-        data = {
-            name: [dict(zip(r.columns, map(plain, row), strict=True)) for row in r.rows]
-            for name, _, r in parts
-        }
+        data = {name: _objects(r.columns, r.rows) for name, _, r in parts}
         return to_json(data, indent=1) + "\n"
     if fmt == "csv":
         return "\n".join(render_rows(r.columns, r.rows, fmt) for _, _, r in parts)
