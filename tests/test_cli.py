@@ -245,6 +245,13 @@ def _duckdb_text(literal: str) -> str:
     return str(row[0])
 
 
+def _real_expected(literal: str) -> Any:
+    """A REAL as DuckDB writes it (``0.1``, not the double ``0.10000000149011612``), as JSON holds it."""
+    shown = _duckdb_text(literal)
+    special = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+    return special.get(shown, float(shown))
+
+
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -263,6 +270,7 @@ def _scalars() -> st.SearchStrategy[Case]:
                 "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity") if abs(x) == float("inf") else x,
             )
         ),
+        st.floats(width=32).map(lambda x: ("REAL", f"'{x!r}'::REAL", _real_expected(f"'{x!r}'::REAL"))),
         st.decimals(min_value=-(10**14), max_value=10**14, places=3, allow_nan=False).map(
             lambda d: ("DECIMAL(18,3)", f"'{d}'::DECIMAL(18,3)", d)
         ),

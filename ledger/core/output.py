@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import math
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -125,7 +126,8 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None
 def restore(rows: list[tuple[Any, ...]], types: Sequence[DuckDBPyType]) -> list[tuple[Any, ...]]:
     """Rows fetched through ``wrap`` with their timestamps read back from DuckDB's text: an aware
     datetime, or the text itself when Python has none for it (``infinity``, a year before 1 or after
-    9999). ``types`` are the query's own column types."""
+    9999); a ``REAL`` as the shortest float that is the same REAL (``0.1``, as DuckDB writes it, not
+    ``0.10000000149011612``). ``types`` are the query's own column types."""
     columns = [(i, t) for i, t in enumerate(types) if _has_timestamp(t)]
     if not columns:
         return rows
@@ -139,8 +141,9 @@ def restore(rows: list[tuple[Any, ...]], types: Sequence[DuckDBPyType]) -> list[
 
 
 def _has_timestamp(t: DuckDBPyType) -> bool:
+    """Whether ``t`` is, or holds, a timestamp or a ``REAL`` (what ``restore`` reads back)."""
     kind = t.id
-    if kind in _TIMESTAMPS:
+    if kind in _TIMESTAMPS or kind == "float":
         return True
     return kind in ("list", "array", "map", "struct") and any(_has_timestamp(kid) for _, kid in _kids(t))
 
@@ -152,6 +155,8 @@ def _restored(value: Any, t: DuckDBPyType) -> Any:
     kind = t.id
     if kind in _TIMESTAMPS:
         return _timestamp(value) if isinstance(value, str) else value
+    if kind == "float":
+        return _real(value) if isinstance(value, float) else value
     if kind not in ("list", "array", "map", "struct"):
         return value
     kids = _kids(t)
@@ -174,6 +179,20 @@ def _timestamp(text: str) -> datetime | str:
     except ValueError:
         return text
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _real(value: float) -> float:
+    """A ``REAL`` (single precision, fetched as a double) as the shortest float that is the same REAL."""
+    if not math.isfinite(value):
+        return value
+    for digits in range(1, 10):
+        short = float(f"{value:.{digits}g}")
+        try:
+            if struct.unpack("f", struct.pack("f", short))[0] == value:
+                return short
+        except OverflowError:  # rounded past the largest REAL
+            continue
+    return value
 
 
 _BLOB_ESCAPED: Final = frozenset(b"\"'\\")  # DuckDB writes these printable bytes as \xHH too
