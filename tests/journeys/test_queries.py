@@ -218,6 +218,43 @@ def test_a_read_only_home_is_read_from_its_journals(project: Project) -> None:
     assert _tree(project.home) == before
 
 
+def test_stop_and_set_on_a_read_only_home_say_why(project: Project) -> None:
+    """``stop`` and ``set`` of a running loop in a home nothing may write to: one line naming the session
+    and the home (not an internal scratch file), exit 1, nothing written."""
+    live = Journal.for_session(project.home / "journals", "live-1", fsync=False)
+    live.append(E.SessionStarted(session_id="live-1", task="t", agent="bot", max_iterations=5))
+    live.append(E.IterationStarted(session_id="live-1", iteration=1))
+    assert project.cli("ingest").returncode == 0
+    prefix = _readonly_runner(project.home)
+    if prefix is None:
+        pytest.skip("running as root, and no read-only bind mount can be made here (unshare -m)")
+    before = _tree(project.home)
+    if not prefix:
+        _chmod_tree(project.home, readonly=True)
+    try:
+        for args, verb in (
+            (["stop", "live-1"], "stop"),
+            (["set", "live-1", "--max-iterations", "9"], "change"),
+        ):
+            proc = subprocess.run(
+                [*prefix, script("ralph-ledger"), *args],
+                cwd=project.dir,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=clean_env(),
+            )
+            assert proc.returncode == 1, (args, proc.stderr)
+            line = one_line_err(proc)
+            assert line.startswith(
+                f"ralph-ledger: cannot {verb} session 'live-1': cannot write in {project.home} ("
+            )
+    finally:
+        if not prefix:
+            _chmod_tree(project.home, readonly=False)
+    assert _tree(project.home) == before
+
+
 def test_a_home_that_does_not_exist_is_an_error_not_a_new_home(project: Project) -> None:
     """``--home`` or ``RALPH_HOME`` naming no directory: one line, exit 2, nothing created. The default
     ``./.ralph`` of a project where nothing ran yet lists no sessions, and is not created either."""
