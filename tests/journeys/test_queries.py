@@ -267,6 +267,11 @@ def test_a_home_that_does_not_exist_is_an_error_not_a_new_home(project: Project)
     proc = project.cli("sessions", env=clean_env(RALPH_HOME=str(missing)))
     assert proc.returncode == 2 and f"RALPH_HOME={missing}" in one_line_err(proc)
     assert not missing.exists()
+    for args in (["sessions"], ["sql", "SELECT 1", "--home", ""], ["run", "--", "true"]):
+        proc = project.cli("--home", "", *args)  # an unset variable: not the project folder as a home
+        assert proc.returncode == 2, proc.stderr
+        assert one_line_err(proc) == "ralph-ledger: --home: an empty path; give the ledger home's directory"
+    assert sorted(p.name for p in project.dir.iterdir()) == [".git", "README.md"]
     assert project.sessions() == []
     assert not project.home.exists()
 
