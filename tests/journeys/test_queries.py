@@ -321,6 +321,19 @@ def test_errors_speak_the_users_words(project: Project) -> None:
         proc = project.cli(*args)
         assert proc.returncode == 1
         assert one_line_err(proc) == f"ralph-ledger: {hint}"
+    hollow = project.home / "journals" / "hollow.jsonl"
+    hollow.write_text("")  # a journal that records no start: not the API's 'no session_started event'
+    for args in (
+        ["stop", "hollow"],
+        ["set", "hollow", "--max-iterations", "3"],
+        ["run", "--resume", "hollow"],
+    ):
+        proc = project.cli(*args)
+        assert proc.returncode == 1
+        assert one_line_err(proc).endswith(
+            f": no session 'hollow' in {project.home}: its journal {hollow} records no start; "
+            "`ralph-ledger sessions` lists them"
+        )
 
 
 def test_an_output_that_cannot_be_written_is_named(project: Project) -> None:
