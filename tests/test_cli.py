@@ -436,6 +436,33 @@ def test_sql_renders_every_duckdb_type_in_every_format(value_home: Path, case: C
     assert lines[0] == "v" and lines[-1] == "(1 row)" and len(lines) == 4
 
 
+@pytest.mark.parametrize(
+    ("literal", "expected"),
+    [
+        ("MAP {[1]: 'x', [2, 3]: 'y'}", {"[1]": "x", "[2,3]": "y"}),
+        ("MAP {{'a': 1}: 2}", {'{"a":1}': 2}),
+        ("MAP {[TIMESTAMPTZ '2024-01-01 02:00:00+02']: 1}", {'["2024-01-01T00:00:00+00:00"]': 1}),
+        ("MAP {[1]: MAP {[2]: 0.5::REAL}}", {"[1]": {"[2]": 0.5}}),
+        ("[MAP {[1]: 'x'}]", [{"[1]": "x"}]),
+        ("MAP {}::MAP(INTEGER[], INTEGER)", {}),
+        ("NULL::MAP(INTEGER[], INTEGER)", None),
+    ],
+)
+def test_a_map_with_nested_keys_is_keyed_by_their_json_text(
+    value_home: Path, literal: str, expected: Any
+) -> None:
+    """A MAP whose keys are lists or structs (which DuckDB gives Python as ``{"key": [...], "value":
+    [...]}``) is one JSON object keyed by each key's JSON text, as a MAP of scalar keys is, in every
+    format; timestamps in keys carry their zone."""
+    code, out, err = _run(value_home, "sql", f"SELECT {literal} AS v", "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"v": expected}]
+    code, out, err = _run(value_home, "sql", f"SELECT {literal} AS v", "--csv")
+    assert code == 0, err
+    [field] = list(csv.reader(io.StringIO(out)))[1]
+    assert (json.loads(field) if field else None) == expected
+
+
 @pytest.mark.parametrize("names", [["a", "a"], ["a", "a", "a_1"], ["a_1", "a", "a"], ["x", "y"]])
 def test_json_keeps_every_column_of_a_repeated_name(value_home: Path, names: list[str]) -> None:
     """``--json`` names a repeated column as DuckDB does in a subquery (``a``, ``a_1``, ...): no

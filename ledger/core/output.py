@@ -128,7 +128,7 @@ def restore(rows: list[tuple[Any, ...]], types: Sequence[DuckDBPyType]) -> list[
     datetime, or the text itself when Python has none for it (``infinity``, a year before 1 or after
     9999); a ``REAL`` as the shortest float that is the same REAL (``0.1``, as DuckDB writes it, not
     ``0.10000000149011612``). ``types`` are the query's own column types."""
-    columns = [(i, t) for i, t in enumerate(types) if _has_timestamp(t)]
+    columns = [(i, t) for i, t in enumerate(types) if _restores(t)]
     if not columns:
         return rows
     out = []
@@ -140,16 +140,24 @@ def restore(rows: list[tuple[Any, ...]], types: Sequence[DuckDBPyType]) -> list[
     return out
 
 
-def _has_timestamp(t: DuckDBPyType) -> bool:
-    """Whether ``t`` is, or holds, a timestamp or a ``REAL`` (what ``restore`` reads back)."""
+_NESTED_KEYS: Final = frozenset({"list", "array", "struct", "map"})
+"""MAP key types Python cannot hash: DuckDB gives such a MAP as ``{"key": [...], "value": [...]}``."""
+
+
+def _restores(t: DuckDBPyType) -> bool:
+    """Whether ``t`` is, or holds, what ``restore`` reads back: a timestamp, a ``REAL``, a MAP with
+    nested keys."""
     kind = t.id
     if kind in _TIMESTAMPS or kind == "float":
         return True
-    return kind in ("list", "array", "map", "struct") and any(_has_timestamp(kid) for _, kid in _kids(t))
+    if kind == "map" and _kids(t)[0][1].id in _NESTED_KEYS:
+        return True
+    return kind in ("list", "array", "map", "struct") and any(_restores(kid) for _, kid in _kids(t))
 
 
 def _restored(value: Any, t: DuckDBPyType) -> Any:
-    """``value`` of type ``t`` with its timestamps (cast to text) read back as datetimes."""
+    """``value`` of type ``t`` with its timestamps (cast to text) read back as datetimes, its REALs
+    as DuckDB writes them, a MAP with nested keys as a dict whose keys are their JSON text."""
     if value is None:
         return None
     kind = t.id
@@ -164,6 +172,9 @@ def _restored(value: Any, t: DuckDBPyType) -> Any:
         return [_restored(v, kids[0][1]) for v in value]
     if kind == "map" and isinstance(value, dict):
         key_type, value_type = kids[0][1], kids[1][1]
+        if key_type.id in _NESTED_KEYS:
+            pairs = zip(value.get("key") or [], value.get("value") or [], strict=False)
+            return {to_json(plain(_restored(k, key_type))): _restored(v, value_type) for k, v in pairs}
         return {_restored(k, key_type): _restored(v, value_type) for k, v in value.items()}
     if kind == "struct" and isinstance(value, dict):
         types = dict(kids)
