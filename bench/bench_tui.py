@@ -456,10 +456,11 @@ def child_append(
 ) -> None:
     """Append ``count`` events one at a time to random journals, ``gap`` seconds apart (a range)."""
     from ledger import events as ev
+    from ledger.core.home import journals_in
     from ledger.storage.journal import Journal
 
     rng = random.Random(seed)
-    files = sorted((home / "journals").glob("*.jsonl"))
+    files = journals_in(home / "journals")
     for _ in range(count):
         path = rng.choice(files)
         last = last_line(path)

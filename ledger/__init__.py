@@ -55,6 +55,7 @@ _EXPORTS = {
     "LedgerError": "ledger.core.errors",
     "LedgerLocked": "ledger.core.errors",
     "one_line": "ledger.core.errors",
+    "error_reason": "ledger.core.errors",
     "Monitor": "ledger.monitor",
     "ready": "ledger.core.interrupts",
     "replay": "ledger.monitor.replay",

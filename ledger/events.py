@@ -38,6 +38,15 @@ ENDING_STATUS: Final[dict[str, SessionStatus]] = {
 """The event type that ends a session -> the status it leaves (``sql/views/sessions.sql`` says the same)."""
 
 
+def session_status(value: object) -> SessionStatus:
+    """``value`` (a ``sessions`` row's ``status``) as a ``SessionStatus``; ``ValueError`` when it is none
+    of ``SESSION_STATUSES`` (the view and this Literal disagree)."""
+    for status in SESSION_STATUSES:
+        if value == status:
+            return status
+    raise ValueError(f"unknown session status {value!r} (expected one of {', '.join(SESSION_STATUSES)})")
+
+
 class Payload(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A nested value carried inside an event."""
 

@@ -54,7 +54,7 @@ from ledger.agents.claude_code import hook as stop_hook
 from ledger.agents.claude_code.last_text import find_last_text
 from ledger.agents.claude_code.plugin import new_state, parse_loop_args, write_state
 from ledger.agents.runner import RunResult, run_loop
-from ledger.core.home import Home
+from ledger.core.home import Home, journals_in
 from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.loop.guards import CircuitBreaker, GuardConfig, TimeLimit
@@ -1565,7 +1565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if not args.only:
             recorded = {s.file_name for s in SCENARIOS}
-            names += sorted(p.name for p in args.out.glob("*.jsonl") if p.name not in recorded)  # stale files
+            names += [p.name for p in journals_in(args.out) if p.name not in recorded]  # stale files
         diffs = differences(fresh, args.out, names)
     for name, lines in diffs.items():
         print(f"{name} differs from a fresh recording:")

@@ -306,6 +306,68 @@ def test_every_shared_transcript_goes_through_the_hook(project: Path, name: str)
     assert turns[0].transcript_offset == transcript.stat().st_size
 
 
+def _stop_tokens(project: Path, transcript: Path) -> E.TokenUsage:
+    """One stop of the hook (in this process) on ``project``'s loop: the tokens it recorded."""
+    from ledger.core.home import Home
+
+    before = len(journal(project)) if (project / ".ralph").exists() else 0
+    out = run(event(project, transcript).encode(), home=Home(project / ".ralph"))
+    assert out.stderr == "" and json.loads(out.stdout)["decision"] == "block", out
+    (turn,) = [e for e in journal(project)[before:] if isinstance(e, E.AgentTurn)]
+    return turn.tokens
+
+
+def _plugin_loop(project: Path) -> None:
+    from ledger.agents.claude_code.plugin import LoopArgs, new_state, write_state
+
+    (project / ".git").mkdir(parents=True)  # the walk up for the loop file stops here
+    loop = LoopArgs(prompt="Carry on", completion_promise="NEVER SAID")
+    write_state(project / ".claude" / "ralph-loop.local.md", new_state(loop))
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared fixtures not present")
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in FIXTURES.glob("*.jsonl")) if FIXTURES.is_dir() else []
+)
+def test_every_shared_transcript_split_between_two_stops_at_every_assistant_line_counts_the_same(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two stops of the hook, the first when the transcript ends at an assistant line (often in the
+    middle of a message), the second when it is whole: the loop records the tokens that one stop
+    over the whole file records, at every assistant line of every shared transcript."""
+    from ledger.agents.claude_code.transcript import add_usage
+
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
+    monkeypatch.delenv("RALPH_HOME", raising=False)
+    data = (FIXTURES / name).read_bytes()
+    whole = tmp_path / "whole"
+    _plugin_loop(whole)
+    (whole / name).write_bytes(data)
+    once = _stop_tokens(whole, whole / name)
+    assert (once.input, once.output, once.cache_creation, once.cache_read) == oracle_tokens(whole / name)
+    ends = _assistant_line_ends(data)
+    assert len(ends) > 1
+    for cut in ends:
+        project = tmp_path / f"cut-{cut}"
+        _plugin_loop(project)
+        transcript = project / name
+        transcript.write_bytes(data[:cut])
+        first = _stop_tokens(project, transcript)
+        with transcript.open("ab") as f:
+            f.write(data[cut:])
+        assert add_usage(first, _stop_tokens(project, transcript)) == once, cut
+
+
+def _assistant_line_ends(data: bytes) -> list[int]:
+    """The byte offsets just after each assistant line of a transcript."""
+    ends, pos = [], 0
+    for raw in data.split(b"\n")[:-1]:
+        pos += len(raw) + 1
+        if json.loads(raw).get("type") == "assistant":
+            ends.append(pos)
+    return ends
+
+
 def test_a_loop_recorded_before_loops_had_their_own_session_carries_on(project: Path) -> None:
     """A loop that an older version was driving (its journal ``cc-<id>``, its file naming no ledger
     session) goes on in that journal; a new loop after it gets its own."""
@@ -346,6 +408,18 @@ def test_an_unreadable_transcript_ends_the_plugin_loop_in_the_ledger(project: Pa
     assert not (project / ".claude" / "ralph-loop.local.md").exists()
     last = journal(project)[-1]
     assert isinstance(last, E.SessionEscalated) and str(missing) in last.reason
+
+
+@pytest.mark.parametrize("path", [None, ""])
+def test_a_stop_naming_no_transcript_ends_the_plugin_loop(project: Path, path: str | None) -> None:
+    """``"transcript_path": null`` is no transcript, as an absent or empty one (the plugin reads it
+    as the file ``null``, which does not exist, and stops)."""
+    start_loop(project, "Go", "--max-iterations", "5")
+    out = hook(project, event(project, project / "t.jsonl", transcript_path=path))
+    assert out.stdout == "" and out.stderr.count("\n") == 1, out
+    assert "names no transcript_path" in out.stderr
+    assert not (project / ".claude" / "ralph-loop.local.md").exists()
+    assert isinstance(journal(project)[-1], E.SessionEscalated)
 
 
 @pytest.mark.parametrize("where", ["env", "hook cwd", "walk up"])

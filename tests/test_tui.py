@@ -506,6 +506,24 @@ def test_the_command_line_watches_the_default_home_or_home_even_before_it_exists
     assert "not both" in capsys.readouterr().err
 
 
+def test_a_home_that_is_a_file_is_a_usage_error_not_a_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--home FILE`` (or $RALPH_HOME naming a file) can never become a home: one line and exit 2, as
+    ralph-ledger says it, instead of an empty state waiting for FILE/journals forever."""
+    monkeypatch.setattr(RalphApp, "run", lambda self, **kw: pytest.fail("the app started"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RALPH_HOME", raising=False)
+    (tmp_path / "notes.txt").write_text("not a home\n")
+    assert main(["--home", "notes.txt"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    file = tmp_path / "notes.txt"
+    assert err == [f"ralph-tui: --home notes.txt: the ledger home {file} is not a directory"]
+    monkeypatch.setenv("RALPH_HOME", str(tmp_path / "notes.txt"))
+    assert main([]) == 2
+    assert capsys.readouterr().err.strip().endswith("is not a directory")
+
+
 @pytest.mark.parametrize("ingested", [False, True])
 def test_bad_lines_found_at_start_up_are_reported(tmp_path: Path, ingested: bool) -> None:
     """Bad lines in the backlog (read now, or by an earlier ingest of the home's ledger) are reported
@@ -561,6 +579,49 @@ def test_ctrl_c_quits(tmp_path: Path) -> None:
             await pilot.press("ctrl+c")
             await pilot.pause()
             assert not app.is_running
+
+    asyncio.run(scenario())
+
+
+OPEN = {
+    "help": ["question_mark"],
+    "palette": ["ctrl+p"],
+    "alerts": ["a"],
+    "session": ["enter"],
+    "sql editor": ["s"],
+    "sql results": ["s", "ctrl+r", "ctrl+t"],
+    "value viewer": ["s", "ctrl+r", "ctrl+t", "enter"],
+    "export dialog": ["s", "ctrl+r", "ctrl+t", "ctrl+s"],
+}
+
+
+COPIES = {"export dialog": "ralph-query-", "sql editor": "SELECT"}
+
+
+@pytest.mark.parametrize("where", list(OPEN))
+def test_ctrl_c_quits_from_every_screen_and_dialog(tmp_path: Path, where: str) -> None:
+    """Help, the palette, the SQL console's viewer and export dialog too (a modal screen stops the
+    app's ctrl+c: it used to do nothing there)."""
+    app = RalphApp([copy_samples(tmp_path / "j", ["thrashing"])], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, lambda: app.loaded)
+            for key in OPEN[where]:
+                await pilot.press(key)
+                await settle(pilot, lambda: True)
+            assert app.screen is not app.sessions_screen
+            if where in COPIES:  # a selection is copied first (the export's file name comes selected)
+                if where == "sql editor":
+                    await pilot.press("f7")  # select all
+                await pilot.press("ctrl+c")
+                await pilot.pause()
+                assert app.is_running and app.clipboard.startswith(COPIES[where])
+                assert "quits" in [n.message for n in app._notifications][-1]
+                await pilot.press("end")  # nothing selected
+            await pilot.press("ctrl+c")
+            await pilot.pause()
+            assert not app.is_running, app.screen
 
     asyncio.run(scenario())
 

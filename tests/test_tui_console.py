@@ -124,6 +124,26 @@ def test_an_error_clears_the_old_result(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_the_last_error_goes_when_the_next_query_starts(tmp_path: Path) -> None:
+    """While a query runs, the line under the editor does not still show the previous query's error
+    (it read as the running query's)."""
+    app = console_app(tmp_path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            sql = await open_console(pilot)
+            await run(pilot, "SELEC 1", sql)
+            assert any("SQL error" in line for line in screen_text(app))
+            sql.editor.load_text(SLOW)
+            await pilot.press("ctrl+r")
+            await until(pilot, lambda: elapsed_shown(app) >= 0.2, timeout=10)
+            assert sql.error == "" and not any("SQL error" in line for line in screen_text(app))
+            await pilot.press("escape")
+            await until(pilot, lambda: sql.running is None, timeout=5)
+
+    asyncio.run(scenario())
+
+
 def test_queries_run_are_kept_in_a_history(tmp_path: Path) -> None:
     app = console_app(tmp_path)
 
@@ -224,10 +244,18 @@ def test_results_export_to_csv_and_json_files(tmp_path: Path, monkeypatch: Any) 
             rows = list(csv.reader((tmp_path / "out/all.csv").open()))
             assert rows[0] == ["i", "label"] and len(rows) == 1 + 1500 and rows[-1] == ["1499", "row 1499"]
             assert sql.status_text == f"wrote 1,500 row(s) to out/all.csv in {tmp_path}"
+            assert sql.error == ""  # the failed export's line went
             await export(pilot, sql, "all.json")
             await settle(pilot, lambda: sql.exports == 2)
             data = json.loads((tmp_path / "all.json").read_text())
             assert len(data) == 1500 and data[7] == {"i": 7, "label": "row 7"}
+            await export(pilot, sql, "all.json")  # again: the file is there, and kept
+            assert sql.error == "cannot write all.json: File exists" and sql.exports == 2
+            assert json.loads((tmp_path / "all.json").read_text()) == data
+            (tmp_path / "package.json").write_text('{"name": "mine"}')
+            await export(pilot, sql, "package.json")
+            assert sql.error == "cannot write package.json: File exists"
+            assert (tmp_path / "package.json").read_text() == '{"name": "mine"}'
             await export(pilot, sql, "all.txt")
             assert sql.error == "all.txt: expected a file name ending in .csv or .json" and sql.exports == 2
 

@@ -24,7 +24,9 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.filter import LineFilter
 from textual.screen import Screen
+from textual.widgets import Input, TextArea
 
+from ledger import error_reason
 from ledger.monitor import Monitor
 from tui.colours import ThemeColours
 from tui.commands import RalphCommands
@@ -56,7 +58,8 @@ class RalphApp(LiveJournals, Replaying, App[None]):
     COMMANDS: ClassVar = App.COMMANDS | {RalphCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
-        Binding("ctrl+c", "quit", "Quit", show=False),
+        # priority: a dialog (help, palette, viewer, export) would otherwise stop it
+        Binding("ctrl+c", "copy_or_quit", "Quit", show=False, priority=True),
         Binding("s", "sql", "SQL"),
         Binding("question_mark", "help", "Help"),
         Binding("t", "toggle_theme", "Theme"),
@@ -207,6 +210,17 @@ class RalphApp(LiveJournals, Replaying, App[None]):
             return
         self.push_screen("sql")
 
+    async def action_copy_or_quit(self) -> None:
+        """ctrl+c: copy the text selected in the focused editor or input (or on the screen), else quit."""
+        focused = self.focused
+        selected = focused.selected_text if isinstance(focused, TextArea | Input) else None
+        selected = selected or self.screen.get_selected_text()
+        if selected:
+            self.copy_to_clipboard(selected)
+            self.notify("copied the selection (ctrl+c with nothing selected, or ctrl+q, quits)", markup=False)
+            return
+        await self.action_quit()
+
     def action_help(self) -> None:
         """Show (or close) the help screen."""
         if isinstance(self.screen, HelpScreen):
@@ -239,7 +253,7 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         try:
             saved = Path(self.save_screenshot(filename, str(folder), time_format))
         except OSError as exc:
-            error = f"cannot save a screenshot in {folder}: {exc.strerror}"
+            error = f"cannot save a screenshot in {folder}: {error_reason(exc)}"
             self.notify(error, title="screenshot", severity="error", markup=False)
             return None
         self.screenshots.append(saved)

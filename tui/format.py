@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from ledger.monitor import SessionStatus
 
 BLOCKS: Final = "▁▂▃▄▅▆▇█"
 
@@ -18,7 +21,7 @@ AMBER: Final = "#d98e04"
 RED: Final = "#e0453a"
 GREY: Final = "#8a8a8a"
 
-STATUS: Final[dict[str, tuple[str, str]]] = {
+STATUS: Final[dict[SessionStatus, tuple[str, str]]] = {
     "running": ("●", BLUE),
     "complete": ("✔", GREEN),
     "blocked": ("■", AMBER),
@@ -79,9 +82,9 @@ def readable(fg: RGB, bg: RGB, ratio: float = MIN_CONTRAST) -> RGB:
 SIGNALS: Final[dict[str, str]] = {"CONTINUE": BLUE, "COMPLETE": GREEN, "BLOCKED": AMBER, "ESCALATE": RED}
 
 
-def status_text(status: str, *, word: bool = True) -> Text:
+def status_text(status: SessionStatus, *, word: bool = True) -> Text:
     """``● running`` in the status colour (symbol only when ``word`` is false)."""
-    symbol, colour = STATUS.get(status, ("?", GREY))
+    symbol, colour = STATUS[status]
     return Text(f"{symbol} {status}" if word else symbol, style=colour)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -105,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"ralph-tui: {missing[0]}: {what}{hint}", file=sys.stderr)
             return 1
         homes = [resolve_home(args.home)] if args.home or not sources else []
+        if homes and homes[0].exists() and not homes[0].is_dir():  # a file is never a home to wait for
+            given = f"--home {args.home}" if args.home else f"RALPH_HOME={os.environ.get('RALPH_HOME', '')}"
+            print(f"ralph-tui: {given}: the ledger home {homes[0]} is not a directory", file=sys.stderr)
+            return 2
         app = RalphApp(sources, homes=homes)
     try:
         app.run()

@@ -146,7 +146,7 @@ def run_loop(
         raise ValueError("run_loop needs an agent command")
     if resume:
         row = engine.status(session_id)
-        if row["status"] != "running":
+        if ev.session_status(row["status"]) != "running":
             raise EngineError(f"session {session_id!r} is {row['status']}; only a running session resumes")
         n, max_it = int(row["iteration"]), int(row["max_iterations"] or config.effective_max_iterations())
         stdin_text = next_prompt(prompt, _learned(engine, session_id, n - 1))
@@ -263,7 +263,7 @@ class _Loop:
                     duration_ms=run.duration_ms,
                 )
             )
-        if n and engine.status(sid)["status"] == "running":
+        if n and ev.session_status(engine.status(sid)["status"]) == "running":
             events.append(ev.Override(session_id=sid, iteration=n, kind="interrupted", reason=reason))
         if events:
             journal.append(*events)

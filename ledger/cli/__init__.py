@@ -63,10 +63,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ledger.agents.claude_code.hook import main as hook_main
 
             return hook_main(home=home or None)
-    code = _main(args_list)
-    if code == 2 and _command_of(args_list) == "hook":
-        print("ralph-ledger hook: the command line above is wrong; allowing the stop", file=sys.stderr)
+    if _command_of(args_list) != "hook":
+        return _main(args_list)
+    import io
+
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
+        code = _main(args_list)
+    said = errors.getvalue()
+    if code == 2:  # a usage error: one line, and the stop is allowed (exit 2 would block it)
+        reason = said.strip().splitlines()[-1] if said.strip() else "ralph-ledger hook: bad command line"
+        print(f"{reason.removesuffix(' (see --help)')}; allowing the stop", file=sys.stderr)
         return 0
+    sys.stderr.write(said)
     return code
 
 

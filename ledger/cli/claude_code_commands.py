@@ -65,12 +65,13 @@ def _is_plain_hook(command: str) -> bool:
 
 
 def cmd_init(home: Home, args: argparse.Namespace) -> None:
-    """Add the Stop hook to ``.claude/settings.json``, keeping every other setting and hook (an
-    older ``ralph-ledger hook claude-code`` entry is updated in place); prints what it did. Raises
+    """Add the Stop hook to the project's ``.claude/settings.json`` (the project ``loop start``
+    writes its loop in: :func:`_loop_project`), keeping every other setting and hook (an older
+    ``ralph-ledger hook claude-code`` entry is updated in place); prints what it did. Raises
     ``CliError`` on a broken file, exit 2 for a ``--project`` that is not an existing directory."""
     from ledger.agents.claude_code.settings import SettingsError, install_hook
 
-    project = Path(args.project)
+    project = _loop_project(args.project)
     if not project.is_dir():
         what = "does not exist" if not project.exists() else "is not a directory"
         raise CliError(f"ralph-ledger init: --project {args.project}: {what}", 2)

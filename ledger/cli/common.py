@@ -64,7 +64,11 @@ def emit(text: str) -> None:
     except BrokenPipeError:
         raise
     except (OSError, ValueError) as exc:  # ValueError: the file object is closed
-        raise CliError(f"ralph-ledger: cannot write the output to {_stdout_name()}: {_reason(exc)}") from None
+        from ledger.core.errors import error_reason
+
+        raise CliError(
+            f"ralph-ledger: cannot write the output to {_stdout_name()}: {error_reason(exc)}"
+        ) from None
 
 
 def _stdout_name() -> str:
@@ -74,13 +78,6 @@ def _stdout_name() -> str:
     except OSError:
         return "stdout"
     return f"stdout ({target})" if target.startswith("/") else "stdout"
-
-
-def _reason(exc: BaseException) -> str:
-    """An OS error's own words (``No space left on device``), else the error's one line."""
-    from ledger.core.errors import one_line
-
-    return getattr(exc, "strerror", None) or one_line(exc)
 
 
 def unknown_session(session: str, home: Home) -> CliError:

@@ -56,8 +56,11 @@ def _read_prompt(path: str | None, *, required: bool = True) -> str:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            reason = getattr(exc, "strerror", None) or exc
-            raise CliError(f"ralph-ledger run: --prompt {path}: cannot read: {reason}", 2) from None
+            from ledger.core.errors import error_reason
+
+            raise CliError(
+                f"ralph-ledger run: --prompt {path}: cannot read: {error_reason(exc)}", 2
+            ) from None
     elif not required:
         return ""
     elif sys.stdin is None or sys.stdin.isatty():

@@ -115,7 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s = sub.add_parser("init", help="install the Stop hook into a project's agent settings")
     s.add_argument("agent", choices=["claude-code"])
-    s.add_argument("--project", default=".", help="project directory (default: the current one)")
+    s.add_argument(
+        "--project",
+        default=None,
+        help="project directory (default: $CLAUDE_PROJECT_DIR, else the git work tree's root)",
+    )
     s = sub.add_parser("loop", help="start a loop the Stop hook will drive (ralph-loop compatible)")
     s.add_argument("action", choices=["start"])
     s.add_argument(

@@ -87,10 +87,9 @@ def one_line(error: BaseException | str, limit: int | None = None) -> str:
     characters (the last one ``…``); an OS error says where, as ``os_error`` words it. The one way
     every part of ralph-ledger words an error."""
     message = os_error(error) if isinstance(error, OSError) else str(error)
-    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    first = _first_line(message)
     if not first and isinstance(error, BaseException):
         first = type(error).__name__
-    first = printable(first)
     return first if limit is None or len(first) <= limit else first[: limit - 1] + "…"
 
 
@@ -113,12 +112,21 @@ def operation(what: str) -> Iterator[None]:
 def os_error(exc: OSError, doing: str = "") -> str:
     """An OS error as one line that says where: ``PATH: reason`` when it names a file, else
     ``OPERATION: reason`` (marked by ``operation``, else ``doing``), else the reason alone."""
-    reason = printable(exc.strerror) if exc.strerror else _first_line(str(exc)) or type(exc).__name__
     if exc.filename:
         where = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
     else:
         where = getattr(exc, _OPERATION, "") or doing
-    return f"{printable(where)}: {reason}" if where else reason
+    return f"{printable(where)}: {error_reason(exc)}" if where else error_reason(exc)
+
+
+def error_reason(exc: BaseException) -> str:
+    """An error's own words as one line, without where: an OS error's ``strerror`` (``No such file or
+    directory``), else the first non-blank line of its message, else its class name. For messages that
+    name the file themselves (``PATH: cannot read: REASON``)."""
+    strerror = getattr(exc, "strerror", None)
+    if isinstance(strerror, str) and strerror:
+        return printable(strerror)
+    return _first_line(str(exc)) or type(exc).__name__
 
 
 def _first_line(text: str) -> str:

@@ -68,7 +68,7 @@ class Resume:
     checkpoint: dict[str, Any]
     iteration: int
     max_iterations: int
-    status: str
+    status: ev.SessionStatus
     config: dict[str, Any]
     history: list[dict[str, Any]]
     agent_context: dict[str, Any]
@@ -238,7 +238,8 @@ def prune(
         raise CheckpointError(f"keep must be at least 0, got {keep}")
     with _session(engine, session_id) as (ledger, session):
         live = [r for r in _checkpoints(ledger, session_id) if not r["expired"]]
-    protected = {live[-1]["checkpoint_id"]} if live and session["status"] == "running" else set()
+    running = ev.session_status(session["status"]) == "running"
+    protected = {live[-1]["checkpoint_id"]} if live and running else set()
     when = _utc(now if now is not None else engine.clock())
     ids = [i for i in _prunable(live, when, retention, keep) if i not in protected]
     if ids:
@@ -295,7 +296,7 @@ def instructions(
     task: str,
     iteration: int,
     max_iterations: int,
-    status: str,
+    status: ev.SessionStatus,
     last_score: float | None,
     failing: Sequence[str],
     agent_context: Mapping[str, Any],
@@ -333,7 +334,7 @@ def resume(engine: Engine, session_id: str, checkpoint_id: str | None = None) ->
         failing = _failing_rules(ledger, session_id, int(scored[-1]["iteration"])) if scored else []
         config = _config(ledger, session_id)
     max_it = int(session["max_iterations"] or 0)
-    status = str(session["status"])
+    status = ev.session_status(session["status"])
     last_score = float(scored[-1]["score"]) if scored else None
     task = str(session["task"] or "") or f"session {session_id}"
     text = instructions(task, n, max_it, status, last_score, failing, chosen["agent_context"])

@@ -14,7 +14,7 @@ from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
-from ledger.core.errors import one_line
+from ledger.core.errors import error_reason, one_line
 from ledger.core.processes import kill_group
 from ledger.events import RuleResult
 from ledger.loop.rules import (
@@ -131,7 +131,7 @@ def _os_error_line(exc: OSError, args: str | list[str]) -> str:
         return f"program not found: {program}"
     if isinstance(exc, PermissionError):
         return f"permission denied: {exc.filename or program}"
-    return f"cannot run {program}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+    return f"cannot run {program}: {error_reason(exc)}" + (f": {exc.filename}" if exc.filename else "")
 
 
 def _exit_text(proc: subprocess.Popen[bytes]) -> str:
@@ -160,7 +160,7 @@ def _match_content(rule: ContentPatternRule, ctx: RuleContext) -> _Outcome:
         try:
             subject = (ctx.work_dir / rule.target).read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
-            return _Outcome.error(f"cannot read {rule.target}: {exc.strerror or exc}")
+            return _Outcome.error(f"cannot read {rule.target}: {error_reason(exc)}")
     found = regex.search(subject)
     where = "agent output" if rule.target == "agent_output" else rule.target
     if found is not None:
@@ -181,7 +181,7 @@ def _check_coverage(rule: CoverageRule, ctx: RuleContext) -> _Outcome:
     try:
         raw = (ctx.work_dir / rule.path).read_bytes()
     except OSError as exc:
-        return _Outcome.error(f"no coverage report {rule.path}: {exc.strerror or exc}")
+        return _Outcome.error(f"no coverage report {rule.path}: {error_reason(exc)}")
     try:
         percent = _coverage_percent(raw)
     except (ValueError, ET.ParseError, msgspec.ValidationError, msgspec.DecodeError) as exc:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ledger import events as ev
+from ledger.core.errors import one_line
 
 MAX_STOP_RETRIES: Final = 3
 VALIDATE_COMPLETION: Final = "validate_completion"
@@ -115,9 +116,10 @@ class StopDecision:
 
 
 def describe_error(exc: BaseException) -> str:
-    """``"Type: first line of the message"`` (just the type when it is empty)."""
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    """``"Type: the error's one line"`` (``ledger.core.errors.one_line``; just the type when the
+    message is empty)."""
+    name, line = type(exc).__name__, one_line(exc)
+    return name if line == name else f"{name}: {line}"
 
 
 def _validate(validator: Validator, params: ValidationParams) -> ValidationResult:

@@ -20,7 +20,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from ledger.core.errors import explain, one_line
+from ledger.core.errors import error_reason, explain, one_line
 from ledger.loop.guards import GuardConfig
 from ledger.loop.rules import RuleConfigError, parse_rules
 
@@ -82,7 +82,7 @@ def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        raise ConfigError(f"{path}: cannot read: {error_reason(exc)}") from None
 
 
 def load_toml(path: Path) -> LoopConfig:

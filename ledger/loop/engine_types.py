@@ -77,9 +77,9 @@ class SessionView:
         return int(self.row["iteration"])
 
     @property
-    def status(self) -> str:
-        """The session's status (``ledger.events.SessionStatus``)."""
-        return str(self.row["status"])
+    def status(self) -> ev.SessionStatus:
+        """The session's status."""
+        return ev.session_status(self.row["status"])
 
     def stop_requested(self) -> str | None:
         """The reason of a pending ``ralph-ledger stop`` ("" when none was given); None when none."""

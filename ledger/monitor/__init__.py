@@ -23,6 +23,7 @@ The monitor is thread-safe: one lock serialises its DuckDB connection, so a
 UI may call it from several worker threads.
 """
 
+from ledger.events import SessionStatus
 from ledger.monitor.answers import (
     Alert,
     Checkpoint,
@@ -52,6 +53,7 @@ __all__ = [
     "Progress",
     "RuleCell",
     "SessionRow",
+    "SessionStatus",
     "Update",
     "default_home_here",
     "fleet_of",

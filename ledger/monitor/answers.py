@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from ledger.events import SessionStatus
+from ledger.events import SessionStatus, session_status
 
 
 class Progress(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,7 +82,7 @@ class Fleet(msgspec.Struct, frozen=True, kw_only=True):
     completion_rate: float | None
 
 
-def fleet_of(counts: Mapping[str, int]) -> Fleet:
+def fleet_of(counts: Mapping[SessionStatus, int]) -> Fleet:
     """Fleet totals from the number of sessions per status (the one place they are added up: the
     monitor counts with SQL, a screen holding every session's row counts its rows)."""
     complete, blocked, escalated = (counts.get(s, 0) for s in ("complete", "blocked", "escalated"))
@@ -197,7 +197,7 @@ def session_of(r: dict[str, Any]) -> SessionRow:
     """A ``SessionRow`` from a row of the ``sessions`` view."""
     return SessionRow(
         session_id=str(r["session_id"]),
-        status=r["status"],  # the sessions view gives one of SESSION_STATUSES
+        status=session_status(r["status"]),
         agent=str(r["agent"] or ""),
         task=str(r["task"] or ""),
         iteration=int(r["iteration"] or 0),

@@ -15,6 +15,7 @@ from typing import Final
 import duckdb
 
 from ledger.core.home import DEFAULT_HOME, Home, is_journal, journals_in
+from ledger.events import session_status
 from ledger.monitor.answers import (
     Alert,
     Checkpoint,
@@ -297,7 +298,7 @@ class Monitor:
         """Totals over every session."""
         with self._lock:
             rows = self.ledger.con.execute("SELECT status, count(*) FROM sessions GROUP BY status").fetchall()
-        return fleet_of({str(status): int(n) for status, n in rows})
+        return fleet_of({session_status(status): int(n) for status, n in rows})
 
     def iterations(self, session_id: str) -> list[IterationRow]:
         """The session's iteration timeline, first iteration first."""

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from ledger.core.errors import LedgerError
+from ledger.core.errors import LedgerError, error_reason
 from ledger.storage.database import Ledger
 from ledger.storage.sql import install_order
 
@@ -117,7 +117,8 @@ def export_parquet(
             d.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LedgerError(
-            f"cannot create export destination {exc.filename}: {exc.strerror} (expected a writable directory)"
+            f"cannot create export destination {exc.filename}: {error_reason(exc)}"
+            " (expected a writable directory)"
         ) from None
     _check_layout(events_dir)
     folder = events_dir / f"source={name}"

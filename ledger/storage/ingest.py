@@ -22,7 +22,7 @@ import msgspec
 
 from ledger import events as ev
 from ledger.core.atomic import pid_gone
-from ledger.core.errors import LedgerError, one_line, operation
+from ledger.core.errors import LedgerError, error_reason, one_line, operation
 from ledger.storage.journal import BadLine, Span, count_lines, decode_chunk, locate_new, read_span
 from ledger.storage.schema import (
     defaulted_columns,
@@ -200,7 +200,9 @@ def _read_batches(
             try:
                 span = locate_new(path, pos.offset, pos.head)
             except OSError as exc:
-                report.bad_lines.append(BadLine(str(path), 0, f"cannot read journal: {exc.strerror}", ""))
+                report.bad_lines.append(
+                    BadLine(str(path), 0, f"cannot read journal: {error_reason(exc)}", "")
+                )
                 continue
             if span.truncated:
                 report.reset.append(path.name)

@@ -30,6 +30,7 @@ import msgspec
 
 from ledger import events as ev
 from ledger.core.errors import operation, printable
+from ledger.core.home import JOURNAL_SUFFIX
 
 SESSION_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 FIRST_BLOCK: Final = 4096  # most lines are shorter: read that much first
@@ -61,7 +62,7 @@ def check_session_id(session_id: str) -> str:
 
 def journal_path(journals_dir: Path, session_id: str) -> Path:
     """The journal file of ``session_id`` in ``journals_dir``; raises ``JournalError`` for an invalid id."""
-    return journals_dir / f"{check_session_id(session_id)}.jsonl"
+    return journals_dir / f"{check_session_id(session_id)}{JOURNAL_SUFFIX}"
 
 
 def head_hash(data: bytes) -> str:

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.journeys.conftest import Project, clean_env, script
 
 CLAUDE = "4b0c6a1e-7d2f-4c3b-9a8e-1f2d3c4b5a69"
@@ -136,6 +138,37 @@ def test_two_plugin_loops_in_one_claude_session_are_two_sessions(project: Projec
     assert project.cli("show", f"cc-{CLAUDE}").returncode == 0  # the first loop keeps its old id
 
 
+def test_a_loop_restarted_within_the_same_second_is_a_new_session(project: Project) -> None:
+    """The user deletes a running loop's file (as ``loop start`` tells them to) and starts another in
+    the second the first one started: ``started_at`` is the same, yet the new loop is its own session."""
+    claude = Claude(project)
+    start(project, "Write the parser", "--max-iterations", "9")
+    state = project.dir / ".claude" / "ralph-loop.local.md"
+    first_file = state.read_text()
+    claude.prompt("go")
+    claude.text("one")
+    assert block(claude.stop())["reason"] == "Write the parser"
+    state.unlink()
+    start(project, "Write the printer", "--max-iterations", "9")
+    started_at = next(line for line in first_file.splitlines() if line.startswith("started_at:"))
+    second = state.read_text()
+    state.write_text(  # as if written in the same second: only the time is the same
+        "\n".join(started_at if line.startswith("started_at:") else line for line in second.splitlines())
+    )
+    claude.prompt("now the printer")
+    claude.text("two")
+    answer = block(claude.stop())
+    assert (answer["reason"], answer["systemMessage"].split(" |")[0]) == (
+        "Write the printer",
+        "🔄 Ralph iteration 2",
+    )
+    rows = by_id(project)
+    assert {s: (r["task"], r["iteration"]) for s, r in rows.items()} == {
+        f"cc-{CLAUDE}": ("Write the parser", 2),
+        f"cc-{CLAUDE}-2": ("Write the printer", 2),
+    }
+
+
 def test_two_ledger_loops_in_one_claude_session_are_two_sessions(project: Project) -> None:
     ledger_project(project)
     claude = Claude(project)
@@ -227,9 +260,12 @@ def test_a_custom_promise_is_the_only_one_that_completes_a_ledger_loop(project: 
 # --- 3.4 tokens exact across stops ------------------------------------------------------------------
 
 
-def test_a_message_split_between_two_stops_is_counted_once(project: Project) -> None:
+@pytest.mark.parametrize("mode", ["plugin", "ledger"])
+def test_a_message_split_between_two_stops_is_counted_once(project: Project, mode: str) -> None:
     claude = Claude(project)
-    start(project, "Task", "--max-iterations", "9")
+    if mode == "ledger":
+        ledger_project(project)
+    start(project, "Task", "--max-iterations", "9", "--mode", mode)
     claude.prompt("go")
     usage = {"input_tokens": 1000, "output_tokens": 5}
     first = {"id": "msg_split", "role": "assistant", "content": [{"type": "thinking"}], "usage": usage}
@@ -276,6 +312,26 @@ def test_init_updates_the_bare_command_an_older_version_wrote(project: Project) 
     assert project.cli("init", "claude-code").returncode == 0
     stop = json.loads((project.dir / ".claude" / "settings.json").read_text())["hooks"]["Stop"]
     assert [h["command"] for e in stop for h in e["hooks"]] == [f"{script('ralph-ledger')} hook claude-code"]
+
+
+def test_init_from_a_subdirectory_installs_the_hook_where_loop_start_writes_the_loop(
+    project: Project,
+) -> None:
+    """Run from ``src/``, ``init`` and ``loop start`` both act on the project root (the git work tree's),
+    where Claude Code started there reads its settings; ``$CLAUDE_PROJECT_DIR`` wins when set."""
+    deep = project.dir / "src" / "pkg"
+    deep.mkdir(parents=True)
+    proc = project.cli("init", "claude-code", cwd=deep)
+    assert proc.returncode == 0 and str(project.dir / ".claude" / "settings.json") in proc.stdout, proc
+    assert (project.dir / ".claude" / "settings.json").exists() and not (deep / ".claude").exists()
+    start(project, "Task", cwd=deep)
+    assert sorted(os.listdir(project.dir / ".claude")) == ["ralph-loop.local.md", "settings.json"]
+    other = project.dir.parent / "declared"
+    other.mkdir()
+    proc = project.cli("init", "claude-code", cwd=deep, env=clean_env(CLAUDE_PROJECT_DIR=str(other)))
+    assert proc.returncode == 0 and (other / ".claude" / "settings.json").exists(), proc
+    proc = project.cli("init", "claude-code", "--project", ".", cwd=deep)  # said outright: that one
+    assert proc.returncode == 0 and (deep / ".claude" / "settings.json").exists(), proc
 
 
 def test_init_with_a_project_that_does_not_exist_is_a_usage_error(project: Project) -> None:

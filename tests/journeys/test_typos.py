@@ -48,3 +48,21 @@ def test_ralph_tui_with_an_empty_home_is_an_error(project: Project) -> None:
     assert "ralph-tui: error: argument --home: an empty path; give the ledger home's directory" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in project.dir.iterdir()) == [".git", "README.md"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["hook", "claude-code", "--home"], "--home: expected one argument"),
+        (["hook", "claude-code", "--bogus"], "unrecognized arguments: --bogus"),
+        (["hook", "claudecode"], "invalid choice: 'claudecode'"),
+    ],
+)
+def test_a_slip_in_the_stop_hook_command_is_one_line_and_allows_the_stop(
+    project: Project, args: list[str], says: str
+) -> None:
+    """Claude Code reads exit 2 as "block": a wrong hook command line allows the stop, in one line."""
+    proc = project.cli(*args, input="{}")
+    assert proc.returncode == 0 and proc.stdout == "", proc
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert says in proc.stderr and proc.stderr.rstrip().endswith("; allowing the stop"), proc.stderr

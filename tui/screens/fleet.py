@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Label, ProgressBar, Static
 
-from ledger.monitor import Fleet, SessionRow, fleet_of
+from ledger.monitor import Fleet, SessionRow, SessionStatus, fleet_of
 from tui import format as fmt
 from tui.messages import OpenSession, ralph_app
 from tui.widgets.table import Column, VirtualTable
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 NEVER: Final = datetime.min.replace(tzinfo=UTC)
 TREND_POINTS: Final = 10
 FILTER_DEBOUNCE_S: Final = 0.15
-STATUS_ORDER: Final = {"running": 0, "blocked": 1, "escalated": 2, "complete": 3}
+STATUS_ORDER: Final[dict[SessionStatus, int]] = {"running": 0, "blocked": 1, "escalated": 2, "complete": 3}
 MOVE_AT_MOST: Final = 32
 """Changed rows up to which an update moves rows into place instead of sorting them all."""
 
@@ -160,7 +160,7 @@ class SessionsScreen(Screen[None]):
         self.load_progress: tuple[int, int] | None = None
         self._early: list[SessionRow] = []
         self.cell_cache: dict[str, dict[str, Text]] = {}
-        self.status_counts: Counter[str] = Counter()
+        self.status_counts: Counter[SessionStatus] = Counter()
         """Sessions per status, kept as rows change (the fleet totals are counted from it)."""
         self.table = VirtualTable(COLUMNS, self.render_row, id="sessions")
         self._filter_timer: Timer | None = None
@@ -284,12 +284,13 @@ class SessionsScreen(Screen[None]):
         f = self.fleet
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(f"{f.sessions} sessions ", style="bold")
-        for status, count in (
+        counts: tuple[tuple[SessionStatus, int], ...] = (
             ("running", f.running),
             ("complete", f.complete),
             ("blocked", f.blocked),
             ("escalated", f.escalated),
-        ):
+        )
+        for status, count in counts:
             symbol, colour = fmt.STATUS[status]
             line.append(f"{symbol} {count} {status} ", style=colour)
         line.append(f"· completion {fmt.percent(f.completion_rate)}")

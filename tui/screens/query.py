@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Footer, Label, OptionList, Static, TextAr
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from ledger import QueryResult, output
+from ledger import QueryResult, error_reason, output
 from ledger import one_line as first_line
 from ledger.monitor import EXAMPLE_QUERIES
 from tui import format as fmt
@@ -192,6 +192,7 @@ class SqlScreen(Screen[None]):
             self.show_error("empty query: expected one SELECT statement")
             return
         self.remember(sql)
+        self.show_error("")  # (the last query's error is not this one's)
         self.running = sql
         self._cancelled = False
         self._started = clock()
@@ -407,6 +408,7 @@ class SqlScreen(Screen[None]):
             except ValueError as exc:
                 self.show_error(str(exc))
                 return
+            self.show_error("")  # (an earlier export's error is not this one's)
             self.status(f"exporting to {path}…")
             self.export(self.result_sql, path, kind)
 
@@ -425,9 +427,10 @@ class SqlScreen(Screen[None]):
             self.post_message(Exported(path, 0, f"cannot export: {first_line(exc)}"))
             return
         try:
-            path.write_text(text, encoding="utf-8")
+            with path.open("x", encoding="utf-8") as out:  # never over a file that is there
+                out.write(text)
         except OSError as exc:
-            reason = exc.strerror or first_line(exc)
+            reason = error_reason(exc)  # ("File exists": it is kept)
             self.post_message(Exported(path, 0, f"cannot write {path}: {reason}"))
             return
         self.post_message(Exported(path, len(result.rows), ""))

@@ -77,7 +77,7 @@ from ledger.agents.claude_code.stop_event import (
     transcript_problem,
 )
 from ledger.agents.claude_code.transcript import Scan
-from ledger.core.errors import one_line, os_error
+from ledger.core.errors import error_reason, one_line, os_error
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.loop.promises import detect_promises, to_event
@@ -200,7 +200,7 @@ def run(
             return native_stop(data, project, home, project / LOOP_FILE, clock, sink)
         return _drop_in(data, project / STATE_FILE, home, clock, sink)
     except Exception as exc:  # the agent must never be wedged by the hook
-        line = _allowing(exc)
+        line = allowing(exc)
         _record_error(*sink.target(), line)
         return HookOutcome(stderr=line + "\n")
 
@@ -240,7 +240,7 @@ def _drop_in(
             try:
                 text, turn = read_turn(data, transcript, record.offset if record.started else carry)
             except OSError as exc:
-                problem = f"transcript {transcript} cannot be read: {exc.strerror or exc}"
+                problem = f"transcript {transcript} cannot be read: {error_reason(exc)}"
         decision = plugin_decision(state, text, hook_session_id=data.session_id, transcript_problem=problem)
         stop = _Stop(sid, state, text, turn, record.started, data)
         notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
@@ -309,7 +309,7 @@ def _commit(
     try:
         apply_decision(state_path, decision, current=read)
     except OSError as exc:
-        line = _allowing(os_error(exc, f"writing {state_path}"))
+        line = allowing(os_error(exc, f"writing {state_path}"))
         ending = decision.action == "allow"  # a loop that ended has ended, file or no file
         if decision.action == "block":  # the agent is allowed, and the loop stays where it was
             decision = PluginDecision(action="allow", outcome=decision.outcome, reason=line)
@@ -320,7 +320,7 @@ def _commit(
     try:
         journal.append(*notes, *_events(stop, decision))
     except OSError as exc:
-        line = _allowing(exc)
+        line = allowing(exc)
         if decision.action == "block":
             with contextlib.suppress(OSError):  # else the next stop's reconcile puts it back
                 write_state(state_path, read)
@@ -329,7 +329,7 @@ def _commit(
     return msgspec.structs.replace(_outcome(decision), sync=(str(journal.path),))
 
 
-def _allowing(exc: BaseException | str) -> str:
+def allowing(exc: BaseException | str) -> str:
     """The one line a stop prints on stderr when ``exc`` (or what it says) makes it allow the stop."""
     return f"ralph-ledger hook: {exc if isinstance(exc, str) else one_line(exc, 300)}; allowing the stop"
 
@@ -338,14 +338,18 @@ def _state_session(
     home: Home, claude_session: str, state: LoopState, clock: Callable[[], datetime]
 ) -> tuple[str, LoopRecord, int]:
     """The ledger session of a plugin loop: the one its file names, else :func:`loop_session`'s
-    (the running loop continues when it started with this file's ``started_at``, or, recorded
-    before loops had their own session, when it is at this file's iteration)."""
+    (the running loop continues when it started with this file's ``started_at`` and the file is
+    not behind its journal, or, recorded before loops had their own session, when it is at this
+    file's iteration)."""
     if state.ledger_session and belongs(state.ledger_session, claude_session):
         return state.ledger_session, *named_session(home, claude_session, state.ledger_session, clock)
 
     def same_loop(record: LoopRecord) -> bool:
-        if "started_at" in record.config:
-            return bool(record.config["started_at"] == state.started_at)
+        if "started_at" in record.config:  # started_at has whole seconds: a loop restarted within
+            # the second has the same; but a file is never behind its own loop's journal (the
+            # file is written first), so a fresh file after a block is another loop
+            same = record.config["started_at"] == state.started_at
+            return bool(same and state.iteration >= record.iteration)
         return state.iteration > 1 and record.iteration == state.iteration
 
     return loop_session(home, claude_session, same_loop, clock)

@@ -54,6 +54,7 @@ from ledger.agents.claude_code.stop_event import (
     transcript_of,
 )
 from ledger.core.atomic import atomic_write, sweep_temps
+from ledger.core.errors import error_reason
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.loop.config import ConfigError, LoopConfig, find_config
@@ -93,7 +94,7 @@ def read_loop_file(path: Path) -> LoopFile | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise LoopFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise LoopFileError(f"{path}: cannot read: {error_reason(exc)}") from None
     try:
         loop = msgspec.json.decode(raw, type=LoopFile)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
@@ -250,7 +251,6 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
                 )
             ]
 
-        block = {"decision": "block", "reason": next_prompt(loop.prompt, result), "systemMessage": ""}
         try:
             engine.next(sid, lead=decided)
         except EngineError as exc:

@@ -153,7 +153,9 @@ def read_state(path: StrPath) -> LoopState | None:
     except UnicodeDecodeError:
         raise StateError(f"{p}: not UTF-8 text") from None
     except OSError as e:
-        raise StateError(f"{p}: cannot read: {e.strerror or e}") from None
+        from ledger.core.errors import error_reason
+
+        raise StateError(f"{p}: cannot read: {error_reason(e)}") from None
     return parse_state(text, source=str(p))
 
 

@@ -39,7 +39,9 @@ def _load_settings(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise SettingsError(f"{path}: not UTF-8 text") from None
     except OSError as e:
-        raise SettingsError(f"{path}: cannot read: {e.strerror or e}") from None
+        from ledger.core.errors import error_reason
+
+        raise SettingsError(f"{path}: cannot read: {error_reason(e)}") from None
     if not text.strip():
         return {}
     import json  # here: Stop hooks never read the settings

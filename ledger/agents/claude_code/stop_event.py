@@ -34,7 +34,7 @@ class HookInput(msgspec.Struct, frozen=True, kw_only=True):
     """The Stop hook's stdin (unknown fields are ignored)."""
 
     session_id: str = ""
-    transcript_path: str = ""
+    transcript_path: str | None = ""  # null: no transcript, as when absent
     cwd: str = ""
     stop_hook_active: bool = False
     last_assistant_message: str | None = None

@@ -128,11 +128,13 @@ def _warm_up(home: Home, within: float = 3600.0) -> None:
     from ledger.storage.fold import KEEP_LEDGERS, fold
 
     try:
-        entries = [
-            (e.stat().st_mtime, Path(e.path)) for e in os.scandir(home.journals) if e.name.endswith(".jsonl")
-        ]
-    except OSError:
+        files = home.journal_files()
+    except OSError:  # an unreadable journals directory: nothing to warm
         return
+    entries: list[tuple[float, Path]] = []
+    for path in files:
+        with contextlib.suppress(OSError):  # removed meanwhile
+            entries.append((path.stat().st_mtime, path))
     recent = sorted((e for e in entries if e[0] >= time.time() - within), reverse=True)
     for _, path in recent[:KEEP_LEDGERS]:
         with contextlib.suppress(Exception):  # a journal it cannot fold now is folded by its stop
@@ -154,7 +156,7 @@ def _waiting(conn: socket.socket) -> bool:
 def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
     """One stop: the request, the handshake, the stop run as the hook would, the reply. False when
     the hook runs other code than this worker (then it runs the stop itself)."""
-    from ledger.agents.claude_code.hook import run
+    from ledger.agents.claude_code.hook import allowing, run
 
     try:
         conn.settimeout(5.0)
@@ -179,7 +181,7 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
     except OSError as exc:  # the hook's directory is gone: the stop is allowed, as in-process
         from ledger.agents.claude_code.stop_event import HookOutcome
 
-        outcome = HookOutcome(stderr=f"ralph-ledger hook: {exc}; allowing the stop\n")
+        outcome = HookOutcome(stderr=allowing(exc) + "\n")
     finally:
         os.environ.clear()
         os.environ.update(environ)
