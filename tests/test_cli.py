@@ -245,6 +245,13 @@ def _duckdb_text(literal: str) -> str:
     return str(row[0])
 
 
+def _real_expected(literal: str) -> Any:
+    """A REAL as DuckDB writes it (``0.1``, not the double ``0.10000000149011612``), as JSON holds it."""
+    shown = _duckdb_text(literal)
+    special = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+    return special.get(shown, float(shown))
+
+
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -263,6 +270,7 @@ def _scalars() -> st.SearchStrategy[Case]:
                 "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity") if abs(x) == float("inf") else x,
             )
         ),
+        st.floats(width=32).map(lambda x: ("REAL", f"'{x!r}'::REAL", _real_expected(f"'{x!r}'::REAL"))),
         st.decimals(min_value=-(10**14), max_value=10**14, places=3, allow_nan=False).map(
             lambda d: ("DECIMAL(18,3)", f"'{d}'::DECIMAL(18,3)", d)
         ),
@@ -426,6 +434,45 @@ def test_sql_renders_every_duckdb_type_in_every_format(value_home: Path, case: C
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "v" and lines[-1] == "(1 row)" and len(lines) == 4
+
+
+@pytest.mark.parametrize(
+    ("literal", "expected"),
+    [
+        ("MAP {[1]: 'x', [2, 3]: 'y'}", {"[1]": "x", "[2,3]": "y"}),
+        ("MAP {{'a': 1}: 2}", {'{"a":1}': 2}),
+        ("MAP {[TIMESTAMPTZ '2024-01-01 02:00:00+02']: 1}", {'["2024-01-01T00:00:00+00:00"]': 1}),
+        ("MAP {[1]: MAP {[2]: 0.5::REAL}}", {"[1]": {"[2]": 0.5}}),
+        ("[MAP {[1]: 'x'}]", [{"[1]": "x"}]),
+        ("MAP {}::MAP(INTEGER[], INTEGER)", {}),
+        ("NULL::MAP(INTEGER[], INTEGER)", None),
+    ],
+)
+def test_a_map_with_nested_keys_is_keyed_by_their_json_text(
+    value_home: Path, literal: str, expected: Any
+) -> None:
+    """A MAP whose keys are lists or structs (which DuckDB gives Python as ``{"key": [...], "value":
+    [...]}``) is one JSON object keyed by each key's JSON text, as a MAP of scalar keys is, in every
+    format; timestamps in keys carry their zone."""
+    code, out, err = _run(value_home, "sql", f"SELECT {literal} AS v", "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"v": expected}]
+    code, out, err = _run(value_home, "sql", f"SELECT {literal} AS v", "--csv")
+    assert code == 0, err
+    [field] = list(csv.reader(io.StringIO(out)))[1]
+    assert (json.loads(field) if field else None) == expected
+
+
+@pytest.mark.parametrize("names", [["a", "a"], ["a", "a", "a_1"], ["a_1", "a", "a"], ["x", "y"]])
+def test_json_keeps_every_column_of_a_repeated_name(value_home: Path, names: list[str]) -> None:
+    """``--json`` names a repeated column as DuckDB does in a subquery (``a``, ``a_1``, ...): no
+    column's value is lost to a later one of the same name."""
+    select = ", ".join(f'{i} AS "{name}"' for i, name in enumerate(names))
+    code, out, err = _run(value_home, "sql", f"SELECT {select}", "--json")
+    assert code == 0, err
+    [row] = json.loads(out)
+    assert list(row) == _ORACLE.sql(f"SELECT * FROM (SELECT {select})").columns
+    assert list(row.values()) == list(range(len(names)))
 
 
 @pytest.mark.parametrize(

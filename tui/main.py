@@ -29,6 +29,14 @@ def journal_files(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
+def _home_dir(text: str) -> Path:
+    """``--home``'s value; an empty one (an unset variable) is an error, as in ralph-ledger, not the
+    current folder (``Path("")`` is ``.``)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path; give the ledger home's directory")
+    return Path(text)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(
@@ -44,7 +52,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--home",
-        type=Path,
+        type=_home_dir,
         metavar="DIR",
         help="the ledger home to watch, as in ralph-ledger (default: $RALPH_HOME or ./.ralph); "
         "it may not exist yet: its first loop shows up as it starts",

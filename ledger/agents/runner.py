@@ -51,6 +51,7 @@ from ledger import events as ev
 from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reason, interrupts, run_agent
 from ledger.agents.changes import files_changed, snapshot
 from ledger.agents.claude_code.transcript import scan_output
+from ledger.core.errors import no_session
 from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
@@ -88,12 +89,10 @@ def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
     no such session."""
     path = engine.journal(session_id).path
     if not path.exists():
-        raise EngineError(
-            f"no session {session_id!r} in {engine.home.root}; `ralph-ledger sessions` lists them"
-        )
+        raise EngineError(no_session(session_id, engine.home.root))
     started = [e for e in read_new(path, Cursor()).events if isinstance(e, ev.SessionStarted)]
     if not started:
-        raise EngineError(f"session {session_id!r} has no session_started event")
+        raise EngineError(no_session(session_id, engine.home.root, path))
     return started[-1].prompt or started[-1].task, list(started[-1].command)
 
 

@@ -192,7 +192,10 @@ NEEDS_HOME = (*LEDGER_COMMANDS, "stop", "set")
 def _check_home(home: Home, args: argparse.Namespace) -> None:
     """Raise ``CliError`` (exit 2) when a command of ``NEEDS_HOME`` is given a home, on the command
     line or in ``$RALPH_HOME``, that is not a directory (the default ``./.ralph`` may be missing:
-    nothing has run there yet)."""
+    nothing has run there yet). An empty ``--home`` (an unset variable) is an error for every command
+    but ``hook``: it would make the working directory a home."""
+    if args.home == "" and args.command != "hook":
+        raise CliError("ralph-ledger: --home: an empty path; give the ledger home's directory", 2)
     if args.command not in NEEDS_HOME or home.root.is_dir():
         return
     if args.home is not None:

@@ -151,16 +151,16 @@ def cmd_schema(home: Home, args: argparse.Namespace) -> None:
     if args.portable:
         from ledger.storage.export import portable_sql
 
-        print(portable_sql(), end="")
+        emit(portable_sql())
         return
     ledger = Ledger.memory()
+    lines: list[str] = []
     for d in definitions():
         target = d.name if d.kind == "view" else f"{d.name}()"
         cols = ledger.con.execute(f"DESCRIBE SELECT * FROM {target}").fetchall()
-        head = f"{d.kind} {d.name}" + (f"({d.params})" if d.kind == "detector" else "")
-        print(head)
-        for name, typ, *_ in cols:
-            print(f"  {name:<24} {typ}")
+        lines.append(f"{d.kind} {d.name}" + (f"({d.params})" if d.kind == "detector" else ""))
+        lines += [f"  {name:<24} {typ}" for name, typ, *_ in cols]
+    emit("\n".join(lines) + "\n")
 
 
 def cmd_stats(home: Home, args: argparse.Namespace) -> None:

@@ -19,14 +19,21 @@ if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that u
 def cmd_override(home: Home, args: argparse.Namespace) -> None:
     """``stop`` / ``set``: record an override in a running session's journal and print a confirmation.
 
-    Raises ``CliError`` (exit 1) if the engine refuses it (e.g. no such session, or it is not running).
+    Raises ``CliError`` (exit 1) if the engine refuses it (e.g. no such session, or it is not running)
+    or the home cannot be written (a read-only home).
     """
     from ledger.loop.engine import Engine
     from ledger.loop.engine_types import EngineError
     from ledger.storage.journal import journal_path
+    from ledger.storage.ledger_file import unwritable
 
     if not journal_path(home.journals, args.session).exists():  # JournalError for an invalid id
         raise unknown_session(args.session, home)
+    if why := unwritable(home):  # said as the user sees it, not as the first file that failed
+        verb = "stop" if args.command == "stop" else "change"
+        raise CliError(
+            f"ralph-ledger: cannot {verb} session {args.session!r}: cannot write in {home.root} ({why})"
+        )
     engine = Engine(home)
     try:
         if args.command == "stop":

@@ -73,10 +73,12 @@ def printable(text: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def no_session(session_id: str, home: Path) -> str:
+def no_session(session_id: str, home: Path, journal: Path | None = None) -> str:
     """The error for a session id a home does not hold, in the user's words: where it was looked
-    for and how to list the sessions there."""
-    return f"no session {session_id!r} in {home}; `ralph-ledger sessions` lists them"
+    for and how to list the sessions there; with ``journal``, that its journal exists but records
+    no start (empty, or only damaged lines)."""
+    where = f"{home}: its journal {journal} records no start" if journal is not None else f"{home}"
+    return f"no session {session_id!r} in {where}; `ralph-ledger sessions` lists them"
 
 
 def one_line(error: BaseException | str, limit: int | None = None) -> str:

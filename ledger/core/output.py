@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import math
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -125,8 +126,9 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None
 def restore(rows: list[tuple[Any, ...]], types: Sequence[DuckDBPyType]) -> list[tuple[Any, ...]]:
     """Rows fetched through ``wrap`` with their timestamps read back from DuckDB's text: an aware
     datetime, or the text itself when Python has none for it (``infinity``, a year before 1 or after
-    9999). ``types`` are the query's own column types."""
-    columns = [(i, t) for i, t in enumerate(types) if _has_timestamp(t)]
+    9999); a ``REAL`` as the shortest float that is the same REAL (``0.1``, as DuckDB writes it, not
+    ``0.10000000149011612``). ``types`` are the query's own column types."""
+    columns = [(i, t) for i, t in enumerate(types) if _restores(t)]
     if not columns:
         return rows
     out = []
@@ -138,20 +140,31 @@ def restore(rows: list[tuple[Any, ...]], types: Sequence[DuckDBPyType]) -> list[
     return out
 
 
-def _has_timestamp(t: DuckDBPyType) -> bool:
+_NESTED_KEYS: Final = frozenset({"list", "array", "struct", "map"})
+"""MAP key types Python cannot hash: DuckDB gives such a MAP as ``{"key": [...], "value": [...]}``."""
+
+
+def _restores(t: DuckDBPyType) -> bool:
+    """Whether ``t`` is, or holds, what ``restore`` reads back: a timestamp, a ``REAL``, a MAP with
+    nested keys."""
     kind = t.id
-    if kind in _TIMESTAMPS:
+    if kind in _TIMESTAMPS or kind == "float":
         return True
-    return kind in ("list", "array", "map", "struct") and any(_has_timestamp(kid) for _, kid in _kids(t))
+    if kind == "map" and _kids(t)[0][1].id in _NESTED_KEYS:
+        return True
+    return kind in ("list", "array", "map", "struct") and any(_restores(kid) for _, kid in _kids(t))
 
 
 def _restored(value: Any, t: DuckDBPyType) -> Any:
-    """``value`` of type ``t`` with its timestamps (cast to text) read back as datetimes."""
+    """``value`` of type ``t`` with its timestamps (cast to text) read back as datetimes, its REALs
+    as DuckDB writes them, a MAP with nested keys as a dict whose keys are their JSON text."""
     if value is None:
         return None
     kind = t.id
     if kind in _TIMESTAMPS:
         return _timestamp(value) if isinstance(value, str) else value
+    if kind == "float":
+        return _real(value) if isinstance(value, float) else value
     if kind not in ("list", "array", "map", "struct"):
         return value
     kids = _kids(t)
@@ -159,6 +172,9 @@ def _restored(value: Any, t: DuckDBPyType) -> Any:
         return [_restored(v, kids[0][1]) for v in value]
     if kind == "map" and isinstance(value, dict):
         key_type, value_type = kids[0][1], kids[1][1]
+        if key_type.id in _NESTED_KEYS:
+            pairs = zip(value.get("key") or [], value.get("value") or [], strict=False)
+            return {to_json(plain(_restored(k, key_type))): _restored(v, value_type) for k, v in pairs}
         return {_restored(k, key_type): _restored(v, value_type) for k, v in value.items()}
     if kind == "struct" and isinstance(value, dict):
         types = dict(kids)
@@ -174,6 +190,20 @@ def _timestamp(text: str) -> datetime | str:
     except ValueError:
         return text
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _real(value: float) -> float:
+    """A ``REAL`` (single precision, fetched as a double) as the shortest float that is the same REAL."""
+    if not math.isfinite(value):
+        return value
+    for digits in range(1, 10):
+        short = float(f"{value:.{digits}g}")
+        try:
+            if struct.unpack("f", struct.pack("f", short))[0] == value:
+                return short
+        except OverflowError:  # rounded past the largest REAL
+            continue
+    return value
 
 
 _BLOB_ESCAPED: Final = frozenset(b"\"'\\")  # DuckDB writes these printable bytes as \xHH too
@@ -321,9 +351,28 @@ def render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str)
         w.writerows(["" if v is None else text(v) for v in row] for row in rows)
         return buf.getvalue()
     if fmt == "json":
-        data = [dict(zip(columns, (plain(v) for v in row), strict=True)) for row in rows]
-        return to_json(data, indent=1) + "\n"
+        return to_json(_objects(columns, rows), indent=1) + "\n"
     return table(columns, rows)
+
+
+def json_keys(columns: Sequence[str]) -> list[str]:
+    """The columns' names as distinct JSON keys: a repeated name (``SELECT 1 AS a, 2 AS a``, a join's
+    two ``session_id``) gets the first free ``_1``, ``_2``, ... suffix, as DuckDB names them in a
+    subquery, so no column's values are lost."""
+    keys: dict[str, None] = {}
+    for name in columns:
+        key, n = name, 0
+        while key in keys:
+            n += 1
+            key = f"{name}_{n}"
+        keys[key] = None
+    return list(keys)
+
+
+def _objects(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Rows as JSON objects (see ``json_keys``), their values ``plain``."""
+    keys = json_keys(columns)
+    return [dict(zip(keys, map(plain, row), strict=True)) for row in rows]
 
 
 def render_many(parts: Sequence[tuple[str, str, Rows]], fmt: str) -> str:
@@ -331,10 +380,7 @@ def render_many(parts: Sequence[tuple[str, str, Rows]], fmt: str) -> str:
     title; CSV gives each its own header, the parts separated by an empty line; JSON is one object,
     ``name`` -> the array of rows."""
     if fmt == "json":
-        data = {
-            name: [dict(zip(r.columns, map(plain, row), strict=True)) for row in r.rows]
-            for name, _, r in parts
-        }
+        data = {name: _objects(r.columns, r.rows) for name, _, r in parts}
         return to_json(data, indent=1) + "\n"
     if fmt == "csv":
         return "\n".join(render_rows(r.columns, r.rows, fmt) for _, _, r in parts)

@@ -87,7 +87,7 @@ class Engine:
         events = list(read.events)
         started = [e for e in events if isinstance(e, ev.SessionStarted)]
         if not started:
-            raise EngineError(f"session {session_id!r} has no session_started event")
+            raise EngineError(no_session(session_id, self.home.root, path))
         try:
             config = msgspec.convert(started[-1].config, LoopConfig)
         except msgspec.ValidationError as exc:

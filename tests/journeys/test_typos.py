@@ -37,6 +37,19 @@ def test_ralph_tui_with_a_wrong_option_is_one_line(project: Project) -> None:
     assert "Traceback" not in proc.stderr and "--speed" in proc.stderr, proc.stderr
 
 
+def test_ralph_tui_with_an_empty_home_is_an_error(project: Project) -> None:
+    """``ralph-tui --home ""`` (an unset variable) is an error, as in ralph-ledger: the project folder
+    is not made a ledger home."""
+    proc = subprocess.run(
+        [script("ralph-tui"), "--home", ""], cwd=project.dir, capture_output=True, text=True,
+        env=clean_env(), timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc
+    assert "ralph-tui: error: argument --home: an empty path; give the ledger home's directory" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in project.dir.iterdir()) == [".git", "README.md"]
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
