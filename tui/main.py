@@ -54,7 +54,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--home",
         type=_home_dir,
         metavar="DIR",
-        help="the ledger home to watch, as in ralph-ledger (default: $RALPH_HOME or ./.ralph); "
+        help="the ledger home to watch, as in ralph-ledger (default: $RALPH_HOME, else the project's .ralph, "
+        "as ralph-ledger finds it); "
         "it may not exist yet: its first loop shows up as it starts",
     )
     parser.add_argument(

@@ -191,7 +191,7 @@ NEEDS_HOME = (*LEDGER_COMMANDS, "stop", "set")
 
 def _check_home(home: Home, args: argparse.Namespace) -> None:
     """Raise ``CliError`` (exit 2) when a command of ``NEEDS_HOME`` is given a home, on the command
-    line or in ``$RALPH_HOME``, that is not a directory (the default ``./.ralph`` may be missing:
+    line or in ``$RALPH_HOME``, that is not a directory (the default home may be missing:
     nothing has run there yet). An empty ``--home`` (an unset variable) is an error for every command
     but ``hook``: it would make the working directory a home."""
     if args.home == "" and args.command != "hook":

@@ -40,7 +40,7 @@ def report_ingest(report: IngestReport) -> None:
 def open_current(home: Home, wait: float) -> Ledger:
     """The home's ledger with the journals ingested. If another process holds the file, or the
     home cannot be written, an in-memory ledger read from the journals instead (said in one line on
-    stderr); a home that does not exist yet (``./.ralph`` before any loop) is an empty ledger, and
+    stderr); a home that does not exist yet (the default one before any loop) is an empty ledger, and
     is not created."""
     from ledger.storage.database import Ledger
 

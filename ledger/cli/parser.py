@@ -74,7 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     Parser = _parser_class()
     p = Parser(prog="ralph-ledger", description="Record and query agent iteration loops.")
-    p.add_argument("--home", help="ledger home (default: $RALPH_HOME or ./.ralph)")
+    p.add_argument(
+        "--home",
+        help="ledger home (default: $RALPH_HOME, else the project's .ralph: the nearest above the "
+        "current directory, up to the git root)",
+    )
     p.add_argument(
         "--wait",
         type=non_negative_float,

@@ -12,7 +12,7 @@ needs neither DuckDB nor SQL.
 
 Sources: a ledger home (a directory holding ``journals/``), a directory of
 ``*.jsonl`` journals (``sample_sessions/``), or journal files; and ``homes``:
-homes named as such (``--home``, ``$RALPH_HOME``, ``./.ralph``), which may be
+homes named as such (``--home``, ``$RALPH_HOME``, the project's ``.ralph``), which may be
 empty or not exist yet (nothing is created: ``watch_roots`` says where to
 watch for their ``journals/`` to appear). One home is
 read through its ``ledger.duckdb`` (an in-memory copy when another process
