@@ -467,12 +467,9 @@ def test_a_hostile_transcript_through_the_hook(bed: HookBed, long_form: bool) ->
             bed.transcript.write_bytes(data + b"\n" * 1000)
             bed.stop(bed.event(session))
         bed.transcript.write_bytes(data)
-        bed.stop(bed.event(session))
-        turns = [
-            e
-            for e in read_new(bed.home.journals / f"cc-{session}.jsonl", Cursor()).events
-            if isinstance(e, E.AgentTurn)
-        ]
+        bed.stop(bed.event(session))  # (the bed resets the state file: with ``again``, a new loop)
+        last = bed.home.journals / (f"cc-{session}-2.jsonl" if again else f"cc-{session}.jsonl")
+        turns = [e for e in read_new(last, Cursor()).events if isinstance(e, E.AgentTurn)]
         assert turns[-1].transcript_offset == len(data)
 
     check()
