@@ -101,8 +101,13 @@ def load_toml(path: Path) -> LoopConfig:
 def load_checked(path: Path, *, runner: bool = False) -> LoopConfig:
     """``load_toml``, then ``check_config``: a configuration that will not fail once a loop runs."""
     config = load_toml(path)
-    check_config(config, str(path), "tool.ralph." if path.name == "pyproject.toml" else "", runner=runner)
+    check_config(config, str(path), _prefix(path), runner=runner)
     return config
+
+
+def _prefix(path: Path) -> str:
+    """How the keys of the configuration in ``path`` are named: ``tool.ralph.`` in a pyproject.toml."""
+    return "tool.ralph." if path.name == "pyproject.toml" else ""
 
 
 def _check_rules(config: LoopConfig, source: str, prefix: str = "") -> LoopConfig:
@@ -153,6 +158,24 @@ def _positive(value: float, integer: bool) -> str | None:
     return None
 
 
+def check_can_complete(config: LoopConfig, source: str, prefix: str = "") -> None:
+    """Raise ``ConfigError`` when the loop as it will run (the hook's ``--completion-promise``
+    applied) has exclusive promises and none listed: nothing could ever complete it."""
+    if config.exclusive_promises and not config.completion_promises:
+        raise ConfigError(
+            f"{source}: {prefix}completion_promises: expected at least one promise word while "
+            "exclusive_promises is true (nothing could complete the loop)"
+        )
+
+
+def source_of(project: Path) -> tuple[str, str]:
+    """The configuration file of ``project`` as messages name it, and the prefix of its keys."""
+    path = config_path(project)
+    if path is None:
+        return str(project / "ralph.toml"), ""
+    return str(path), _prefix(path)
+
+
 def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: bool = False) -> None:
     """Raise ``ConfigError`` for the first setting that would fail or never take effect once a loop
     runs: ``max_iterations`` < 1, an empty promise, an unknown hook name, an invalid regular expression,
@@ -170,12 +193,8 @@ def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: b
     for i, word in enumerate(config.completion_promises):
         if not word.strip():
             raise bad(f"completion_promises[{i}]", "expected a promise word, got an empty string")
-    if runner and config.exclusive_promises and not config.completion_promises:
-        raise bad(
-            "completion_promises",
-            "expected at least one promise word while exclusive_promises is true (nothing could complete "
-            "the loop)",
-        )
+    if runner:
+        check_can_complete(config, source, prefix)
     for i, name in enumerate(config.hooks):
         if name not in PRESET_FNS:
             known = ", ".join(sorted(PRESET_FNS))

@@ -366,6 +366,19 @@ def test_loop_start_checks_the_configuration_before_any_stop(project: Project) -
     assert not (project.dir / ".claude").exists()
 
 
+def test_loop_start_refuses_a_loop_no_promise_could_complete(project: Project) -> None:
+    """``exclusive_promises`` with none listed: only ``--completion-promise`` can give the loop a way to
+    end; without it ``loop start`` says so in one line and writes nothing (it used to start a loop
+    that ran to its limit and escalated, saying it would end on COMPLETE)."""
+    project.write("ralph.toml", "exclusive_promises = true\ncompletion_promises = []\n")
+    proc = project.cli("loop", "start", "Fix it", "--mode", "ledger")
+    assert proc.returncode == 1 and len(proc.stderr.splitlines()) == 1, proc
+    assert "ralph.toml: completion_promises:" in proc.stderr and "--completion-promise" in proc.stderr
+    assert not (project.dir / ".claude").exists()
+    proc = project.cli("loop", "start", "Fix it", "--mode", "ledger", "--completion-promise", "ALL GREEN")
+    assert proc.returncode == 0 and "<promise>ALL GREEN</promise>" in proc.stdout, proc
+
+
 # --- 3.7 a transcript the drop-in cannot use ----------------------------------------------------------
 
 

@@ -57,7 +57,7 @@ from ledger.core.atomic import atomic_write, sweep_temps
 from ledger.core.errors import error_reason
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
-from ledger.loop.config import ConfigError, LoopConfig, find_config
+from ledger.loop.config import ConfigError, LoopConfig, check_can_complete, find_config, source_of
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError, ValidateResult
 from ledger.loop.prompts import next_prompt
@@ -122,7 +122,7 @@ def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
     promises, exclusive = config.completion_promises, config.exclusive_promises
     if loop.completion_promise:  # as the plugin's --completion-promise: that phrase and no other
         promises, exclusive = [loop.completion_promise], True
-    return msgspec.structs.replace(
+    config = msgspec.structs.replace(
         config,
         task=loop.prompt[:500],
         agent=config.agent or AGENT,
@@ -130,6 +130,11 @@ def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
         completion_promises=promises,
         exclusive_promises=exclusive,
     )
+    try:
+        check_can_complete(config, *source_of(project))
+    except ConfigError as exc:  # refused by loop start before any loop file is written
+        raise HookInputError(f"{exc}; or give loop start --completion-promise PHRASE") from None
+    return config
 
 
 def status_line(result: ValidateResult, iteration: int, max_iterations: int) -> str:
