@@ -6,12 +6,11 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from ledger.agents.claude_code import hook as stop_hook
 from ledger.agents.claude_code.stop_event import HookOutcome
-from ledger.agents.claude_code.warm import Reply, Request, _recv, _recv_exact, _send, code_stamp
+from ledger.agents.claude_code.warm import Reply, Request, code_stamp, recv, recv_exact, send
 from ledger.agents.claude_code.warm_worker import _serve_one
 from ledger.core.home import Home
 
@@ -25,7 +24,7 @@ def test_a_worker_running_other_code_refuses_and_says_so(tmp_path: Path) -> None
     home = Home.resolve(tmp_path / "home")
     hook, worker = socket.socketpair()
     with hook, worker:
-        _send(hook, msgspec.msgpack.encode(request(home, code_stamp() + 1)))
+        send(hook, request(home, code_stamp() + 1).encode())
         assert _serve_one(worker, home, code_stamp()) is False
         worker.close()
         assert hook.recv(1) == b""
@@ -36,7 +35,7 @@ def test_a_request_for_another_home_is_left_to_the_hook(tmp_path: Path) -> None:
     other = Home.resolve(tmp_path / "other")
     hook, worker = socket.socketpair()
     with hook, worker:
-        _send(hook, msgspec.msgpack.encode(request(other, code_stamp())))
+        send(hook, request(other, code_stamp()).encode())
         assert _serve_one(worker, home, code_stamp()) is True
         worker.close()
         assert hook.recv(1) == b""
@@ -55,15 +54,15 @@ def test_a_hook_that_never_says_go_gets_nothing_run(tmp_path: Path, monkeypatch:
     home = Home.resolve(tmp_path / "home")
     hook, worker = socket.socketpair()
     with hook, worker:
-        _send(hook, msgspec.msgpack.encode(request(home, code_stamp())))
+        send(hook, request(home, code_stamp()).encode())
         hook.close()  # gone before "go"
         assert _serve_one(worker, home, code_stamp()) is True
     assert runs == []
     hook, worker = socket.socketpair()
     with hook, worker:
-        _send(hook, msgspec.msgpack.encode(request(home, code_stamp())))
+        send(hook, request(home, code_stamp()).encode())
         hook.sendall(b"G")
         assert _serve_one(worker, home, code_stamp()) is True
-        assert _recv_exact(hook, 1) == b"R"
-        assert msgspec.msgpack.decode(_recv(hook), type=Reply).stdout == "answer\n"
+        assert recv_exact(hook, 1) == b"R"
+        assert Reply.decode(recv(hook)).stdout == "answer\n"
     assert runs == [b"{}"]
