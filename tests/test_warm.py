@@ -3,6 +3,7 @@ a socket pair."""
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -66,3 +67,36 @@ def test_a_hook_that_never_says_go_gets_nothing_run(tmp_path: Path, monkeypatch:
         assert recv_exact(hook, 1) == b"R"
         assert Reply.decode(recv(hook)).stdout == "answer\n"
     assert runs == [b"{}"]
+
+
+def test_a_drop_in_stop_whose_hook_is_gone_decides_nothing(tmp_path: Path) -> None:
+    """A drop-in stop run by the worker for a hook process killed meanwhile: the state file keeps
+    its iteration and the journal gets an ``error_recorded``, no decision (as a ledger-native one)."""
+    from ledger import events as E
+    from ledger.agents.claude_code.stop_event import served_for
+    from ledger.storage.journal import Cursor, read_new
+
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    state = project / ".claude" / "ralph-loop.local.md"
+    state.write_text(
+        "---\nactive: true\niteration: 1\nsession_id: \nmax_iterations: 0\n"
+        'completion_promise: "ALL DONE"\nstarted_at: "2026-11-22T00:00:00Z"\n---\n\nFix the tests\n'
+    )
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(
+        '{"type": "assistant", "message": {"id": "m1", "role": "assistant", '
+        '"content": [{"type": "text", "text": "Still failing."}]}}\n'
+    )
+    raw = json.dumps({"session_id": "s1", "transcript_path": str(transcript), "cwd": str(project)}).encode()
+    home = Home.resolve(project / ".ralph")
+    before = state.read_text()
+    with served_for(lambda: False):
+        outcome = stop_hook.run(raw, home=home)
+    assert outcome.stdout == "" and "ended before it was decided" in outcome.stderr
+    assert state.read_text() == before
+    events = read_new(home.journals / "cc-s1.jsonl", Cursor()).events
+    assert not any(isinstance(e, E.StopDecided) for e in events)
+    assert isinstance(events[-1], E.ErrorRecorded) and "ended before it was decided" in events[-1].message
+    with served_for(lambda: True):
+        assert '"block"' in stop_hook.run(raw, home=home).stdout  # a hook still waiting gets its answer
