@@ -140,7 +140,7 @@ class Project:
         ).encode()
         self.stops = 0
 
-    def stop(self) -> float:
+    def stop(self) -> Sample:
         """One stop after one more turn; its time in ms. Raises SystemExit unless the hook blocks."""
         self.stops += 1
         add_turn(self.transcript, self.stops)
@@ -176,8 +176,9 @@ def transcript_copy(master: Path, path: Path) -> Path:
     return path
 
 
-def bench_drop_in(tmp: Path, master: Path, runs: int, warm: bool) -> list[float]:
-    """``runs`` stops of one drop-in loop after its first; ``warm``: with RALPH_WARM=1."""
+def bench_drop_in(tmp: Path, master: Path, runs: int, warm: bool) -> tuple[list[Sample], list[Sample]]:
+    """``runs`` stops of one drop-in loop after its first (``warm``: with RALPH_WARM=1), and a
+    ``python3 -c pass`` run after each one: the baseline under the same load."""
     kind = "drop-in-warm" if warm else "drop-in"
     p = drop_in(tmp, kind, transcript_copy(master, tmp / f"{kind}.jsonl"))
     if warm:
@@ -186,7 +187,12 @@ def bench_drop_in(tmp: Path, master: Path, runs: int, warm: bool) -> list[float]
     try:
         if warm:
             worker_up(p)
-        return [p.stop() for _ in range(runs)]
+        times: list[Sample] = []
+        beside: list[Sample] = []
+        for _ in range(runs):
+            times.append(p.stop())
+            beside += bench_cmd("pass", 1)
+        return times, beside
     finally:
         stop_worker(p)
 
@@ -206,9 +212,9 @@ def stop_worker(p: Project) -> None:
 
 def bench_native(
     tmp: Path, master: Path, runs: int, progress: Callable[[str], None], warm: bool
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[Sample], list[Sample]]:
     """(stop 2 of ``runs`` fresh loops, stops 100.. of the last one); ``warm``: with RALPH_WARM=1."""
-    second: list[float] = []
+    second: list[Sample] = []
     last: Project | None = None
     kind = "warm" if warm else "native"
     for r in range(runs):
@@ -232,17 +238,17 @@ def bench_native(
         stop_worker(last)
 
 
-def bench_cmd(code: str, runs: int) -> list[float]:
+def bench_cmd(code: str, runs: int) -> list[Sample]:
     return [timed([sys.executable, "-c", code])[0] for _ in range(runs)]
 
 
-def row(name: str, times: list[float], ratios: str, target: str = "", verdict: str = "") -> str:
+def row(name: str, times: list[Sample], ratios: str, target: str = "", verdict: str = "") -> str:
     cells = [
         f"{name:<46}",
         f"{statistics.median(times):8.1f}",
         f"{min(times):8.1f}",
         f"{max(times):8.1f}",
-        f"{statistics.median(getattr(t, 'cpu', 0.0) for t in times):6.1f}",
+        f"{statistics.median(t.cpu for t in times):6.1f}",
         f"{ratios:<24}",
         f"{target:<26}",
         f"{verdict:<4}",
@@ -265,9 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         build_transcript(master)
         size = master.stat().st_size
         progress("drop-in stops ...")
-        dropped = bench_drop_in(tmp, master, runs, warm=False)
+        dropped, beside = bench_drop_in(tmp, master, runs, warm=False)
         progress("drop-in stops, warm worker (RALPH_WARM=1) ...")
-        dropped_warm = bench_drop_in(tmp, master, runs, warm=True)
+        dropped_warm, beside_warm = bench_drop_in(tmp, master, runs, warm=True)
         progress("ledger-native stops, in-process ...")
         second, far = bench_native(tmp, master, runs, progress, warm=False)
         progress("ledger-native stops, warm worker (RALPH_WARM=1) ...")
@@ -278,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     base, duck_med = statistics.median(bare), statistics.median(duck)
     med2, med100 = statistics.median(second), statistics.median(far)
 
-    def ratios(times: list[float]) -> str:
+    def ratios(times: list[Sample]) -> str:
         med = statistics.median(times)
         return f"{med / base:4.1f}x pass {med / duck_med:4.2f}x duckdb"
 
@@ -298,14 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("-" * (len(h) + 2) for h in head) + "|")
-    for label, times in (("", dropped), (" (warm)", dropped_warm)):
+    for label, times, paired in (("", dropped, beside), (" (warm)", dropped_warm, beside_warm)):
         print(
             row(
                 f"drop-in stop{label} (ralph-loop state file)",
                 times,
                 ratios(times),
-                f"<= {DROP_IN_RATIO}x pass",
-                verdict(statistics.median(times) <= DROP_IN_RATIO * base),
+                f"<= {DROP_IN_RATIO}x pass beside it",
+                verdict(statistics.median(times) <= DROP_IN_RATIO * statistics.median(paired)),
             )
         )
     for label, two, hundred in (("", second, far), (" (warm)", warm2, warm100)):
@@ -329,7 +335,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     print(row("python3 -c pass", bare, ratios(bare)))
+    print(
+        row("python3 -c pass, beside the drop-in stops", beside + beside_warm, ratios(beside + beside_warm))
+    )
     print(row("python3 -c 'import duckdb'", duck, ratios(duck)))
+    for label, times, paired in (("in-process", dropped, beside), ("warm", dropped_warm, beside_warm)):
+        wall = statistics.median(times) / statistics.median(paired)
+        cpu = statistics.median(s.cpu for s in times) / statistics.median(s.cpu for s in paired)
+        print(f"drop-in stop {label} / python3 -c pass run after each stop: {wall:.2f}x wall, {cpu:.2f}x cpu")
     warm_growth = statistics.median(warm100) / statistics.median(warm2)
     print(
         f"stop {FAR} / stop 2: in-process {med100 / med2:.2f}x, warm {warm_growth:.2f}x (target <= {GROWTH}x)"

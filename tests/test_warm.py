@@ -100,3 +100,33 @@ def test_a_drop_in_stop_whose_hook_is_gone_decides_nothing(tmp_path: Path) -> No
     assert isinstance(events[-1], E.ErrorRecorded) and "ended before it was decided" in events[-1].message
     with served_for(lambda: True):
         assert '"block"' in stop_hook.run(raw, home=home).stdout  # a hook still waiting gets its answer
+
+
+@pytest.mark.parametrize("case", ["not wanted", "no loop", "stdin not json", "socket path too long"])
+def test_the_lean_client_leaves_the_stop_to_the_hook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """What the client cannot hand over (or must not) it leaves to the in-process stop, without
+    starting a worker: ``RALPH_WARM`` unset, no loop file, stdin it cannot read when it needs its
+    ``cwd``, a socket path over the AF_UNIX limit."""
+    from ledger.agents.claude_code import warm
+
+    started: list[str] = []
+    monkeypatch.setattr(warm, "start", lambda home, **kw: started.append(home))
+    project = tmp_path / "p"
+    (project / ".claude").mkdir(parents=True)
+    if case != "no loop":
+        (project / ".claude" / "ralph-loop.local.md").write_text("---\niteration: 1\n---\nx\n")
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)  # the loop is found from stdin's cwd
+    monkeypatch.setenv("RALPH_WARM", "0" if case == "not wanted" else "1")
+    home = tmp_path / ("h" * 120 if case == "socket path too long" else "h")
+    monkeypatch.setenv("RALPH_HOME", str(home))
+    raw = b"{not json" if case == "stdin not json" else json.dumps({"cwd": str(project)}).encode()
+    assert warm.served(raw, None) is None
+    assert started == []
+    monkeypatch.setenv("RALPH_WARM", "1")  # the same stop, wanted, with a loop and a short home: started
+    monkeypatch.setenv("RALPH_HOME", str(tmp_path / "h"))
+    (project / ".claude" / "ralph-loop.local.md").write_text("---\niteration: 1\n---\nx\n")
+    assert warm.served(json.dumps({"cwd": str(project)}).encode(), None) is None
+    assert started == [str(tmp_path / "h")]
