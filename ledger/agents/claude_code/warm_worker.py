@@ -12,6 +12,7 @@ import re
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,7 +82,7 @@ def serve(root: Path, idle: float = IDLE, *, native: bool = False) -> int:
     os.chmod(fresh, 0o600)
     ident = os.stat(fresh).st_ino
     server.listen(16)
-    server.settimeout(idle)
+    server.settimeout(min(idle, REFOLD))
     os.replace(fresh, path)
 
     def remove_socket() -> None:
@@ -101,16 +102,28 @@ def serve(root: Path, idle: float = IDLE, *, native: bool = False) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     try:
+        last = time.monotonic()
+        served = False
         while not stopping[0]:
             try:
                 conn, _ = server.accept()
             except TimeoutError:
-                return 0
+                waited = time.monotonic() - last
+                if waited >= idle:
+                    return 0
+                early = not served and waited < WARMING
+                if early:  # the stop that started this worker may still be writing its journal
+                    _warm_up(home, native)
+                server.settimeout(min(idle - waited, REFOLD) if early else idle - waited)
+                continue
             busy[0] = True
+            served = True
             with conn:
                 if not _serve_one(conn, home, code):
                     return 0  # the package was upgraded: the next stop starts a new worker
             busy[0] = False
+            last = time.monotonic()
+            server.settimeout(idle)
         return 0
     finally:
         remove_socket()
@@ -118,14 +131,19 @@ def serve(root: Path, idle: float = IDLE, *, native: bool = False) -> int:
         os.close(lock)
 
 
+REFOLD = 0.25
+WARMING = 10.0
+"""For its first ``WARMING`` seconds without a stop, the worker warms up again every ``REFOLD``
+seconds: the journal of the stop that started it is folded (and its ledger built) as that stop
+writes it, not by the next stop."""
+
+
 def _warm_up(home: Home, native: bool, within: float = 3600.0) -> None:
     """Fold the journals written in the last ``within`` seconds (the loop whose stop started this
-    worker among them), before listening: the first stop served reads only its own appends. The
-    ledger-native loops' ledgers too, DuckDB and the engine imported, when ``native`` (a
-    ledger-native stop started the worker) or one of them is a ledger-native loop's: a home with
-    drop-in loops only never gets a process with DuckDB."""
-    import time
-
+    worker among them), before listening and while waiting for its first stop (``REFOLD``): the
+    first stop served reads only its own appends. The ledger-native loops' ledgers too, DuckDB and
+    the engine imported, when ``native`` (a ledger-native stop started the worker) or one of them
+    is a ledger-native loop's: a home with drop-in loops only never gets a process with DuckDB."""
     from ledger.storage.fold import KEEP_LEDGERS, fold
 
     if native:
@@ -151,12 +169,18 @@ DROP_IN = "ralph-loop"
 
 
 def _import_engine() -> None:
-    """Import DuckDB and the engine, and parse the views and detectors once (a ledger-native stop's
+    """Import DuckDB and the engine, and parse the views and detectors, once (a ledger-native stop's
     floor, paid here rather than by a stop)."""
+    if _ENGINE:
+        return
     from ledger.agents.claude_code import native  # noqa: F401
     from ledger.storage.database import Ledger
 
     Ledger.memory().close()
+    _ENGINE.append(True)
+
+
+_ENGINE: list[bool] = []
 
 
 def _waiting(conn: socket.socket) -> bool:
