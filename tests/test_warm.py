@@ -73,6 +73,7 @@ def test_a_drop_in_stop_whose_hook_is_gone_decides_nothing(tmp_path: Path) -> No
     """A drop-in stop run by the worker for a hook process killed meanwhile: the state file keeps
     its iteration and the journal gets an ``error_recorded``, no decision (as a ledger-native one)."""
     from ledger import events as E
+    from ledger.agents.claude_code.plugin import read_state
     from ledger.agents.claude_code.stop_event import served_for
     from ledger.storage.journal import Cursor, read_new
 
@@ -98,8 +99,17 @@ def test_a_drop_in_stop_whose_hook_is_gone_decides_nothing(tmp_path: Path) -> No
     events = read_new(home.journals / "cc-s1.jsonl", Cursor()).events
     assert not any(isinstance(e, E.StopDecided) for e in events)
     assert isinstance(events[-1], E.ErrorRecorded) and "ended before it was decided" in events[-1].message
+    answers = iter([True, False])  # gone while the state file was rewritten: it is put back
+    with served_for(lambda: next(answers)):
+        assert "ended before it was decided" in stop_hook.run(raw, home=home).stderr
+    kept = read_state(state)
+    assert kept is not None and kept.iteration == 1
+    events = read_new(home.journals / "cc-s1.jsonl", Cursor()).events
+    assert not any(isinstance(e, E.StopDecided) for e in events)
     with served_for(lambda: True):
         assert '"block"' in stop_hook.run(raw, home=home).stdout  # a hook still waiting gets its answer
+    moved = read_state(state)
+    assert moved is not None and moved.iteration == 2
 
 
 @pytest.mark.parametrize("case", ["not wanted", "no loop", "stdin not json", "socket path too long"])

@@ -72,6 +72,7 @@ from ledger.agents.claude_code.stop_event import (
     HookInput,
     HookOutcome,
     LoopRecord,
+    RequesterGone,
     belongs,
     decision_point,
     ledger_session,
@@ -290,7 +291,8 @@ def _commit(
     stop's events in one all-or-nothing append, (3) the answer. A state file that cannot be
     written turns a block into an allowed stop, recorded as such; a failed append puts the state
     file back (a kill between (1) and (2) is put right by the next stop: :func:`reconcile`). Served
-    by the warm worker for a hook process killed meanwhile, nothing is decided (``decision_point``)."""
+    by the warm worker for a hook process killed before (2), nothing is decided: the state file is
+    put back (``decision_point``)."""
     decision_point()
     try:
         apply_decision(state_path, decision, current=read)
@@ -303,6 +305,12 @@ def _commit(
         with contextlib.suppress(OSError):  # the stop is allowed whatever the journal can take
             journal.append(*notes, *_events(stop, decision, ending=ending), error)
         return HookOutcome(stderr=line + "\n")
+    try:
+        decision_point()  # again as the append is made: what is left is the append, the reply, the print
+    except RequesterGone:
+        with contextlib.suppress(OSError):  # else the next stop's reconcile puts it back
+            write_state(state_path, read)
+        raise
     try:
         journal.append(*notes, *_events(stop, decision))
     except OSError as exc:
