@@ -27,7 +27,7 @@ from tests.journeys.test_claude_code import Claude, ledger_project, start
 STATE = ".claude/ralph-loop.local.md"
 LOOP = ".claude/ralph-ledger.local.json"
 
-FAULTY = r"""
+EFFECTS = r"""
 import os, signal, sys
 kill_at = int(os.environ.get("FAULT_KILL_AT", "0"))  # SIGKILL before effect K (1-based); 0: never
 trace = os.environ.get("FAULT_TRACE", "")
@@ -56,6 +56,14 @@ def append(self, *events):
     effect("append")
     return real_append(self, *events)
 journal.Journal.append = append
+"""
+"""Python that counts the process's effects (a rename over a loop file, a loop file's removal, a
+journal append; ``effect`` for more), lists them in ``FAULT_TRACE`` and SIGKILLs the process just
+before the ``FAULT_KILL_AT``-th."""
+
+FAULTY = (
+    EFFECTS
+    + r"""
 class Out:
     def __init__(self, raw):
         self.raw = raw
@@ -73,6 +81,7 @@ code = main(sys.argv[1:])
 effect("exit")
 sys.exit(code)
 """
+)
 """``ralph-ledger ARGS`` that SIGKILLs itself just before its K-th effect (a rename over a loop file,
 a loop file's removal, a journal append, the answer on stdout; K past the last: before exiting), and
 can list its effects in a file."""

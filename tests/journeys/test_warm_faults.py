@@ -21,6 +21,7 @@ import pytest
 from tests.journeys.conftest import Project, clean_env, script
 from tests.journeys.test_claude_code import Claude, ledger_project, start
 from tests.journeys.test_fault_suite import (
+    EFFECTS,
     LOOP,
     STATE,
     Run,
@@ -31,40 +32,16 @@ from tests.journeys.test_fault_suite import (
     state_iteration,
 )
 
-FAULTY_WORKER = r"""
-import os, signal, sys
+FAULTY_WORKER = (
+    EFFECTS
+    + r"""
 from ledger.agents.claude_code import hook, warm_worker
-from ledger.storage import journal
-plan = {"kill_at": 0, "trace": "", "count": 0}
-def effect(name):
-    plan["count"] += 1
-    if plan["trace"]:
-        with open(plan["trace"], "a") as f:
-            f.write(name + "\n")
-    if plan["count"] == plan["kill_at"]:
-        os.kill(os.getpid(), signal.SIGKILL)
 real_run = hook.run
 def run(raw, **kw):  # each stop's plan comes from the environment of the hook that asked for it
-    plan.update(kill_at=int(os.environ.get("FAULT_KILL_AT", "0")), trace=os.environ.get("FAULT_TRACE", ""))
-    plan["count"] = 0
+    global kill_at, trace, count
+    kill_at, trace, count = int(os.environ.get("FAULT_KILL_AT", "0")), os.environ.get("FAULT_TRACE", ""), 0
     return real_run(raw, **kw)
 hook.run = run
-real_replace, real_unlink = os.replace, os.unlink
-def replace(src, dst, *a, **k):
-    if os.path.basename(dst) != "stop-worker.sock":
-        effect("rewrite " + os.path.basename(dst))
-    return real_replace(src, dst, *a, **k)
-def unlink(path, *a, **k):
-    name = os.path.basename(os.fspath(path))
-    if name in ("ralph-loop.local.md", "ralph-ledger.local.json"):
-        effect("remove " + name)
-    return real_unlink(path, *a, **k)
-os.replace, os.unlink = replace, unlink
-real_append = journal.Journal.append
-def append(self, *events):
-    effect("append")
-    return real_append(self, *events)
-journal.Journal.append = append
 real_send = warm_worker.send
 def send(conn, payload):
     effect("reply")
@@ -72,6 +49,7 @@ def send(conn, payload):
 warm_worker.send = send
 sys.exit(warm_worker.main(sys.argv[1:]))
 """
+)
 """``warm_worker HOME`` that SIGKILLs itself just before the K-th effect of a stop it serves (K
 from that stop's hook environment, ``FAULT_KILL_AT``), and can list a stop's effects in a file."""
 
