@@ -5,12 +5,16 @@
   ``.claude/ralph-ledger.local.json`` loop file: the engine runs the guards in SQL. Measured
   at stop 2 (the second stop of ``--runs`` fresh loops) and from stop 100 of one loop (stops
   3..99 run unmeasured, then ``--runs`` stops from 100 on);
-- the same two ledger-native rows with ``RALPH_WARM=1``: stops served by the home's warm worker
-  (``ledger.agents.claude_code.warm``), started by each loop's first stop;
+- the drop-in row and the two ledger-native rows again with ``RALPH_WARM=1``: stops served by the
+  home's warm worker (``ledger.agents.claude_code.warm``: the hook process is the standard-library
+  client), started by each loop's first stop;
 - ``python3 -c pass`` and ``python3 -c 'import duckdb'``, the baselines, measured in the same run.
 
 Every stop is a fresh ``ralph-ledger hook claude-code`` process reading the event on stdin, as
-Claude Code runs it. Targets: drop-in median <= 1.5x ``python3 -c pass``; ledger-native median
+Claude Code runs it. Times are wall-clock; the ``cpu`` column is the CPU time (user + system) of the
+measured process itself, steadier on a loaded machine, and ``worker`` the CPU time the warm worker
+used meanwhile (the stop's work it did: in the wall time, not in ``cpu``). Targets: drop-in median
+<= 1.5x ``python3 -c pass`` (run after each drop-in stop, under the same load); ledger-native median
 <= 150 ms, and at stop 100 within 1.2x of stop 2.
 
     .venv/bin/python bench/bench_hook.py [--runs 30]
@@ -22,6 +26,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -90,12 +95,39 @@ def add_turn(path: Path, n: int) -> None:
         f.writelines(json.dumps(r) + "\n" for r in rows)
 
 
+class Sample(float):
+    """The wall time (ms) of one measured process, with its CPU time (ms) as ``cpu`` and, for a stop
+    served warm, the worker's CPU time meanwhile as ``worker``."""
+
+    cpu: float = 0.0
+    worker: float = 0.0
+
+
+def process_cpu(pid: int) -> float:
+    """The CPU time (ms) process ``pid`` has used, all its threads (DuckDB runs queries on several),
+    from ``/proc/PID/task/*/schedstat`` (nanoseconds); 0 when it cannot be read."""
+    total = 0
+    with contextlib.suppress(OSError, ValueError):
+        for task in os.scandir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, ValueError):
+                total += int(Path(task.path, "schedstat").read_text().split()[0])
+    return total / 1e6
+
+
+def _cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (used.ru_utime + used.ru_stime) * 1000
+
+
 def timed(
     cmd: list[str], stdin: bytes | None = None, cwd: Path | None = None, env: dict[str, str] | None = None
-) -> tuple[float, subprocess.CompletedProcess[bytes]]:
-    t = time.perf_counter()
+) -> tuple[Sample, subprocess.CompletedProcess[bytes]]:
+    """The times of one process, and the process."""
+    t, c = time.perf_counter(), _cpu()
     proc = subprocess.run(cmd, input=stdin, capture_output=True, cwd=cwd, env=env, check=False)
-    return (time.perf_counter() - t) * 1000, proc
+    ms = Sample((time.perf_counter() - t) * 1000)
+    ms.cpu = _cpu() - c
+    return ms, proc
 
 
 class Project:
@@ -122,12 +154,15 @@ class Project:
         ).encode()
         self.stops = 0
 
-    def stop(self) -> float:
+    def stop(self) -> Sample:
         """One stop after one more turn; its time in ms. Raises SystemExit unless the hook blocks."""
         self.stops += 1
         add_turn(self.transcript, self.stops)
         ralph = str(Path(sys.executable).parent / "ralph-ledger")
+        worker = self.worker_pid()
+        before = process_cpu(worker) if worker else 0.0
         ms, proc = timed([ralph, "hook", "claude-code"], self.event, self.root, self.env)
+        ms.worker = process_cpu(worker) - before if worker else 0.0
         if proc.returncode != 0 or b'"block"' not in proc.stdout:
             raise SystemExit(
                 f"{self.root}: stop {self.stops} did not block: rc={proc.returncode} "
@@ -135,9 +170,17 @@ class Project:
             )
         return ms
 
+    def worker_pid(self) -> int:
+        """The pid of the home's warm worker (0 when none is running)."""
+        with contextlib.suppress(OSError, ValueError):
+            pid = int((self.root / ".ralph" / "stop-worker.lock").read_text())
+            os.kill(pid, 0)
+            return pid
+        return 0
 
-def drop_in(tmp: Path, transcript: Path) -> Project:
-    p = Project(tmp / "drop-in", transcript)
+
+def drop_in(tmp: Path, name: str, transcript: Path) -> Project:
+    p = Project(tmp / name, transcript)
     (p.root / ".claude" / "ralph-loop.local.md").write_text(
         "---\nactive: true\niteration: 1\nsession_id: \nmax_iterations: 0\n"
         'completion_promise: "ALL DONE"\nstarted_at: "2026-11-22T00:00:00Z"\n---\n\nFix the tests\n'
@@ -158,17 +201,39 @@ def transcript_copy(master: Path, path: Path) -> Path:
     return path
 
 
-def bench_drop_in(tmp: Path, master: Path, runs: int) -> list[float]:
-    p = drop_in(tmp, transcript_copy(master, tmp / "drop-in.jsonl"))
+def bench_drop_in(tmp: Path, master: Path, runs: int, warm: bool) -> tuple[list[Sample], list[Sample]]:
+    """``runs`` stops of one drop-in loop after its first (``warm``: with RALPH_WARM=1), and a
+    ``python3 -c pass`` run after each one: the baseline under the same load."""
+    kind = "drop-in-warm" if warm else "drop-in"
+    p = drop_in(tmp, kind, transcript_copy(master, tmp / f"{kind}.jsonl"))
+    if warm:
+        p.env["RALPH_WARM"] = "1"
     p.stop()  # the first stop reads the whole transcript once; later stops read the new turn
-    return [p.stop() for _ in range(runs)]
+    try:
+        if warm:
+            worker_up(p)
+        times: list[Sample] = []
+        beside: list[Sample] = []
+        for _ in range(runs):
+            times.append(p.stop())
+            beside += bench_cmd("pass", 1)
+        return times, beside
+    finally:
+        stop_worker(p)
+
+
+TURN = 1.0
+"""Seconds between a loop's first stop and its second once the worker listens: an agent's turn
+(seconds to minutes in Claude Code), during which the worker folds what the first stop wrote."""
 
 
 def worker_up(p: Project) -> None:
-    """Wait (up to 20 s) for the warm worker the first stop started; the agent works meanwhile."""
+    """Wait (up to 20 s) for the warm worker the first stop started, then ``TURN`` seconds: the agent
+    works meanwhile."""
     deadline = time.monotonic() + 20
     while not (p.root / ".ralph" / "stop-worker.sock").exists() and time.monotonic() < deadline:
         time.sleep(0.02)
+    time.sleep(TURN)
 
 
 def stop_worker(p: Project) -> None:
@@ -179,9 +244,9 @@ def stop_worker(p: Project) -> None:
 
 def bench_native(
     tmp: Path, master: Path, runs: int, progress: Callable[[str], None], warm: bool
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[Sample], list[Sample]]:
     """(stop 2 of ``runs`` fresh loops, stops 100.. of the last one); ``warm``: with RALPH_WARM=1."""
-    second: list[float] = []
+    second: list[Sample] = []
     last: Project | None = None
     kind = "warm" if warm else "native"
     for r in range(runs):
@@ -205,16 +270,18 @@ def bench_native(
         stop_worker(last)
 
 
-def bench_cmd(code: str, runs: int) -> list[float]:
+def bench_cmd(code: str, runs: int) -> list[Sample]:
     return [timed([sys.executable, "-c", code])[0] for _ in range(runs)]
 
 
-def row(name: str, times: list[float], ratios: str, target: str = "", verdict: str = "") -> str:
+def row(name: str, times: list[Sample], ratios: str, target: str = "", verdict: str = "") -> str:
     cells = [
         f"{name:<46}",
         f"{statistics.median(times):8.1f}",
         f"{min(times):8.1f}",
         f"{max(times):8.1f}",
+        f"{statistics.median(t.cpu for t in times):6.1f}",
+        f"{statistics.median(t.worker for t in times):6.1f}",
         f"{ratios:<24}",
         f"{target:<26}",
         f"{verdict:<4}",
@@ -237,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         build_transcript(master)
         size = master.stat().st_size
         progress("drop-in stops ...")
-        dropped = bench_drop_in(tmp, master, runs)
+        dropped, beside = bench_drop_in(tmp, master, runs, warm=False)
+        progress("drop-in stops, warm worker (RALPH_WARM=1) ...")
+        dropped_warm, beside_warm = bench_drop_in(tmp, master, runs, warm=True)
         progress("ledger-native stops, in-process ...")
         second, far = bench_native(tmp, master, runs, progress, warm=False)
         progress("ledger-native stops, warm worker (RALPH_WARM=1) ...")
@@ -248,9 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     base, duck_med = statistics.median(bare), statistics.median(duck)
     med2, med100 = statistics.median(second), statistics.median(far)
 
-    def ratios(times: list[float]) -> str:
+    def ratios(times: list[Sample], beside: list[Sample] | None = None) -> str:
+        """Against ``python3 -c pass`` (run beside these stops when ``beside`` is given) and DuckDB."""
         med = statistics.median(times)
-        return f"{med / base:4.1f}x pass {med / duck_med:4.2f}x duckdb"
+        pass_med = statistics.median(beside) if beside else base
+        return f"{med / pass_med:4.1f}x pass {med / duck_med:4.2f}x duckdb"
 
     def verdict(ok: bool) -> str:
         return "PASS" if ok else "FAIL"
@@ -261,21 +332,24 @@ def main(argv: list[str] | None = None) -> int:
         f"{'median':>8}",
         f"{'min':>8}",
         f"{'max':>8}",
+        f"{'cpu':>6}",
+        f"{'worker':>6}",
         f"{'ratios':<24}",
         f"{'target':<26}",
         "    ",
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("-" * (len(h) + 2) for h in head) + "|")
-    print(
-        row(
-            "drop-in stop (ralph-loop state file)",
-            dropped,
-            ratios(dropped),
-            f"<= {DROP_IN_RATIO}x pass",
-            verdict(statistics.median(dropped) <= DROP_IN_RATIO * base),
+    for label, times, paired in (("", dropped, beside), (" (warm)", dropped_warm, beside_warm)):
+        print(
+            row(
+                f"drop-in stop{label} (ralph-loop state file)",
+                times,
+                ratios(times, paired),
+                f"<= {DROP_IN_RATIO}x pass beside it",
+                verdict(statistics.median(times) <= DROP_IN_RATIO * statistics.median(paired)),
+            )
         )
-    )
     for label, two, hundred in (("", second, far), (" (warm)", warm2, warm100)):
         m2, m100 = statistics.median(two), statistics.median(hundred)
         print(
@@ -297,7 +371,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     print(row("python3 -c pass", bare, ratios(bare)))
+    print(
+        row("python3 -c pass, beside the drop-in stops", beside + beside_warm, ratios(beside + beside_warm))
+    )
     print(row("python3 -c 'import duckdb'", duck, ratios(duck)))
+    for label, times, paired in (("in-process", dropped, beside), ("warm", dropped_warm, beside_warm)):
+        wall = statistics.median(times) / statistics.median(paired)
+        cpu = statistics.median(s.cpu for s in times) / statistics.median(s.cpu for s in paired)
+        print(f"drop-in stop {label} / python3 -c pass run after each stop: {wall:.2f}x wall, {cpu:.2f}x cpu")
     warm_growth = statistics.median(warm100) / statistics.median(warm2)
     print(
         f"stop {FAR} / stop 2: in-process {med100 / med2:.2f}x, warm {warm_growth:.2f}x (target <= {GROWTH}x)"

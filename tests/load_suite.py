@@ -256,8 +256,8 @@ class Session(NamedTuple):
 
 def plugin_session(projects: Path, name: str, ending: Ending, stops: int) -> Session:
     """A project with a ``ralph-loop`` state file, written as ``ralph-ledger loop start`` writes it."""
+    from ledger.agents.claude_code.locate import STATE_FILE
     from ledger.agents.claude_code.plugin import new_state, parse_loop_args, write_state
-    from ledger.agents.claude_code.stop_event import STATE_FILE
 
     project = projects / name
     project.mkdir(parents=True)
@@ -282,7 +282,7 @@ def worker(argv: Sequence[str]) -> int:
     """``python -m tests.load_suite worker PROJECTS INDEX SESSIONS STOPS`` (``RALPH_HOME`` set):
     set up the sessions, print ``ready``, wait for a line on stdin, drive every stop, print the
     ``WorkerResult`` as JSON."""
-    from ledger.agents.claude_code.stop_event import STATE_FILE
+    from ledger.agents.claude_code.locate import STATE_FILE
 
     projects, index, sessions, stops = Path(argv[0]), int(argv[1]), int(argv[2]), int(argv[3])
     owned = [plugin_session(projects, claude_session(index, s), ending_of(s), stops) for s in range(sessions)]

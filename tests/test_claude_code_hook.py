@@ -424,7 +424,7 @@ def test_a_stop_naming_no_transcript_ends_the_plugin_loop(project: Path, path: s
 
 @pytest.mark.parametrize("where", ["env", "hook cwd", "walk up"])
 def test_the_loop_is_found_from_a_subdirectory(project: Path, tmp_path: Path, where: str) -> None:
-    from ledger.agents.claude_code.stop_event import HookInput, find_project
+    from ledger.agents.claude_code.locate import find_project
 
     (project / ".git").mkdir()
     (project / ".claude").mkdir()
@@ -435,24 +435,24 @@ def test_the_loop_is_found_from_a_subdirectory(project: Path, tmp_path: Path, wh
     os.chdir(project if where == "hook cwd" else tmp_path)
     try:
         env = {"CLAUDE_PROJECT_DIR": str(project)} if where == "env" else {}
-        assert find_project(HookInput(session_id="s", cwd=str(deep)), env) == project.resolve()
+        assert Path(find_project(lambda: str(deep), env)) == project.resolve()
     finally:
         os.chdir(cwd)
 
 
 def test_the_home_of_the_hook() -> None:
-    from ledger.agents.claude_code.stop_event import hook_home
+    from ledger.agents.claude_code.locate import hook_home
 
-    p = Path("/p/roj")
-    assert hook_home(p, None, {}).root == p / ".ralph"
-    assert hook_home(p, None, {"RALPH_HOME": "h"}).root == p / "h"
-    assert hook_home(p, "/abs", {"RALPH_HOME": "h"}).root == Path("/abs")
-    assert hook_home(p, "rel", {}).root == p / "rel"
+    p = "/p/roj"
+    assert hook_home(p, None, {}) == "/p/roj/.ralph"
+    assert hook_home(p, None, {"RALPH_HOME": "h"}) == "/p/roj/h"
+    assert hook_home(p, "/abs", {"RALPH_HOME": "h"}) == "/abs"
+    assert hook_home(p, "rel", {}) == "/p/roj/rel"
 
 
 def test_the_walk_up_stops_at_the_project_root(project: Path, tmp_path: Path) -> None:
     """A loop file above the git work tree (say in the home folder) is never the project's."""
-    from ledger.agents.claude_code.stop_event import HookInput, find_project
+    from ledger.agents.claude_code.locate import find_project
 
     (tmp_path / ".claude").mkdir()
     (tmp_path / ".claude" / "ralph-loop.local.md").write_text(
@@ -464,11 +464,11 @@ def test_the_walk_up_stops_at_the_project_root(project: Path, tmp_path: Path) ->
     cwd = Path.cwd()
     os.chdir(deep)
     try:
-        assert find_project(HookInput(session_id="s", cwd=str(deep)), {}) == project.resolve()
+        assert Path(find_project(lambda: str(deep), {})) == project.resolve()
         plain = tmp_path / "plain" / "sub"  # no git work tree: only the directory itself
         plain.mkdir(parents=True)
         os.chdir(plain)
-        assert find_project(HookInput(session_id="s", cwd=str(plain)), {}) == plain.resolve()
+        assert Path(find_project(lambda: str(plain), {})) == plain.resolve()
     finally:
         os.chdir(cwd)
 

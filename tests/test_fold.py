@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from ledger.agents.claude_code.hook import run
-from ledger.agents.claude_code.stop_event import LOOP_FILE
+from ledger.agents.claude_code.locate import LOOP_FILE
 from ledger.core.home import Home
 from ledger.loop.facts import read_facts
 from ledger.storage import database as store_module

@@ -28,14 +28,8 @@ from hypothesis import strategies as st
 from ledger import events as E
 from ledger.agents.claude_code.hook import run
 from ledger.agents.claude_code.last_text import find_last_text
-from ledger.agents.claude_code.stop_event import (
-    LOOP_FILE,
-    MAX_STDIN,
-    STATE_FILE,
-    HookInputError,
-    HookOutcome,
-    parse_input,
-)
+from ledger.agents.claude_code.locate import LOOP_FILE, MAX_STDIN, STATE_FILE, HookInputError
+from ledger.agents.claude_code.stop_event import HookOutcome, parse_input
 from ledger.agents.claude_code.transcript import scan
 from ledger.cli import main as cli_main
 from ledger.core.home import Home

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
 from ledger import events as E
+from ledger.agents.claude_code.warm import SOCKET, Reply, Request, code_stamp, recv, recv_exact, send
 from ledger.core.home import Home
 from ledger.storage.database import Ledger
 from ledger.storage.journal import Journal
@@ -149,6 +155,69 @@ def test_a_stop_that_blocks_imports_nothing_slow(tmp_path: Path) -> None:
     )
     assert '"decision": "block"' in proc.stdout
     assert proc.stderr.strip() == "0 []"
+
+
+DROP_IN_STATE = (
+    "---\nactive: true\niteration: 1\nsession_id: \nmax_iterations: 0\n"
+    'completion_promise: "ALL DONE"\nstarted_at: "2026-11-22T00:00:00Z"\n---\n\nFix the tests\n'
+)
+LEAN_MUST_NOT_IMPORT: Final = (
+    *HOOK_MUST_NOT_IMPORT,
+    "msgspec",
+    "typing",
+    "socket",
+    "ledger.storage.journal",
+    "ledger.agents.claude_code.hook",
+)
+"""What a stop handed to the warm worker must not import either: only the standard library's basics."""
+
+
+def fake_worker(server: socket.socket, reply: Reply, requests: list[Request]) -> None:
+    """Serve one stop as the warm worker does (request, ready, go, reply), recording the request."""
+    conn, _ = server.accept()
+    with conn:
+        requests.append(Request.decode(recv(conn)))
+        conn.sendall(b"R")
+        assert recv_exact(conn, 1) == b"G"
+        send(conn, reply.encode())
+
+
+def test_a_stop_the_warm_worker_serves_imports_no_msgspec(tmp_path: Path) -> None:
+    """``ralph-ledger hook claude-code`` with ``RALPH_WARM=1`` and a worker listening: the hook process
+    finds the loop and hands the stop over with the standard library only, and prints the reply."""
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".claude" / "ralph-loop.local.md").write_text(DROP_IN_STATE)
+    home = Path(tempfile.mkdtemp(prefix="h", dir="/tmp"))  # an AF_UNIX path is at most 108 bytes
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(home / SOCKET))
+        server.listen(1)
+        server.settimeout(30)
+        requests: list[Request] = []
+        reply = Reply(stdout='{"decision": "block"}\n', stderr="a line\n", sync=(str(project / "j.jsonl"),))
+        serving = threading.Thread(target=fake_worker, args=(server, reply, requests))
+        serving.start()
+        event = json.dumps({"session_id": "s1", "transcript_path": "/t.jsonl", "cwd": str(project)})
+        loaded = f"sorted(m for m in {LEAN_MUST_NOT_IMPORT!r} if m in sys.modules)"
+        code = (
+            "import sys; from ledger.cli import main; code = main(['hook', 'claude-code']); "
+            f"print(code, {loaded}, file=sys.stderr)"
+        )
+        env = {**os.environ, "RALPH_WARM": "1", "RALPH_HOME": str(home)}
+        env.pop("CLAUDE_PROJECT_DIR", None)
+        proc = subprocess.run(
+            [sys.executable, "-c", code], input=event, capture_output=True, text=True, cwd=project, env=env
+        )
+        serving.join(timeout=30)
+    finally:
+        server.close()
+        shutil.rmtree(home)
+    assert proc.stdout == '{"decision": "block"}\n'
+    assert proc.stderr == "a line\n0 []\n"
+    (request,) = requests
+    assert request.raw == event.encode() and request.home == str(home) and request.cwd == str(project)
+    assert request.code == code_stamp() and request.env["RALPH_WARM"] == "1" and request.home_arg is None
 
 
 def test_msgspec_imported_lean_still_decodes_and_leaves_typing_extensions_importable() -> None:

@@ -20,7 +20,8 @@ import pytest
 from ledger import events as E
 from ledger.agents.claude_code.hook import run
 from ledger.agents.claude_code.last_text import find_last_text
-from ledger.agents.claude_code.stop_event import LOOP_FILE, STATE_FILE, HookInput, transcript_of
+from ledger.agents.claude_code.locate import LOOP_FILE, STATE_FILE
+from ledger.agents.claude_code.stop_event import HookInput, transcript_of
 from ledger.agents.claude_code.transcript import scan
 from ledger.cli import main as cli_main
 from ledger.core.home import Home

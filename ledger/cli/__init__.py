@@ -9,17 +9,16 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
 from importlib import import_module
-from typing import TYPE_CHECKING
 
-from ledger.cli.common import CliError, emit
 from ledger.core import interrupts
-from ledger.core.home import Home
-from ledger.storage.journal import JournalError
 
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the Stop hook's fast path never imports typing
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
     import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+    from collections.abc import Callable, Sequence
+
+    from ledger.core.home import Home
 
 
 # The commands that read the ledger file: one that finds it damaged moves it aside and runs again.
@@ -57,12 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; 0 on success, 1 on errors, 2 on bad usage (never 2
     for ``hook``: Claude Code reads exit code 2 as "block the stop")."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if "hook" in args_list:  # the hot path: no argument parser to build
+    if "hook" in args_list:  # the hot path: no argument parser, msgspec only if the warm worker is not there
         home = _hook_home(args_list)
         if home is not None:
-            from ledger.agents.claude_code.hook import main as hook_main
+            from ledger.agents.claude_code.warm import hook_main
 
-            return hook_main(home=home or None)
+            return hook_main(home or None)
     if _command_of(args_list) != "hook":
         return _main(args_list)
     import io
@@ -117,10 +116,10 @@ def _main(argv: Sequence[str]) -> int:
     the ledger file damaged past opening it (a query meets a corrupt block) moves the file aside
     and runs once more, on a ledger rebuilt from the journals.
     """
-    from ledger.core.errors import (  # here: the Stop hook's fast path never needs them
-        LedgerError,
-        LedgerLocked,
-    )
+    from ledger.cli.common import CliError, emit  # here: the Stop hook's fast path never needs them
+    from ledger.core.errors import LedgerError, LedgerLocked
+    from ledger.core.home import Home
+    from ledger.storage.journal import JournalError
 
     try:
         from ledger.cli.parser import build_parser
@@ -194,6 +193,8 @@ def _check_home(home: Home, args: argparse.Namespace) -> None:
     line or in ``$RALPH_HOME``, that is not a directory (the default home may be missing:
     nothing has run there yet). An empty ``--home`` (an unset variable) is an error for every command
     but ``hook``: it would make the working directory a home."""
+    from ledger.cli.common import CliError
+
     if args.home == "" and args.command != "hook":
         raise CliError("ralph-ledger: --home: an empty path; give the ledger home's directory", 2)
     if args.command not in NEEDS_HOME or home.root.is_dir():

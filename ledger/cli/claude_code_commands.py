@@ -20,10 +20,10 @@ if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that u
 def cmd_hook(home: Home, args: argparse.Namespace) -> None:
     """Run the Claude Code Stop hook: prints the decision JSON (or nothing) and
     never fails: internal errors allow the stop with one line on stderr. ``--home`` is honoured
-    (``ledger.agents.claude_code.stop_event.hook_home``)."""
-    from ledger.agents.claude_code.hook import main as hook_main
+    (``ledger.agents.claude_code.locate.hook_home``)."""
+    from ledger.agents.claude_code.warm import hook_main
 
-    hook_main(home=args.hook_home or args.home)
+    hook_main(args.hook_home or args.home)
 
 
 def hook_command() -> tuple[str, str]:
@@ -95,9 +95,9 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     guards (``ledger.agents.claude_code.native``). ``--mode plugin`` writes the ``ralph-loop`` plugin's
     ``.claude/ralph-loop.local.md``, which the hook honours as a drop-in.
     """
+    from ledger.agents.claude_code.locate import LOOP_FILE, STATE_FILE
     from ledger.agents.claude_code.native import LoopFile, read_loop_file, write_loop_file
     from ledger.agents.claude_code.plugin import UsageError, new_state, parse_loop_args, write_state
-    from ledger.agents.claude_code.stop_event import LOOP_FILE, STATE_FILE
     from ledger.loop.config import has_config
 
     try:
@@ -120,8 +120,8 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     session = os.environ.get("CLAUDE_CODE_SESSION_ID", "")
     state = new_state(loop, session_id=session)
     if native:
+        from ledger.agents.claude_code.locate import HookInputError
         from ledger.agents.claude_code.native import loop_config
-        from ledger.agents.claude_code.stop_event import HookInputError
 
         path = project / LOOP_FILE
         native_loop = LoopFile(
@@ -153,7 +153,7 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
 
 def _no_active_loop(project: Path) -> None:
     """``CliError`` when the project has a loop file of either kind."""
-    from ledger.agents.claude_code.stop_event import LOOP_FILE, STATE_FILE
+    from ledger.agents.claude_code.locate import LOOP_FILE, STATE_FILE
 
     for path in (project / LOOP_FILE, project / STATE_FILE):
         if path.exists():
@@ -185,14 +185,14 @@ git work tree holding the working directory (the working directory outside one).
 def _loop_project(given: str | None) -> Path:
     """Where ``loop start`` writes its file: ``--project``, else ``$CLAUDE_PROJECT_DIR``, else the
     root of the git work tree holding the working directory (the working directory outside one)."""
-    from ledger.core.home import project_root
+    from ledger.core.project import project_root
 
     if given is not None:
         return Path(given)
     declared = os.environ.get("CLAUDE_PROJECT_DIR", "")
     if declared and Path(declared).is_dir():
         return Path(declared)
-    return project_root(Path.cwd())
+    return Path(project_root(os.getcwd()))
 
 
 def _loop_mode(words: list[str]) -> tuple[list[str], str | None]:

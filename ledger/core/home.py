@@ -8,6 +8,8 @@ from pathlib import Path
 
 import msgspec
 
+from ledger.core.project import up_to_root
+
 DEFAULT_HOME = ".ralph"
 JOURNAL_SUFFIX = ".jsonl"
 
@@ -29,23 +31,11 @@ def journals_in(directory: Path) -> list[Path]:
     return [directory / n for n in names]
 
 
-def project_root(start: Path) -> Path:
-    """The git work tree holding ``start`` (the nearest directory at or above it holding ``.git``),
-    ``start`` itself when there is none."""
-    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
-
-
-def up_to_root(start: Path) -> list[Path]:
-    """``start`` and its parents up to its project root (just ``start`` outside a git work tree)."""
-    root = project_root(start)
-    return [start, *(d for d in start.parents if d.is_relative_to(root))]
-
-
 def default_home(cwd: Path | None = None) -> Path:
     """The home used when none is named: the nearest ``.ralph`` directory at or above ``cwd`` (the
     current directory) up to its project root, as git finds ``.git``; else the project root's
     ``.ralph``, where the Stop hook and ``loop start`` keep it (``./.ralph`` outside a git work tree)."""
-    walk = up_to_root((cwd or Path.cwd()).absolute())
+    walk = [Path(d) for d in up_to_root(str((cwd or Path.cwd()).absolute()))]
     return next((d / DEFAULT_HOME for d in walk if (d / DEFAULT_HOME).is_dir()), walk[-1] / DEFAULT_HOME)
 
 

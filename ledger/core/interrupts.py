@@ -12,9 +12,8 @@ import _signal  # type: ignore[import-not-found]  # not ``signal``: it imports e
 import os
 import sys
 from types import FrameType
-from typing import Final
 
-PROGRAMS: Final = ("ralph-ledger", "ralph-tui")
+PROGRAMS = ("ralph-ledger", "ralph-tui")  # (no ``typing.Final``: the Stop hook never imports typing)
 _INTERRUPTED: list[bool] = []
 
 

@@ -290,17 +290,6 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def sync_file(path: Path) -> None:
-    """fsync ``path`` (appends made with ``fsync=False``), best effort: a file that cannot be synced
-    now keeps what the kernel holds."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 class Journal:
     """One session's append-only journal file."""
 

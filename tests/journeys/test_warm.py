@@ -202,3 +202,55 @@ def test_a_hook_killed_while_the_worker_serves_its_stop_gets_no_decision_recorde
         assert answer["systemMessage"].startswith("🔄 Ralph iteration 3"), answer
     finally:
         stop_worker(project)
+
+
+def imported(proc: subprocess.CompletedProcess[str]) -> set[str]:
+    """The modules a process run with ``PYTHONPROFILEIMPORTTIME=1`` imported (from its stderr)."""
+    lines = proc.stderr.splitlines()
+    return {line.rpartition("|")[2].strip() for line in lines if line.startswith("import time:")}
+
+
+def maps_duckdb(pid: int) -> bool:
+    """Whether the process ``pid`` has DuckDB's library loaded."""
+    return "duckdb" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_the_worker_serves_drop_in_stops_and_imports_duckdb_only_for_a_ledger_native_one(
+    tmp_path: Path,
+) -> None:
+    """A ralph-loop drop-in, warm: the first stop runs in-process and starts the worker; the next
+    ones are served by it, their hook processes importing no msgspec, with the answers and journal
+    of stops run in-process. The worker of a home with drop-in loops only has no DuckDB; a
+    ledger-native loop's stop in the same home is served too, and brings DuckDB in then."""
+    warm, cold = Project(tmp_path / "w"), Project(tmp_path / "c")
+    answers: dict[str, list[str]] = {"w": [], "c": []}
+    try:
+        for project in (warm, cold):
+            start(project, "Write the parser", "--completion-promise", "DONE")
+            claude = Claude(project)
+            for n in range(1, 5):
+                claude.text(f"Turn {n}." + (" <promise>DONE</promise>" if n == 4 else ""))
+                env = clean_env(
+                    PYTHONPROFILEIMPORTTIME="1", **({"RALPH_WARM": "1"} if project is warm else {})
+                )
+                proc = claude.stop(env=env)
+                answers[project.dir.name].append(proc.stdout)
+                served = project is warm and n > 1
+                assert ("msgspec" in imported(proc)) is not served, (n, project.dir.name)
+                if project is warm and n == 1:
+                    wait_for(lambda: (warm.home / "stop-worker.sock").exists())
+        assert answers["w"] == answers["c"] and '"block"' in answers["w"][0] and "DONE" in answers["w"][3]
+        sid = f"cc-{Claude(cold).session}"
+        strip = [(e["type"], e["iteration"], e.get("decision", "")) for e in cold.journal(sid)]
+        assert [(e["type"], e["iteration"], e.get("decision", "")) for e in warm.journal(sid)] == strip
+        pid = worker_pid(warm)
+        assert not maps_duckdb(pid)
+        warm.write("ralph.toml", "max_iterations = 20\n")
+        start(warm, "Write the lexer")
+        claude = Claude(warm, session="b7e1c2d3-0000-4000-8000-00000000bbbb")
+        claude.text("Lexer half done.")
+        proc = claude.stop(env=clean_env(RALPH_WARM="1", PYTHONPROFILEIMPORTTIME="1"))
+        assert '"block"' in proc.stdout and "msgspec" not in imported(proc)
+        assert worker_pid(warm) == pid and maps_duckdb(pid)
+    finally:
+        stop_worker(warm)

@@ -19,11 +19,14 @@ session and writes it into the loop file (``ledger_session``), so a loop
 started after another ended is never appended to it. A new loop reads the
 transcript from where the previous loop of the session stopped reading.
 
-Finding the loop (:func:`find_project`): ``$CLAUDE_PROJECT_DIR``, else the
-hook's working directory, else stdin's ``cwd`` and its parents up to the
-project root (the first holding ``.git``): the first that holds a loop file.
-The home (:func:`hook_home`): ``--home``, else ``$RALPH_HOME``, else
-``<project>/.ralph``; a relative one is taken from the project directory.
+Finding the loop (``ledger.agents.claude_code.locate.find_project``):
+``$CLAUDE_PROJECT_DIR``, else the hook's working directory, else stdin's
+``cwd`` and its parents up to the project root (the first holding ``.git``):
+the first that holds a loop file. The home (``locate.hook_home``): ``--home``,
+else ``$RALPH_HOME``, else ``<project>/.ralph``; a relative one is taken from
+the project directory. With ``RALPH_WARM=1`` the process started by Claude
+Code first asks the home's warm worker to run :func:`run` for it
+(``ledger.agents.claude_code.warm``); this module is what runs the stop.
 
 A transcript the drop-in cannot read (no path, a relative one, missing, not a
 regular file, unreadable) stops the loop as the plugin does: one line on stderr
@@ -37,7 +40,6 @@ knows the session. It imports neither DuckDB nor pyarrow.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -48,6 +50,14 @@ import msgspec
 from msgspec.structs import replace
 
 from ledger import events as ev
+from ledger.agents.claude_code.locate import (
+    LOOP_FILE,
+    MAX_STDIN,
+    STATE_FILE,
+    HookInputError,
+    find_project,
+    hook_home,
+)
 from ledger.agents.claude_code.plugin import (
     LoopState,
     PluginDecision,
@@ -58,17 +68,13 @@ from ledger.agents.claude_code.plugin import (
     write_state,
 )
 from ledger.agents.claude_code.stop_event import (
-    LOOP_FILE,
-    MAX_STDIN,
-    STATE_FILE,
     ErrorSink,
     HookInput,
-    HookInputError,
     HookOutcome,
     LoopRecord,
+    RequesterGone,
     belongs,
-    find_project,
-    hook_home,
+    decision_point,
     ledger_session,
     loop_session,
     named_session,
@@ -80,14 +86,9 @@ from ledger.agents.claude_code.transcript import Scan
 from ledger.core.errors import error_reason, one_line, os_error
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
+from ledger.core.sync import sync_file
 from ledger.loop.promises import detect_promises, to_event
-from ledger.storage.journal import (
-    Journal,
-    JournalError,
-    journal_path,
-    sync_file,
-    utc_now,
-)
+from ledger.storage.journal import Journal, JournalError, journal_path, utc_now
 
 
 def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> list[ev.Event]:
@@ -180,21 +181,15 @@ def run(
     home_arg: str | None = None,
 ) -> HookOutcome:
     """One stop, fail-open: the outcome to print; never raises. ``home`` is the ledger home itself,
-    ``home_arg`` the ``--home`` given on the command line (see :func:`hook_home`)."""
+    ``home_arg`` the ``--home`` given on the command line (see ``locate.hook_home``)."""
     sink = ErrorSink()
-    as_hook = home is None and clock is utc_now  # as the hook process runs it (the worker may)
     try:
         data = parse_input(raw)
         ledger_session(data.session_id)  # a session id that cannot name a journal is refused here
-        project = find_project(data)
-        home = home or hook_home(project, home_arg)
+        project = Path(find_project(lambda: data.cwd))
+        home = home or Home.resolve(hook_home(str(project), home_arg))
         sink.guess(home, data.session_id, clock)
         if (project / LOOP_FILE).exists():  # a ledger-native loop: the engine decides (imports DuckDB)
-            if as_hook and warm_wanted():  # RALPH_WARM=1: the home's warm worker, if it takes it
-                from ledger.agents.claude_code.warm import ask
-
-                if (answer := ask(raw, home, home_arg)) is not None:
-                    return answer
             from ledger.agents.claude_code.native import native_stop
 
             return native_stop(data, project, home, project / LOOP_FILE, clock, sink)
@@ -203,16 +198,6 @@ def run(
         line = allowing(exc)
         _record_error(*sink.target(), line)
         return HookOutcome(stderr=line + "\n")
-
-
-def warm_wanted() -> bool:
-    """Whether a ledger-native stop goes to the warm worker (``ledger.agents.claude_code.warm``):
-    ``RALPH_WARM=1``, and this process is not the worker."""
-    if os.environ.get("RALPH_WARM") != "1":
-        return False
-    from ledger.agents.claude_code.warm import wanted
-
-    return wanted()
 
 
 def _drop_in(
@@ -305,7 +290,10 @@ def _commit(
     agent did not get: (1) the state file (a block's next iteration, or its removal), (2) the
     stop's events in one all-or-nothing append, (3) the answer. A state file that cannot be
     written turns a block into an allowed stop, recorded as such; a failed append puts the state
-    file back (a kill between (1) and (2) is put right by the next stop: :func:`reconcile`)."""
+    file back (a kill between (1) and (2) is put right by the next stop: :func:`reconcile`). Served
+    by the warm worker for a hook process killed before (2), nothing is decided: the state file is
+    put back (``decision_point``)."""
+    decision_point()
     try:
         apply_decision(state_path, decision, current=read)
     except OSError as exc:
@@ -317,6 +305,12 @@ def _commit(
         with contextlib.suppress(OSError):  # the stop is allowed whatever the journal can take
             journal.append(*notes, *_events(stop, decision, ending=ending), error)
         return HookOutcome(stderr=line + "\n")
+    try:
+        decision_point()  # again as the append is made: what is left is the append, the reply, the print
+    except RequesterGone:
+        with contextlib.suppress(OSError):  # else the next stop's reconcile puts it back
+            write_state(state_path, read)
+        raise
     try:
         journal.append(*notes, *_events(stop, decision))
     except OSError as exc:
@@ -371,10 +365,19 @@ def _record_error(journal: Journal | None, sid: str, line: str) -> None:
         journal.append(ev.ErrorRecorded(session_id=sid, component="hook claude-code", message=line))
 
 
-def main(stdin: Any = None, stdout: Any = None, stderr: Any = None, *, home: str | None = None) -> int:
-    """Entry point: read stdin, print the outcome, exit 0. ``home`` is ``--home`` (see :func:`hook_home`)."""
-    stdin = stdin or sys.stdin.buffer
-    outcome = run(stdin.read(MAX_STDIN + 1), home_arg=home)
+def main(
+    stdin: Any = None,
+    stdout: Any = None,
+    stderr: Any = None,
+    *,
+    home: str | None = None,
+    raw: bytes | None = None,
+) -> int:
+    """Run one stop in this process: read stdin (or take ``raw``, stdin already read), print the
+    outcome, exit 0. ``home`` is ``--home`` (see ``locate.hook_home``)."""
+    if raw is None:
+        raw = (stdin or sys.stdin.buffer).read(MAX_STDIN + 1)
+    outcome = run(raw, home_arg=home)
     out = stdout or sys.stdout
     out.write(outcome.stdout)
     out.flush()  # the answer first: a kill from here on leaves the agent's decision recorded

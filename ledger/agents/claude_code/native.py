@@ -40,10 +40,10 @@ from typing import Final
 import msgspec
 
 from ledger import events as ev
+from ledger.agents.claude_code.locate import HookInputError
 from ledger.agents.claude_code.stop_event import (
     ErrorSink,
     HookInput,
-    HookInputError,
     HookOutcome,
     LoopRecord,
     belongs,

@@ -18,10 +18,10 @@ from typing import Final, Literal
 import msgspec
 from msgspec.structs import replace
 
+from ledger.agents.claude_code.locate import STATE_FILE
 from ledger.core.atomic import atomic_write, sweep_temps
 from ledger.loop.promises import unwrap
 
-STATE_FILE: Final = ".claude/ralph-loop.local.md"
 MAX_ASSISTANT_LINES: Final = 100  # the plugin looks at the last 100 assistant lines only
 
 StrPath = str | os.PathLike[str]

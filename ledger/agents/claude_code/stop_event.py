@@ -1,7 +1,7 @@
 """What every Claude Code Stop answers from, in the drop-in and the ledger-native loop alike.
 
-The Stop event's stdin (:class:`HookInput`) and what the hook prints (:class:`HookOutcome`); where the
-loop is (:func:`find_project`) and its home (:func:`hook_home`); the transcript the event names; which
+The Stop event's stdin (:class:`HookInput`) and what the hook prints (:class:`HookOutcome`) (where the
+loop is and its home: ``ledger.agents.claude_code.locate``); the transcript the event names; which
 ledger session a loop is (:func:`loop_session`, :func:`named_session`) and what its journal says
 (:class:`LoopRecord`); the agent's turn (:func:`read_turn`); where an error is recorded (:class:`ErrorSink`).
 """
@@ -9,7 +9,6 @@ ledger session a loop is (:func:`loop_session`, :func:`named_session`) and what 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -19,15 +18,11 @@ import msgspec
 
 from ledger import events as ev
 from ledger.agents.claude_code.last_text import find_last_text
+from ledger.agents.claude_code.locate import MAX_STDIN, HookInputError
 from ledger.agents.claude_code.transcript import Scan, scan
-from ledger.core.home import Home, project_root, up_to_root
+from ledger.core.home import Home
 from ledger.storage.fold import events_of
 from ledger.storage.journal import Journal, check_session_id, journal_path, utc_now
-
-STATE_FILE: Final = Path(".claude") / "ralph-loop.local.md"
-LOOP_FILE: Final = Path(".claude") / "ralph-ledger.local.json"
-"""A ledger-native loop (``ledger.agents.claude_code.native``); it takes precedence over ``STATE_FILE``."""
-MAX_STDIN: Final = 16 * 1024 * 1024
 
 
 class HookInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -77,10 +72,6 @@ def decision_point() -> None:
         raise RequesterGone("the hook process that asked for this stop ended before it was decided")
 
 
-class HookInputError(ValueError):
-    """The hook's stdin is not what Claude Code sends; one line."""
-
-
 def parse_input(raw: bytes) -> HookInput:
     """Decode stdin strictly enough to act on, with one-line errors."""
     if len(raw) > MAX_STDIN:
@@ -102,58 +93,6 @@ def ledger_session(claude_session: str, n: int = 1) -> str:
     """The ledger session id of the ``n``-th loop of a Claude Code session: ``cc-<id>``, then
     ``cc-<id>-2``, ``cc-<id>-3``, ..."""
     return check_session_id(f"cc-{claude_session}" if n == 1 else f"cc-{claude_session}-{n}")
-
-
-def _is_dir(path: Path) -> bool:
-    try:
-        return path.is_dir()
-    except (OSError, ValueError):
-        return False
-
-
-def _has_loop(directory: Path) -> bool:
-    return (directory / LOOP_FILE).exists() or (directory / STATE_FILE).exists()
-
-
-def _stdin_cwd(data: HookInput) -> Path:
-    """``cwd`` from stdin (the hook's own when empty): an existing directory, else ``HookInputError``."""
-    cwd = Path(data.cwd or os.getcwd())
-    if not cwd.is_absolute():
-        raise HookInputError(f"cwd {data.cwd!r} is not an absolute path")
-    cwd = cwd.resolve()
-    if not cwd.is_dir():
-        raise HookInputError(f"cwd {str(cwd)!r} is not a directory")
-    return cwd
-
-
-def find_project(data: HookInput, env: dict[str, str] | None = None) -> Path:
-    """The project whose loop this stop is for: the first of ``$CLAUDE_PROJECT_DIR``, the hook's
-    working directory, and stdin's ``cwd`` and its parents up to the project root (the first one
-    holding ``.git``) that holds a loop file. With no loop anywhere: ``$CLAUDE_PROJECT_DIR`` when
-    set, else the project root above stdin's ``cwd``. ``HookInputError`` when it comes to stdin's
-    ``cwd`` and that is not an existing absolute directory."""
-    environ = os.environ if env is None else env
-    claude_dir = environ.get("CLAUDE_PROJECT_DIR", "")
-    declared = Path(claude_dir) if claude_dir and Path(claude_dir).is_absolute() else None
-    if declared is not None and _is_dir(declared) and _has_loop(declared):
-        return declared.resolve()
-    with contextlib.suppress(OSError):  # the hook's working directory may have been removed
-        here = Path.cwd()
-        if _has_loop(here):
-            return here
-    cwd = _stdin_cwd(data)
-    for d in up_to_root(cwd):
-        if _has_loop(d):
-            return d
-    return declared.resolve() if declared is not None and _is_dir(declared) else project_root(cwd)
-
-
-def hook_home(project: Path, home: str | None = None, env: dict[str, str] | None = None) -> Home:
-    """The hook's ledger home: ``home`` (``--home``), else ``$RALPH_HOME``, else ``<project>/.ralph``;
-    a relative path is taken from ``project``, wherever Claude Code runs the hook from."""
-    chosen = home or (os.environ if env is None else env).get("RALPH_HOME") or ".ralph"
-    path = Path(chosen).expanduser()
-    return Home.resolve(path if path.is_absolute() else project / path)
 
 
 def transcript_problem(data: HookInput) -> tuple[Path | None, str]:

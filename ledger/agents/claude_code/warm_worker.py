@@ -1,5 +1,7 @@
-"""The warm stop worker's process: it serves a home's ledger-native stops over the socket
-``ledger.agents.claude_code.warm`` (the hook's side) connects to, until idle."""
+"""The warm stop worker's process: it serves a home's stops (drop-in and ledger-native) over the
+socket ``ledger.agents.claude_code.warm`` (the hook's side) connects to, until idle. DuckDB and the
+engine are imported when a ledger-native stop needs them: before listening when such a stop started
+the worker or a recent journal is a ledger-native loop's, else by the first such stop it serves."""
 
 from __future__ import annotations
 
@@ -9,26 +11,25 @@ import os
 import re
 import signal
 import socket
-import struct
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgspec
-
-from ledger.agents.claude_code import warm
+from ledger import events as ev
 from ledger.agents.claude_code.stop_event import served_for
 from ledger.agents.claude_code.warm import (
     ACCEPT,
     IDLE,
     LOCK,
+    NATIVE,
     SOCKET,
     Reply,
     Request,
-    _recv,
-    _recv_exact,
-    _send,
     code_stamp,
+    recv,
+    recv_exact,
+    send,
     socket_path,
 )
 from ledger.core.atomic import pid_gone
@@ -49,12 +50,11 @@ def _sweep_sockets(path: Path) -> None:
                     os.unlink(entry.path)
 
 
-def serve(root: Path, idle: float = IDLE) -> int:
-    """Serve the stops of the home at ``root`` until ``idle`` seconds pass without one."""
-    warm._serving = True  # its own stops are never sent to a worker
-    from ledger.agents.claude_code import native  # noqa: F401  (DuckDB, the engine: imported once, now)
+def serve(root: Path, idle: float = IDLE, *, native: bool = False) -> int:
+    """Serve the stops of the home at ``root`` until ``idle`` seconds pass without one; ``native``:
+    a ledger-native stop started it (see :func:`_warm_up`)."""
+    from ledger.agents.claude_code import hook  # noqa: F401  (the stop's modules: imported once, now)
     from ledger.core.home import Home
-    from ledger.storage.database import Ledger
 
     home = Home.resolve(root)
     home.root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -65,10 +65,9 @@ def serve(root: Path, idle: float = IDLE) -> int:
         return 0  # another worker serves this home
     os.ftruncate(lock, 0)
     os.write(lock, f"{os.getpid()}\n".encode())  # who serves (to stop it: SIGTERM that pid)
-    Ledger.memory().close()  # the views and detectors, parsed once
     code = code_stamp()
-    _warm_up(home)
-    path = socket_path(home)
+    _warm_up(home, native)
+    path = Path(socket_path(home.root))
     _sweep_sockets(path)
     # bound and listening under a temporary name, then renamed into place: a hook never finds a
     # socket that refuses it (it would start a second worker, which would take over this one's lock)
@@ -83,7 +82,7 @@ def serve(root: Path, idle: float = IDLE) -> int:
     os.chmod(fresh, 0o600)
     ident = os.stat(fresh).st_ino
     server.listen(16)
-    server.settimeout(idle)
+    server.settimeout(min(idle, REFOLD))
     os.replace(fresh, path)
 
     def remove_socket() -> None:
@@ -103,16 +102,28 @@ def serve(root: Path, idle: float = IDLE) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     try:
+        last = time.monotonic()
+        served = False
         while not stopping[0]:
             try:
                 conn, _ = server.accept()
             except TimeoutError:
-                return 0
+                waited = time.monotonic() - last
+                if waited >= idle:
+                    return 0
+                early = not served and waited < WARMING
+                if early:  # the stop that started this worker may still be writing its journal
+                    _warm_up(home, native)
+                server.settimeout(min(idle - waited, REFOLD) if early else idle - waited)
+                continue
             busy[0] = True
+            served = True
             with conn:
                 if not _serve_one(conn, home, code):
                     return 0  # the package was upgraded: the next stop starts a new worker
             busy[0] = False
+            last = time.monotonic()
+            server.settimeout(idle)
         return 0
     finally:
         remove_socket()
@@ -120,12 +131,23 @@ def serve(root: Path, idle: float = IDLE) -> int:
         os.close(lock)
 
 
-def _warm_up(home: Home, within: float = 3600.0) -> None:
-    """Fold the journals written in the last ``within`` seconds (the loop whose stop started this
-    worker among them), before listening: the first stop served reads only its own appends."""
-    import time
+REFOLD = 0.25
+WARMING = 10.0
+"""For its first ``WARMING`` seconds without a stop, the worker warms up again every ``REFOLD``
+seconds: the journal of the stop that started it is folded (and its ledger built) as that stop
+writes it, not by the next stop."""
 
+
+def _warm_up(home: Home, native: bool, within: float = 3600.0) -> None:
+    """Fold the journals written in the last ``within`` seconds (the loop whose stop started this
+    worker among them), before listening and while waiting for its first stop (``REFOLD``): the
+    first stop served reads only its own appends. The ledger-native loops' ledgers too, DuckDB and
+    the engine imported, when ``native`` (a ledger-native stop started the worker) or one of them
+    is a ledger-native loop's: a home with drop-in loops only never gets a process with DuckDB."""
     from ledger.storage.fold import KEEP_LEDGERS, fold
+
+    if native:
+        _import_engine()
 
     try:
         files = home.journal_files()
@@ -138,7 +160,29 @@ def _warm_up(home: Home, within: float = 3600.0) -> None:
     recent = sorted((e for e in entries if e[0] >= time.time() - within), reverse=True)
     for _, path in recent[:KEEP_LEDGERS]:
         with contextlib.suppress(Exception):  # a journal it cannot fold now is folded by its stop
-            fold(path).ledger(home)
+            kept = fold(path)
+            if any(isinstance(e, ev.SessionStarted) and e.config.get("mode") != DROP_IN for e in kept.events):
+                _import_engine()
+                kept.ledger(home)
+
+
+DROP_IN = "ralph-loop"
+"""The ``mode`` a drop-in loop records in its ``session_started`` config (``hook._events``)."""
+
+
+def _import_engine() -> None:
+    """Import DuckDB and the engine, and parse the views and detectors, once (a ledger-native stop's
+    floor, paid here rather than by a stop)."""
+    if _ENGINE:
+        return
+    from ledger.agents.claude_code import native  # noqa: F401
+    from ledger.storage.database import Ledger
+
+    Ledger.memory().close()
+    _ENGINE.append(True)
+
+
+_ENGINE: list[bool] = []
 
 
 def _waiting(conn: socket.socket) -> bool:
@@ -160,16 +204,16 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
 
     try:
         conn.settimeout(5.0)
-        request = msgspec.msgpack.decode(_recv(conn), type=Request)
+        request = Request.decode(recv(conn))
         if request.code != code:
             return False
         if Path(request.home) != home.root:
             return True  # another home's: the hook runs it itself
         conn.sendall(b"R")
         conn.settimeout(ACCEPT * 4)
-        if _recv_exact(conn, 1) != b"G":
+        if recv_exact(conn, 1) != b"G":
             return True
-    except (OSError, ValueError, msgspec.DecodeError, struct.error):
+    except (OSError, ValueError):
         return True  # the hook gave up (too slow) or sent nonsense: it runs the stop itself
     here, environ = os.getcwd(), dict(os.environ)
     try:
@@ -190,7 +234,7 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
     reply = Reply(outcome.stdout, outcome.stderr, outcome.exit_code, outcome.sync)
     with contextlib.suppress(OSError):
         conn.settimeout(5.0)
-        _send(conn, msgspec.msgpack.encode(reply))
+        send(conn, reply.encode())
     from ledger.storage.fold import catch_up
 
     with contextlib.suppress(Exception):  # off the stop's path: the next stop ingests less
@@ -199,17 +243,22 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ledger.agents.claude_code.warm_worker HOME [IDLE_SECONDS]``: serve that home's
-    ledger-native stops until idle."""
+    """``python -m ledger.agents.claude_code.warm_worker HOME [IDLE_SECONDS] [--native]``: serve that
+    home's stops until idle (``--native``: a ledger-native stop started it)."""
     args = sys.argv[1:] if argv is None else argv
+    native = NATIVE in args
+    args = [a for a in args if a != NATIVE]
     try:
         idle = float(args[1]) if len(args) == 2 else IDLE
     except ValueError:
         idle = -1.0
     if len(args) not in (1, 2) or idle <= 0:
-        print("usage: python -m ledger.agents.claude_code.warm_worker HOME [IDLE_SECONDS]", file=sys.stderr)
+        print(
+            f"usage: python -m ledger.agents.claude_code.warm_worker HOME [IDLE_SECONDS] [{NATIVE}]",
+            file=sys.stderr,
+        )
         return 2
-    return serve(Path(args[0]), idle)
+    return serve(Path(args[0]), idle, native=native)
 
 
 if __name__ == "__main__":
