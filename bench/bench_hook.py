@@ -5,9 +5,9 @@
   ``.claude/ralph-ledger.local.json`` loop file: the engine runs the guards in SQL. Measured
   at stop 2 (the second stop of ``--runs`` fresh loops) and from stop 100 of one loop (stops
   3..99 run unmeasured, then ``--runs`` stops from 100 on);
-- the drop-in row and the two ledger-native rows again with ``RALPH_WARM=1``: stops served by the
-  home's warm worker (``ledger.agents.claude_code.warm``: the hook process is the standard-library
-  client), started by each loop's first stop;
+- each of them twice: in-process (``RALPH_WARM=0``), and served by the home's warm worker, the
+  default (``ledger.agents.claude_code.warm``: the hook process is the standard-library client),
+  started by each loop's first stop;
 - ``python3 -c pass`` and ``python3 -c 'import duckdb'``, the baselines, measured in the same run.
 
 Every stop is a fresh ``ralph-ledger hook claude-code`` process reading the event on stdin, as
@@ -142,6 +142,7 @@ class Project:
             "PATH": str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin",
             "HOME": os.environ.get("HOME", "/tmp"),
             "RALPH_HOME": str(root / ".ralph"),
+            "RALPH_WARM": "0",  # in-process; the warm rows (the default) set 1
         }
         self.event = json.dumps(
             {
@@ -303,13 +304,13 @@ def main(argv: list[str] | None = None) -> int:
         master = tmp / "master.jsonl"
         build_transcript(master)
         size = master.stat().st_size
-        progress("drop-in stops ...")
+        progress("drop-in stops, in-process (RALPH_WARM=0) ...")
         dropped, beside = bench_drop_in(tmp, master, runs, warm=False)
-        progress("drop-in stops, warm worker (RALPH_WARM=1) ...")
+        progress("drop-in stops, warm worker (the default) ...")
         dropped_warm, beside_warm = bench_drop_in(tmp, master, runs, warm=True)
-        progress("ledger-native stops, in-process ...")
+        progress("ledger-native stops, in-process (RALPH_WARM=0) ...")
         second, far = bench_native(tmp, master, runs, progress, warm=False)
-        progress("ledger-native stops, warm worker (RALPH_WARM=1) ...")
+        progress("ledger-native stops, warm worker (the default) ...")
         warm2, warm100 = bench_native(tmp, master, runs, progress, warm=True)
     progress("baselines ...")
     bare = bench_cmd("pass", runs)
@@ -340,7 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("-" * (len(h) + 2) for h in head) + "|")
-    for label, times, paired in (("", dropped, beside), (" (warm)", dropped_warm, beside_warm)):
+    for label, times, paired in (
+        (" (in-process)", dropped, beside),
+        (" (warm, default)", dropped_warm, beside_warm),
+    ):
         print(
             row(
                 f"drop-in stop{label} (ralph-loop state file)",
@@ -350,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
                 verdict(statistics.median(times) <= DROP_IN_RATIO * statistics.median(paired)),
             )
         )
-    for label, two, hundred in (("", second, far), (" (warm)", warm2, warm100)):
+    for label, two, hundred in ((" (in-process)", second, far), (" (warm, default)", warm2, warm100)):
         m2, m100 = statistics.median(two), statistics.median(hundred)
         print(
             row(

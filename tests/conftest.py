@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,11 @@ from tests.fixtures.scenarios import HOME
 from tests.helpers import ticking
 
 ROOT = Path(__file__).resolve().parent.parent
+
+os.environ["RALPH_WARM"] = "0"
+"""Stop hooks run by the tests (and every process they start) run their stops in-process, where each
+effect is observable; the tests of the warm worker, which Claude Code's hook uses by default, ask for
+it (``RALPH_WARM=1``), and ``tests/journeys/test_warm.py`` runs the default itself."""
 
 
 class TopLevelSnapshots(AmberSnapshotExtension):

@@ -117,7 +117,7 @@ def test_the_lean_client_leaves_the_stop_to_the_hook(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
     """What the client cannot hand over (or must not) it leaves to the in-process stop, without
-    starting a worker: ``RALPH_WARM`` unset, no loop file, stdin it cannot read when it needs its
+    starting a worker: ``RALPH_WARM=0``, no loop file, stdin it cannot read when it needs its
     ``cwd``, a socket path over the AF_UNIX limit."""
     from ledger.agents.claude_code import warm
 
@@ -140,3 +140,23 @@ def test_the_lean_client_leaves_the_stop_to_the_hook(
     (project / ".claude" / "ralph-loop.local.md").write_text("---\niteration: 1\n---\nx\n")
     assert warm.served(json.dumps({"cwd": str(project)}).encode(), None) is None
     assert started == [str(tmp_path / "h")]
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [
+        (None, True),
+        ("", True),
+        ("1", True),
+        ("yes", True),
+        ("0", False),
+        ("false", False),
+        (" Off ", False),
+        ("NO", False),
+    ],
+)
+def test_the_worker_is_wanted_unless_ralph_warm_turns_it_off(value: str | None, on: bool) -> None:
+    from ledger.agents.claude_code import warm
+
+    env = {} if value is None else {"RALPH_WARM": value}
+    assert warm.wanted(env) is on

@@ -149,6 +149,19 @@ def decisions_by_turn(events: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
+def unconfirmed_turns(events: list[dict[str, Any]]) -> set[str]:
+    """The turns whose recorded decision the warm worker then marked as not confirmed printed (the
+    hook process ended between the worker's reply and its print)."""
+    out: set[str] = set()
+    turn = ""
+    for e in events:
+        if e["type"] == "agent_turn":
+            turn = e["output_excerpt"]
+        elif e["type"] == "error_recorded" and e["component"] == "hook claude-code: delivery" and turn:
+            out.add(turn)
+    return out
+
+
 def check_invariants(events: list[dict[str, Any]]) -> tuple[int, int]:
     """No iteration number started twice and iteration == 1 + blocks; (blocks, last iteration)."""
     started = [e["iteration"] for e in events if e["type"] == "iteration_started"]
@@ -533,12 +546,16 @@ def test_random_kills_of_hooks_served_by_the_warm_worker_lose_no_decision(
         recorded = decisions_by_turn(events)
         assert [r.text for r in runs if r.printed_block and recorded.get(r.text) != "block"] == []
         unsaid = [r.text for r in runs if recorded.get(r.text) == "block" and not r.printed_block]
-        # the worker's window (its check, the append, the reply, the hook's print) is wider than
-        # in-process: measured 0-1 of 20 (docs/performance.md); a decision with no check: 3 of 20
-        assert len(unsaid) <= max(2, n // 10), unsaid
+        # the worker outlives the hook it serves: a block recorded for a hook killed before it
+        # printed is marked as not confirmed in the journal (the worker's window, reply to print)
+        flagged = unconfirmed_turns(events)
+        assert [t for t in unsaid if t not in flagged] == [], (unsaid, flagged)
         if mode == "plugin":
             assert state_iteration(project) == check_invariants(events)[1]
-        print(f"\nwarm random kills ({mode}): {n} stops, {blocks} blocks recorded, {len(unsaid)} not printed")
+        print(
+            f"\nwarm random kills ({mode}): {n} stops, {blocks} blocks recorded, {len(unsaid)} not printed, "
+            f"{len(flagged)} marked not confirmed"
+        )
     finally:
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(lock.read_text().strip()), signal.SIGTERM)

@@ -254,3 +254,31 @@ def test_the_worker_serves_drop_in_stops_and_imports_duckdb_only_for_a_ledger_na
         assert worker_pid(warm) == pid and maps_duckdb(pid)
     finally:
         stop_worker(warm)
+
+
+@pytest.mark.parametrize("setting", [None, "0", "off"])
+def test_the_worker_is_the_default_and_ralph_warm_0_turns_it_off(tmp_path: Path, setting: str | None) -> None:
+    """Claude Code's hook with no ``RALPH_WARM`` in its environment: the first stop starts the home's
+    worker and the next is served by it. ``RALPH_WARM=0`` (or ``off``): every stop in-process, no
+    worker started."""
+    project = native_project(tmp_path / "d")
+    try:
+        claude = Claude(project)
+        for n in (1, 2):
+            claude.text(f"Turn {n}: parser half done.")
+            env = {k: v for k, v in clean_env(MARK=f"m{n}").items() if k != "RALPH_WARM"}
+            if setting is not None:
+                env["RALPH_WARM"] = setting
+            assert '"block"' in claude.stop(env=env).stdout
+            if setting is None and n == 1:
+                wait_for(lambda: (project.home / "stop-worker.sock").exists())
+        runs = [line.split() for line in (project.dir / "rule.log").read_text().splitlines()]
+        assert [mark for _, mark in runs] == ["m1", "m2"]
+        if setting is None:
+            assert runs[1][0] == str(worker_pid(project)) and runs[0][0] != runs[1][0]
+        else:
+            time.sleep(1.0)  # a worker started by either stop would hold its lock by now
+            assert not (project.home / "stop-worker.lock").exists()
+            assert not (project.home / "stop-worker.sock").exists()
+    finally:
+        stop_worker(project)

@@ -24,7 +24,7 @@ Finding the loop (``ledger.agents.claude_code.locate.find_project``):
 ``cwd`` and its parents up to the project root (the first holding ``.git``):
 the first that holds a loop file. The home (``locate.hook_home``): ``--home``,
 else ``$RALPH_HOME``, else ``<project>/.ralph``; a relative one is taken from
-the project directory. With ``RALPH_WARM=1`` the process started by Claude
+the project directory. Unless ``RALPH_WARM=0``, the process started by Claude
 Code first asks the home's warm worker to run :func:`run` for it
 (``ledger.agents.claude_code.warm``); this module is what runs the stop.
 

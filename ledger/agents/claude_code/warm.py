@@ -2,8 +2,8 @@
 
 A ledger-native stop spends most of its time before it starts: importing DuckDB, creating an
 in-memory ledger with its views and detectors, reading the session's journal; a drop-in stop,
-importing msgspec and the hook's modules (``docs/performance.md``). With ``RALPH_WARM=1`` in the
-hook's environment, a stop (of either kind) is asked of the home's worker instead: a process
+importing msgspec and the hook's modules (``docs/performance.md``). So a stop (of either kind) is
+asked of the home's worker instead, unless ``RALPH_WARM=0`` is in the hook's environment: a process
 listening on ``<home>/stop-worker.sock`` (owner only), with the modules imported and each session's
 state kept in memory (``ledger.storage.fold``), so a stop reads only what was appended since the
 last one. It is started on demand by the first stop that finds none (which runs in-process
@@ -127,9 +127,13 @@ class Reply:
         return cls(_text(out), _text(err), int(code), tuple(os.fsdecode(p) for p in sync))
 
 
+OFF = ("0", "false", "no", "off")
+"""The values of ``RALPH_WARM`` that turn the worker off (any case): every stop runs in-process."""
+
+
 def wanted(env: dict[str, str] | None = None) -> bool:
-    """Whether the hook asks a worker: ``RALPH_WARM=1``."""
-    return (os.environ if env is None else env).get(ENV) == "1"
+    """Whether the hook asks a worker: yes unless ``RALPH_WARM`` is one of :data:`OFF`."""
+    return (os.environ if env is None else env).get(ENV, "").strip().lower() not in OFF
 
 
 def code_stamp() -> int:
@@ -169,14 +173,34 @@ def recv(sock: _socket.socket) -> bytes:
     return recv_exact(sock, int.from_bytes(recv_exact(sock, 4), "big"))
 
 
-def ask(raw: bytes, home: str, home_arg: str | None, *, native: bool = False) -> Reply | None:
-    """The outcome of this stop run by the worker of the home at ``home``; None when the hook must
-    run it itself (no worker: one is started, ``native`` when a ledger-native stop starts it; a
-    broken or slow one)."""
+PRINTED = b"P"
+"""What the hook sends the worker once it has printed and flushed the answer; a worker that does not
+get it records that the answer's delivery was not confirmed (``warm_worker``)."""
+
+
+class Served:
+    """A worker's reply, and the connection that confirms it was printed (:meth:`confirm`)."""
+
+    def __init__(self, reply: Reply, sock: _socket.socket) -> None:
+        self.reply = reply
+        self.sock = sock
+
+    def confirm(self) -> None:
+        """Tell the worker the answer is printed; close the connection."""
+        with contextlib.suppress(OSError):
+            self.sock.sendall(PRINTED)
+        self.sock.close()
+
+
+def ask(raw: bytes, home: str, home_arg: str | None, *, native: bool = False) -> Served | None:
+    """The outcome of this stop run by the worker of the home at ``home``, with the connection to
+    confirm it on; None when the hook must run it itself (no worker: one is started, ``native``
+    when a ledger-native stop starts it; a broken or slow one)."""
     path = socket_path(home)
     if len(os.fsencode(path)) > MAX_PATH:
         return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    kept = False
     try:
         sock.settimeout(ACCEPT)
         try:
@@ -189,11 +213,14 @@ def ask(raw: bytes, home: str, home_arg: str | None, *, native: bool = False) ->
             return None
         sock.sendall(b"G")  # from here on the worker runs the stop: wait for it, however long
         sock.settimeout(None)
-        return Reply.decode(recv(sock))
+        served = Served(Reply.decode(recv(sock)), sock)
+        kept = True
+        return served
     except (OSError, ValueError):
         return None
     finally:
-        sock.close()
+        if not kept:
+            sock.close()
 
 
 def start(home: str, *, native: bool = False) -> None:
@@ -222,8 +249,8 @@ def _stdin_cwd(raw: bytes) -> str:
     return cwd
 
 
-def served(raw: bytes, home_arg: str | None) -> Reply | None:
-    """This stop's outcome from the home's worker, when ``RALPH_WARM=1``, the stop finds a loop
+def served(raw: bytes, home_arg: str | None) -> Served | None:
+    """This stop's outcome from the home's worker, when it is :func:`wanted`, the stop finds a loop
     (``ledger.agents.claude_code.locate``) and the worker takes it; None otherwise (anything
     unexpected included: the hook then runs the stop in-process)."""
     if not wanted() or len(raw) > MAX_STDIN:
@@ -239,11 +266,13 @@ def served(raw: bytes, home_arg: str | None) -> Reply | None:
     return ask(raw, home, home_arg, native=native)
 
 
-def deliver(reply: Reply) -> int:
-    """Print a worker's reply as the hook process would its own outcome, sync its journals; the
-    exit code."""
+def deliver(served: Served) -> int:
+    """Print a worker's reply as the hook process would its own outcome, confirm it to the worker,
+    sync its journals; the exit code."""
+    reply = served.reply
     sys.stdout.write(reply.stdout)
     sys.stdout.flush()  # the answer first: a kill from here on leaves the agent's decision recorded
+    served.confirm()
     sys.stderr.write(reply.stderr)
     for path in reply.sync:
         sync_file(path)
@@ -254,9 +283,9 @@ def hook_main(home_arg: str | None = None) -> int:
     """``ralph-ledger hook claude-code``: read the Stop event, let the warm worker answer it
     (:func:`served`), else run it in this process (``ledger.agents.claude_code.hook.main``)."""
     raw = sys.stdin.buffer.read(MAX_STDIN + 1)
-    reply = served(raw, home_arg)
-    if reply is not None:
-        return deliver(reply)
+    answer = served(raw, home_arg)
+    if answer is not None:
+        return deliver(answer)
     from ledger.agents.claude_code.hook import main
 
     return main(raw=raw, home=home_arg)

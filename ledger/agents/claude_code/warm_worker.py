@@ -14,7 +14,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ledger import events as ev
 from ledger.agents.claude_code.stop_event import served_for
@@ -23,6 +23,7 @@ from ledger.agents.claude_code.warm import (
     IDLE,
     LOCK,
     NATIVE,
+    PRINTED,
     SOCKET,
     Reply,
     Request,
@@ -35,6 +36,7 @@ from ledger.agents.claude_code.warm import (
 from ledger.core.atomic import pid_gone
 
 if TYPE_CHECKING:
+    from ledger.agents.claude_code.stop_event import HookOutcome
     from ledger.core.home import Home
 
 
@@ -232,14 +234,46 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
         with contextlib.suppress(OSError):
             os.chdir(here)
     reply = Reply(outcome.stdout, outcome.stderr, outcome.exit_code, outcome.sync)
-    with contextlib.suppress(OSError):
+    confirmed = False
+    with contextlib.suppress(OSError, ValueError):
         conn.settimeout(5.0)
         send(conn, reply.encode())
+        confirmed = recv_exact(conn, 1) == PRINTED
+    if outcome.stdout and not confirmed:
+        _unconfirmed(outcome)
     from ledger.storage.fold import catch_up
 
     with contextlib.suppress(Exception):  # off the stop's path: the next stop ingests less
         catch_up()
     return True
+
+
+UNCONFIRMED: Final = "hook claude-code: delivery"
+"""The ``component`` of the ``error_recorded`` a worker appends when the hook it served ended before
+confirming it printed the answer."""
+
+
+def _unconfirmed(outcome: HookOutcome) -> None:
+    """Record in the stop's journal that the hook process ended before confirming it printed the
+    answer (killed between the worker's reply and its print): the decision recorded just before
+    may not have reached the agent. In-process, a hook killed there leaves no such word."""
+    from ledger.storage.fold import events_of
+    from ledger.storage.journal import Journal, JournalError
+
+    for name in outcome.sync:
+        path = Path(name)
+        with contextlib.suppress(OSError, JournalError, ValueError):
+            last = events_of(path)[-1]
+            said = "a block" if '"block"' in outcome.stdout else "an answer"
+            Journal(path).append(
+                ev.ErrorRecorded(
+                    session_id=last.session_id,
+                    iteration=last.iteration,
+                    component=UNCONFIRMED,
+                    message=f"the hook process ended before confirming it printed {said}; the agent "
+                    "may not have received it",
+                )
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
