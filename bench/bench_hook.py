@@ -347,18 +347,18 @@ def main(argv: list[str] | None = None) -> int:
     ):
         print(
             row(
-                f"drop-in stop{label} (ralph-loop state file)",
+                f"drop-in stop{label}",
                 times,
                 ratios(times, paired),
                 f"<= {DROP_IN_RATIO}x pass beside it",
                 verdict(statistics.median(times) <= DROP_IN_RATIO * statistics.median(paired)),
             )
         )
-    for label, two, hundred in ((" (in-process)", second, far), (" (warm, default)", warm2, warm100)):
+    for label, two, hundred in ((", in-process", second, far), (", warm (default)", warm2, warm100)):
         m2, m100 = statistics.median(two), statistics.median(hundred)
         print(
             row(
-                f"ledger-native stop{label}, stop 2",
+                f"ledger-native stop 2{label}",
                 two,
                 ratios(two),
                 f"<= {NATIVE_MS:.0f} ms",
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             row(
-                f"ledger-native stop{label}, stops {FAR}-{FAR + runs - 1}",
+                f"ledger-native stops {FAR}-{FAR + runs - 1}{label}",
                 hundred,
                 ratios(hundred),
                 f"<= {NATIVE_MS:.0f} ms, <= {GROWTH}x stop 2",
