@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("loop_commands", "cmd_override"),
     "set": ("loop_commands", "cmd_override"),
     "run": ("loop_commands", "cmd_run"),
+    "checkpoint": ("checkpoint_commands", "cmd_checkpoint"),
 }
 """Each command's module in ``ledger.cli`` and function, imported when the command runs."""
 
@@ -185,7 +186,7 @@ def _drop_stdout() -> None:
 
 # The commands that read a home: one given with --home or $RALPH_HOME must exist (a typo is not a new,
 # empty home). stop and set need the session's journal there.
-NEEDS_HOME = (*LEDGER_COMMANDS, "stop", "set")
+NEEDS_HOME = (*LEDGER_COMMANDS, "stop", "set", "checkpoint")
 
 
 def _check_home(home: Home, args: argparse.Namespace) -> None:

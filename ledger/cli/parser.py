@@ -46,17 +46,22 @@ def non_negative_float(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """argparse type: ``text`` as a whole number >= 1, else ``argparse.ArgumentTypeError``."""
+def positive_int(text: str, least: int = 1) -> int:
+    """argparse type: ``text`` as a whole number >= ``least``, else ``argparse.ArgumentTypeError``."""
     import argparse
 
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected a number >= {least}, got {text!r}")
     return value
+
+
+def count_int(text: str) -> int:
+    """argparse type: ``text`` as a whole number >= 0."""
+    return positive_int(text, least=0)
 
 
 def _add_format(p: argparse.ArgumentParser) -> None:
@@ -142,6 +147,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("session", help="session id")
     s.add_argument("--max-iterations", type=positive_int, required=True, metavar="N")
     s.add_argument("--reason", default="", help="why (recorded in the ledger)")
+    s = sub.add_parser("checkpoint", help="a session's checkpoints: list, show, resume, prune")
+    acts = s.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=Parser)
+    a = acts.add_parser("list", help="the session's checkpoints, oldest first")
+    a.add_argument("session", help="session id")
+    a.add_argument("--all", action="store_true", help="the expired ones too")
+    _add_format(a)
+    a = acts.add_parser("show", help="every field of one checkpoint, its agent context among them")
+    a.add_argument("session", help="session id")
+    a.add_argument("checkpoint", help="checkpoint id (checkpoint list shows them)")
+    _add_format(a)
+    a = acts.add_parser("resume", help="what resuming from a checkpoint gives the agent")
+    a.add_argument("session", help="session id")
+    a.add_argument("checkpoint", nargs="?", help="checkpoint id (default: the latest one not expired)")
+    _add_format(a)
+    a = acts.add_parser("prune", help="expire checkpoints past their retention")
+    a.add_argument("session", help="session id")
+    a.add_argument(
+        "--keep", type=count_int, default=3, metavar="N", help="keep the latest N of each trigger (default 3)"
+    )
+    _add_format(a)
     s = sub.add_parser("run", help="run an agent command in a loop until the engine stops it")
     s.add_argument("--prompt", metavar="FILE", help="file holding the prompt (default: read stdin)")
     g = s.add_mutually_exclusive_group()

@@ -133,6 +133,12 @@ def list_checkpoints(
     return rows if include_expired else [r for r in rows if not r["expired"]]
 
 
+def get(engine: Engine, session_id: str, checkpoint_id: str) -> dict[str, Any]:
+    """One checkpoint of the session, expired or not (a row of :func:`list_checkpoints`);
+    ``CheckpointError`` when there is none by that id."""
+    return _find(session_id, list_checkpoints(engine, session_id, include_expired=True), checkpoint_id)
+
+
 # -- creating and expiring ------------------------------------------------------
 def _next_id(session_id: str, iteration: int, taken: set[str]) -> str:
     """``<session>-cp<iteration>.<j>`` with the first ``j`` not yet taken."""
@@ -311,6 +317,7 @@ def instructions(
         state = f"last score {round(last_score, 1):g}, {len(failing)} {plural} failing ({', '.join(failing)})"
     else:
         state = f"last score {round(last_score, 1):g}, all rules passing"
+    task = " ".join(task.split())  # one line, whatever the prompt's own lines
     text = f"Resume iteration {iteration} of {max_iterations} of {task}: {state}."
     if agent_context:
         text += (
