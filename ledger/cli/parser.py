@@ -149,24 +149,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reason", default="", help="why (recorded in the ledger)")
     s = sub.add_parser("checkpoint", help="a session's checkpoints: list, show, resume, prune")
     acts = s.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=Parser)
-    a = acts.add_parser("list", help="the session's checkpoints, oldest first")
-    a.add_argument("session", help="session id")
-    a.add_argument("--all", action="store_true", help="the expired ones too")
-    _add_format(a)
-    a = acts.add_parser("show", help="every field of one checkpoint, its agent context among them")
-    a.add_argument("session", help="session id")
-    a.add_argument("checkpoint", help="checkpoint id (checkpoint list shows them)")
-    _add_format(a)
-    a = acts.add_parser("resume", help="what resuming from a checkpoint gives the agent")
-    a.add_argument("session", help="session id")
-    a.add_argument("checkpoint", nargs="?", help="checkpoint id (default: the latest one not expired)")
-    _add_format(a)
-    a = acts.add_parser("prune", help="expire checkpoints past their retention")
-    a.add_argument("session", help="session id")
-    a.add_argument(
-        "--keep", type=count_int, default=3, metavar="N", help="keep the latest N of each trigger (default 3)"
-    )
-    _add_format(a)
+    actions = {
+        "list": "the session's checkpoints, oldest first",
+        "show": "every field of one checkpoint, its agent context among them",
+        "resume": "what resuming from a checkpoint gives the agent",
+        "prune": "expire checkpoints past their retention",
+    }
+    for name, what in actions.items():
+        a = acts.add_parser(name, help=what)
+        a.add_argument("session", help="session id")
+        _add_format(a)
+        if name == "list":
+            a.add_argument("--all", action="store_true", help="the expired ones too")
+        elif name == "show":
+            a.add_argument("checkpoint", help="checkpoint id (checkpoint list shows them)")
+        elif name == "resume":
+            a.add_argument(
+                "checkpoint", nargs="?", help="checkpoint id (default: the latest one not expired)"
+            )
+        else:
+            a.add_argument(
+                "--keep",
+                type=count_int,
+                default=3,
+                metavar="N",
+                help="keep the latest N of each trigger (default 3)",
+            )
     s = sub.add_parser("run", help="run an agent command in a loop until the engine stops it")
     s.add_argument("--prompt", metavar="FILE", help="file holding the prompt (default: read stdin)")
     g = s.add_mutually_exclusive_group()
