@@ -3,7 +3,7 @@ the functions the engine's checkpoint tools use (``ledger.loop.checkpoints``).""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ledger.cli.common import CliError, emit, unknown_session
 
@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     import argparse
 
     from ledger.core.home import Home
+    from ledger.loop.checkpoints import Resume
 
 LISTED = (
     "checkpoint_id",
@@ -34,9 +35,14 @@ def cmd_checkpoint(home: Home, args: argparse.Namespace) -> None:
     from ledger.loop.engine import Engine
     from ledger.loop.engine_types import EngineError
     from ledger.storage.journal import journal_path
+    from ledger.storage.ledger_file import unwritable
 
     if not journal_path(home.journals, args.session).exists():  # JournalError for an invalid id
         raise unknown_session(args.session, home)
+    if args.action == "prune" and (why := unwritable(home)):  # it appends the expiries
+        raise CliError(
+            f"ralph-ledger: cannot prune session {args.session!r}: cannot write in {home.root} ({why})"
+        )
     engine = Engine(home)
     try:
         if args.action == "list":
@@ -55,7 +61,7 @@ def cmd_checkpoint(home: Home, args: argparse.Namespace) -> None:
         raise CliError(f"ralph-ledger: {exc}") from None
 
 
-def _resume_row(resume: Any) -> tuple[list[str], list[list[Any]]]:
+def _resume_row(resume: Resume) -> tuple[list[str], list[list[object]]]:
     """What ``checkpoint_resume`` gives, as one row (CSV / JSON)."""
     columns = ["checkpoint_id", "iteration", "max_iterations", "status", "agent_context", "instructions"]
     values = [
@@ -69,6 +75,6 @@ def _resume_row(resume: Any) -> tuple[list[str], list[list[Any]]]:
     return columns, [values]
 
 
-def _resume_text(resume: Any) -> str:
+def _resume_text(resume: Resume) -> str:
     """The resume instructions and the agent context, as a person reads them."""
     return f"{resume.checkpoint['checkpoint_id']} (iteration {resume.iteration}): {resume.instructions}\n"

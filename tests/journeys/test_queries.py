@@ -219,8 +219,8 @@ def test_a_read_only_home_is_read_from_its_journals(project: Project) -> None:
 
 
 def test_stop_and_set_on_a_read_only_home_say_why(project: Project) -> None:
-    """``stop`` and ``set`` of a running loop in a home nothing may write to: one line naming the session
-    and the home (not an internal scratch file), exit 1, nothing written."""
+    """``stop``, ``set`` and ``checkpoint prune`` of a running loop in a home nothing may write to: one
+    line naming the session and the home (not an internal scratch file), exit 1, nothing written."""
     live = Journal.for_session(project.home / "journals", "live-1", fsync=False)
     live.append(E.SessionStarted(session_id="live-1", task="t", agent="bot", max_iterations=5))
     live.append(E.IterationStarted(session_id="live-1", iteration=1))
@@ -235,6 +235,7 @@ def test_stop_and_set_on_a_read_only_home_say_why(project: Project) -> None:
         for args, verb in (
             (["stop", "live-1"], "stop"),
             (["set", "live-1", "--max-iterations", "9"], "change"),
+            (["checkpoint", "prune", "live-1"], "prune"),
         ):
             proc = subprocess.run(
                 [*prefix, script("ralph-ledger"), *args],
