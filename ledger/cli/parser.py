@@ -207,14 +207,18 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in sub.choices.items():  # the global options are taken after the command too
         if name in ("hook", "loop"):  # (hook has its own --home; loop start passes its words on)
             continue
-        command.add_argument("--home", default=argparse.SUPPRESS, help="ledger home (as before the command)")
-        command.add_argument(
-            "--wait",
-            type=non_negative_float,
-            default=argparse.SUPPRESS,
-            metavar="SECONDS",
-            help="as before the command",
-        )
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        for parser in [command, *(q for a in nested for q in a.choices.values())]:  # checkpoint's actions
+            parser.add_argument(
+                "--home", default=argparse.SUPPRESS, help="ledger home (as before the command)"
+            )
+            parser.add_argument(
+                "--wait",
+                type=non_negative_float,
+                default=argparse.SUPPRESS,
+                metavar="SECONDS",
+                help="as before the command",
+            )
     return p
 
 

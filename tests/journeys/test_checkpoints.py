@@ -56,3 +56,20 @@ def test_checkpoint_slips_are_one_line(project: Project) -> None:
         proc = project.cli(*args)
         assert proc.returncode == code and proc.stdout == "", (args, proc)
         assert len(proc.stderr.splitlines()) == 1 and says in proc.stderr, (args, proc.stderr)
+
+
+def test_checkpoint_takes_the_home_before_or_after_its_action(project: Project) -> None:
+    """``--home`` is taken wherever the other commands take it: before the command, after it, after the
+    action."""
+    loop(project)
+    elsewhere = project.dir / "src"
+    elsewhere.mkdir()
+    home = str(project.home)
+    for args in (
+        ["--home", home, "checkpoint", "list", "s1", "--json"],
+        ["checkpoint", "--home", home, "list", "s1", "--json"],
+        ["checkpoint", "list", "s1", "--json", "--home", home],
+    ):
+        proc = project.cli(*args, cwd=elsewhere.parent.parent)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert [c["checkpoint_id"] for c in json.loads(proc.stdout)] == ["s1-cp1", "s1-cp2", "s1-cp3"]
