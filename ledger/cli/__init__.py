@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "set": ("loop_commands", "cmd_override"),
     "run": ("loop_commands", "cmd_run"),
     "checkpoint": ("checkpoint_commands", "cmd_checkpoint"),
+    "mcp": ("mcp_commands", "cmd_mcp"),
 }
 """Each command's module in ``ledger.cli`` and function, imported when the command runs."""
 

@@ -175,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
                 metavar="N",
                 help="keep the latest N of each trigger (default 3)",
             )
+    sub.add_parser("mcp", help="serve the loop's tools to an agent: an MCP server on stdin / stdout")
     s = sub.add_parser("run", help="run an agent command in a loop until the engine stops it")
     s.add_argument("--prompt", metavar="FILE", help="file holding the prompt (default: read stdin)")
     g = s.add_mutually_exclusive_group()

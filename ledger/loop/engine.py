@@ -106,6 +106,10 @@ class Engine:
         """The session's in-memory ledger, up to date (``ledger.storage.fold``: only new lines ingested)."""
         return fold(journal_path(self.home.journals, session_id)).ledger(self.home)
 
+    def view(self, session_id: str) -> SessionView:
+        """The session as a call sees it: its events, configuration, rules and ``sessions`` row."""
+        return self._load(session_id)
+
     def _running(self, session_id: str) -> SessionView:
         s = self._load(session_id)
         if s.status != "running":

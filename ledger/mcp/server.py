@@ -1,0 +1,101 @@
+"""``ralph-ledger mcp``: the loop's tools served over stdio with the official MCP SDK.
+
+stdout carries only protocol messages; every line of log goes to stderr. Calls run one at a time in a
+worker thread (validation rules may take minutes), so the server keeps answering pings meanwhile. A
+refused call is an MCP tool error of one sentence (``is_error``), and the server goes on serving.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import msgspec
+from mcp.server import MCPServer
+from mcp_types import CallToolResult, TextContent, Tool
+
+from ledger.core.errors import printable
+from ledger.core.home import Home
+from ledger.loop.completion import describe_error
+from ledger.mcp.schemas import TOOLS, json_schema
+
+NAME = "ralph-ledger"
+INSTRUCTIONS = (
+    "Iteration loops recorded in a ledger. Call iteration_start once per task, then for each "
+    "iteration: work, iteration_validate with your output (emit <promise>COMPLETE</promise> when "
+    "done), and act on its completionSignal: COMPLETE -> iteration_complete, CONTINUE -> "
+    "iteration_next (use its feedback), BLOCKED or ESCALATE -> stop and report. After an "
+    "interruption, checkpoint_resume gives the iteration and your saved agentContext."
+)
+
+
+def log(line: str) -> None:
+    """One line of the server's log, on stderr."""
+    print(f"ralph-ledger mcp: {printable(line)}", file=sys.stderr, flush=True)
+
+
+class LoopServer(MCPServer[Any]):
+    """The MCP server: tools listed from ``ledger.mcp.schemas``, calls run by ``ledger.mcp.tools``."""
+
+    def __init__(self, home: Home, project: Path) -> None:
+        super().__init__(NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+        self.home, self.project = home, project
+        self._tools: Any = None  # ledger.mcp.tools.Tools, made by the first call
+        self._lock = threading.Lock()
+        self._listed = [
+            Tool(
+                name=name,
+                description=description,
+                input_schema=json_schema(args),
+                output_schema=json_schema(result),
+            )
+            for name, (args, result, description) in TOOLS.items()
+        ]
+        threading.Thread(target=self._warm, daemon=True).start()  # the engine loads while the client starts
+
+    def _warm(self) -> None:
+        """Import the engine (DuckDB among it) ahead of the first call."""
+        try:
+            import ledger.mcp.tools  # noqa: F401
+        except Exception as exc:  # reported again, as a tool error, by the first call
+            log(f"cannot load the loop engine: {describe_error(exc)}")
+
+    async def list_tools(self) -> list[Tool]:
+        """Every tool with its JSON schemas."""
+        return self._listed
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
+        """Run one tool in a worker thread; a refused call answers ``is_error`` with one sentence."""
+        return await anyio.to_thread.run_sync(self._call, name, arguments)
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        with self._lock:
+            try:
+                from ledger.mcp.tools import ToolCallError, Tools
+
+                if self._tools is None:
+                    self._tools = Tools(self.home, self.project)
+                try:
+                    result = self._tools.call(name, arguments)
+                except ToolCallError as exc:
+                    log(str(exc))
+                    return _error(str(exc))
+            except Exception as exc:
+                said = f"{name}: internal error, nothing more was recorded: {describe_error(exc)}"
+                log(said)
+                return _error(said)
+        data = msgspec.to_builtins(result)
+        text = msgspec.json.encode(data).decode()
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _error(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def serve(home: Home, project: Path) -> None:
+    """Serve the tools on stdin / stdout until the client closes them."""
+    LoopServer(home, project).run("stdio")

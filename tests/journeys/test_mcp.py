@@ -1,0 +1,247 @@
+"""Journeys: an agent drives its own loop through ``ralph-ledger mcp`` with the official SDK's stdio
+client, and ``ralph-ledger show`` / the views agree with what the tools answered."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import anyio
+
+from tests.journeys.conftest import Project
+from tests.journeys.mcp_client import connect
+
+TESTS_RULE = """
+[[rules]]
+type = "command"
+name = "tests"
+argv = ["python3", "-c", "import pathlib, sys; sys.exit(0 if pathlib.Path('feature.py').exists() else 1)"]
+"""
+
+
+def run(journey: object) -> None:
+    """Run an async journey to its end."""
+    anyio.run(journey)  # type: ignore[arg-type]
+
+
+def show(project: Project, session: str) -> list[dict[str, object]]:
+    """``ralph-ledger show SESSION --json``: one row per iteration."""
+    proc = project.cli("show", session, "--json")
+    assert proc.returncode == 0, proc.stderr
+    shown: list[dict[str, object]] = json.loads(proc.stdout)
+    return shown
+
+
+def test_a_tdd_loop_driven_by_the_agent_is_recorded_like_any_other(project: Project) -> None:
+    project.write("ralph.toml", TESTS_RULE)
+
+    async def journey() -> None:
+        async with connect(project.dir) as agent:
+            started = await agent.call(
+                "iteration_start", taskId="tdd", task="Add feature.py", maxIterations=5
+            )
+            assert (started["iterationNumber"], started["maxIterations"]) == (1, 5)
+            failing = await agent.call("iteration_validate", taskId="tdd", agentOutput="wrote a test")
+            assert failing["completionSignal"] == "CONTINUE"
+            assert failing["validationPassed"] is False
+            assert failing["validationReport"]["failedRules"] == 1
+            assert any(line.startswith("tests:") for line in failing["feedback"])
+            assert failing["nextPrompt"].startswith("Add feature.py\n\nFeedback from iteration 1:")
+            nxt = await agent.call("iteration_next", taskId="tdd", notes="make the test pass")
+            assert nxt["iterationNumber"] == 2
+            (project.dir / "feature.py").write_text("x = 1\n")
+            passing = await agent.call(
+                "iteration_validate",
+                taskId="tdd",
+                agentOutput="Tests pass.\n<promise>COMPLETE</promise>",
+                filesModified=["feature.py"],
+                toolCount=3,
+            )
+            assert passing["completionSignal"] == "COMPLETE"
+            assert (passing["validationPassed"], passing["detectedPromise"]) == (True, "COMPLETE")
+            done = await agent.call("iteration_complete", taskId="tdd", completionPromise="COMPLETE")
+            assert done["totalIterations"] == 2
+            assert [h["signal"] for h in done["iterationHistory"]] == ["CONTINUE", "COMPLETE"]
+            assert done["iterationHistory"][1]["filesModified"] == ["feature.py"]
+            status = await agent.call("iteration_status", taskId="tdd")
+            assert (status["status"], status["iterationNumber"]) == ("complete", 2)
+
+    run(journey)
+    (row,) = [r for r in project.sessions() if r["session_id"] == "tdd"]
+    assert (row["status"], row["iteration"], row["task"]) == ("complete", 2, "Add feature.py")
+    assert [(i["iteration"], i["signal"], i["score"]) for i in show(project, "tdd")] == [
+        (1, "CONTINUE", 0.0),
+        (2, "COMPLETE", 100.0),
+    ]
+    sql = project.cli(
+        "sql", "SELECT tool_count FROM iterations WHERE session_id = 'tdd' ORDER BY 1", "--json"
+    )
+    assert json.loads(sql.stdout) == [{"tool_count": 0}, {"tool_count": 3}]
+
+
+def test_blocked_max_iterations_and_the_circuit_breaker_end_the_loop(project: Project) -> None:
+    project.write("ralph.toml", TESTS_RULE)
+
+    async def journey() -> None:
+        async with connect(project.dir) as agent:
+            await agent.call("iteration_start", taskId="blocked")
+            blocked = await agent.call(
+                "iteration_validate",
+                taskId="blocked",
+                agentOutput="Cannot go on.\n<promise>BLOCKED</promise>\n"
+                "Reason: the DBA must approve the migration",
+            )
+            assert blocked["completionSignal"] == "BLOCKED"
+            assert "the DBA must approve the migration" in blocked["reason"]
+            refused = await agent.call("iteration_next", taskId="blocked")
+            assert refused.error is not None and "blocked" in refused.error
+
+            await agent.call("iteration_start", taskId="capped", maxIterations=2, validationRules=[])
+            first = await agent.call("iteration_validate", taskId="capped", agentOutput="step 1")
+            assert first["completionSignal"] == "CONTINUE"
+            await agent.call("iteration_next", taskId="capped")
+            last = await agent.call("iteration_validate", taskId="capped", agentOutput="step 2")
+            assert last["completionSignal"] == "ESCALATE"
+            assert "max_iterations" in last["guardsTripped"]
+            beyond = await agent.call("iteration_next", taskId="capped")
+            assert beyond.error is not None and "escalated" in beyond.error
+
+            await agent.call("iteration_start", taskId="breaker", maxIterations=10)
+            signals = []
+            for n in range(1, 5):
+                answer = await agent.call("iteration_validate", taskId="breaker", agentOutput=f"try {n}")
+                signals.append(answer["completionSignal"])
+                if answer["completionSignal"] != "CONTINUE":
+                    assert "circuit_breaker" in answer["guardsTripped"]
+                    break
+                await agent.call("iteration_next", taskId="breaker")
+            assert signals == ["CONTINUE", "CONTINUE", "ESCALATE"]
+
+    run(journey)
+    status = {r["session_id"]: r["status"] for r in project.sessions()}
+    assert status == {"blocked": "blocked", "capped": "escalated", "breaker": "escalated"}
+
+
+def test_a_server_killed_mid_loop_is_resumed_by_a_new_one_with_the_agent_context(project: Project) -> None:
+    project.write(
+        "ralph.toml",
+        '[[rules]]\ntype = "command"\nname = "slow"\nargv = ["sleep", "8"]\ncadence = "moderate"\n',
+    )
+    context = {"filesModified": ["src/auth.ts"], "lastError": "ESLint error on line 42", "tries": 2}
+
+    async def first_server() -> None:
+        async with connect(project.dir) as agent:
+            await agent.call("iteration_start", taskId="resumed", task="Fix auth")
+            await agent.call("iteration_validate", taskId="resumed", agentOutput="one")  # cheap: no rule
+            await agent.call("iteration_next", taskId="resumed")
+            made = await agent.call(
+                "checkpoint_create", taskId="resumed", agentContext=context, executionPhase="impl"
+            )
+            assert made["checkpointId"] == "resumed-cp2.1"
+            with anyio.move_on_after(1.5):  # iteration 2 runs the slow rule: killed while it runs
+                await agent.call("iteration_validate", taskId="resumed", agentOutput="two")
+            os.kill(agent.server_pid, signal.SIGKILL)
+
+    run(first_server)
+    journal = project.journal("resumed")
+    assert [e["type"] for e in journal].count("agent_turn") == 1  # the killed call recorded nothing
+
+    async def second_server() -> None:
+        async with connect(project.dir) as agent:
+            resumed = await agent.call("checkpoint_resume", taskId="resumed")
+            assert (resumed["checkpointId"], resumed["iterationNumber"]) == ("resumed-cp2.1", 2)
+            assert resumed["agentContext"] == context
+            assert resumed["status"] == "running"
+            assert "Fix auth" in resumed["resumeInstructions"]
+            listed = await agent.call("checkpoint_list", taskId="resumed")
+            assert [c["checkpointId"] for c in listed["checkpoints"]][-1] == "resumed-cp2.1"
+            project.write("ralph.toml", "")  # the slow rule taken away: the loop goes on
+            done = await agent.call(
+                "iteration_validate", taskId="resumed", agentOutput="<promise>COMPLETE</promise>"
+            )
+            assert done["completionSignal"] == "COMPLETE"
+            assert (await agent.call("iteration_complete", taskId="resumed"))["totalIterations"] == 2
+
+    run(second_server)
+    assert {r["session_id"]: r["status"] for r in project.sessions()} == {"resumed": "complete"}
+
+
+def test_two_agents_work_on_two_tasks_at_once(project: Project) -> None:
+    async def loop(task: str, rounds: int) -> list[str]:
+        async with connect(project.dir) as agent:
+            await agent.call("iteration_start", taskId=task, maxIterations=rounds + 1)
+            seen = []
+            for n in range(1, rounds + 1):
+                answer = await agent.call("iteration_validate", taskId=task, agentOutput=f"{task} {n}")
+                seen.append(answer["completionSignal"])
+                await agent.call("iteration_next", taskId=task)
+            final = await agent.call(
+                "iteration_validate", taskId=task, agentOutput="<promise>COMPLETE</promise>"
+            )
+            seen.append(final["completionSignal"])
+            await agent.call("iteration_complete", taskId=task)
+            return seen
+
+    results: dict[str, list[str]] = {}
+
+    async def both() -> None:
+        async def one(task: str) -> None:
+            results[task] = await loop(task, 2)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, "alpha")
+            group.start_soon(one, "beta")
+
+    run(both)
+    assert results == {t: ["CONTINUE", "CONTINUE", "COMPLETE"] for t in ("alpha", "beta")}
+    rows = {r["session_id"]: (r["status"], r["iteration"]) for r in project.sessions()}
+    assert rows == {"alpha": ("complete", 3), "beta": ("complete", 3)}
+    for task in ("alpha", "beta"):
+        outputs = [e["output_excerpt"] for e in project.journal(task) if e["type"] == "agent_turn"]
+        assert outputs[:2] == [f"{task} 1", f"{task} 2"]  # no call landed in the other task
+
+
+def test_hooks_and_validate_completion_answer_from_the_journal(project: Project) -> None:
+    async def journey() -> None:
+        async with connect(project.dir) as agent:
+            await agent.call("iteration_start", taskId="hooks")
+            registered = await agent.call("hook_register", taskId="hooks", hookType="promise")
+            assert (registered["hookId"], registered["enabled"]) == ("promise-1", True)
+            listed = await agent.call("hook_list", taskId="hooks")
+            assert listed["hookCount"] == 1
+            evaluated = await agent.call(
+                "hook_evaluate", taskId="hooks", agentOutput="<promise>COMPLETE</promise>"
+            )
+            assert (evaluated["hookId"], evaluated["action"]) == ("promise-1", "complete")
+            stop = await agent.call("validate_completion", taskId="hooks", stop_reason="end_turn")
+            assert stop["complete"] is False and "not been validated" in stop["reason"]
+            await agent.call("iteration_validate", taskId="hooks", agentOutput="<promise>COMPLETE</promise>")
+            assert (await agent.call("validate_completion", taskId="hooks"))["complete"] is True
+            assert (await agent.call("hook_clear", taskId="hooks"))["clearedCount"] == 1
+
+    run(journey)
+    types = [e["type"] for e in project.journal("hooks")]
+    assert types.count("hook_decided") == 2  # hook_evaluate's, then iteration_validate's
+    assert [e["decision"] for e in project.journal("hooks") if e["type"] == "stop_decided"] == [
+        "block",
+        "allow",
+    ]
+    assert types[-1] == "hooks_cleared"
+
+
+def test_the_server_starts_in_a_subdirectory_and_writes_only_protocol_on_stdout(project: Project) -> None:
+    sub = project.dir / "src" / "deep"
+    sub.mkdir(parents=True)
+
+    async def journey() -> None:
+        started = time.monotonic()
+        async with connect(sub) as agent:
+            assert (await agent.session.list_tools()).tools
+            assert time.monotonic() - started < 30
+            await agent.call("iteration_start", taskId="sub")
+
+    run(journey)
+    assert (project.home / "journals" / "sub.jsonl").is_file()  # the project root's home
+    assert not (sub / ".ralph").exists()
