@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger.cli.common import CliError
 from ledger.core.home import Home
@@ -75,6 +75,9 @@ def cmd_init(home: Home, args: argparse.Namespace) -> None:
     if not project.is_dir():
         what = "does not exist" if not project.exists() else "is not a directory"
         raise CliError(f"ralph-ledger init: --project {args.project}: {what}", 2)
+    if not args.agent_name and (args.max_iterations or args.completion_promises):
+        raise CliError("ralph-ledger init: --max-iterations and --completion-promise need --agent NAME", 2)
+    agent = _agent_plan(project, args) if args.agent_name else None  # checked before anything is written
     settings = project / ".claude" / "settings.json"
     command, note = hook_command()
     try:
@@ -84,6 +87,55 @@ def cmd_init(home: Home, args: argparse.Namespace) -> None:
     print(f"{'installed' if added else 'already installed'}: Stop hook '{command}' in {settings}")
     if note:
         print(f"note: {note}")
+    if agent is not None:
+        _write_agent(project, args.agent_name, *agent)
+
+
+def _agent_plan(project: Path, args: argparse.Namespace) -> tuple[dict[str, Any] | None, str]:
+    """``init --agent``'s changes, checked: the merged ``.mcp.json`` (``None``: already registered)
+    and the agent definition's text. ``CliError`` (exit 1) for a broken ``.mcp.json``, another
+    ``ralph-ledger`` server in it, a different ``.claude/agents/NAME.md`` or a broken configuration."""
+    from ledger.agents.claude_code.agent_def import MCP_FILE, agent_markdown, check_agent, plan_server
+    from ledger.agents.claude_code.settings import SettingsError
+    from ledger.loop.config import ConfigError, LoopConfig, agent_path, find_config
+
+    try:
+        config = find_config(project)
+        mcp = plan_server(project / MCP_FILE)
+        path = agent_path(project, args.agent_name)
+        defaults = LoopConfig(agent=args.agent_name, max_iterations=config.max_iterations)
+        text = agent_markdown(
+            args.agent_name,
+            max_iterations=args.max_iterations or defaults.effective_max_iterations(),
+            completion_promises=args.completion_promises or config.completion_promises,
+            validation_rules=[str(rule.get("name")) for rule in config.rules],
+        )
+        check_agent(path, text)
+        return mcp, text
+    except (ConfigError, SettingsError) as exc:
+        raise CliError(f"ralph-ledger init: {exc}") from None
+
+
+def _write_agent(project: Path, name: str, mcp: dict[str, Any] | None, text: str) -> None:
+    """Write what ``_agent_plan`` planned and say what was done."""
+    import shutil
+
+    from ledger.agents.claude_code.agent_def import MCP_FILE, SERVER, write_agent, write_json
+    from ledger.agents.claude_code.settings import SettingsError
+    from ledger.loop.config import agent_path
+
+    path = project / MCP_FILE
+    if mcp is not None:
+        write_json(path, mcp)
+    print(f"{'registered' if mcp is not None else 'already registered'}: MCP server '{SERVER} mcp' in {path}")
+    if shutil.which(SERVER) is None:
+        print(f"note: {SERVER} is not on PATH here; Claude Code starts the server as `{SERVER} mcp`")
+    path = agent_path(project, name)
+    try:
+        written = write_agent(path, text)
+    except SettingsError as exc:  # changed since it was checked
+        raise CliError(f"ralph-ledger init: {exc}") from None
+    print(f"{'written' if written else 'already written'}: agent {name!r} in {path}")
 
 
 def cmd_loop(home: Home, args: argparse.Namespace) -> None:
