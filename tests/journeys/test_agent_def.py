@@ -1,0 +1,114 @@
+"""Journey: ``ralph-ledger init claude-code --agent NAME`` in a fresh project: the MCP server
+registered in ``.mcp.json`` beside the user's own servers, ``.claude/agents/NAME.md`` written, both
+left as they are by a second run, the agent file read back by the engine's one frontmatter parser,
+and the slips a user makes (a bad name, a clashing server, a broken file) each one line."""
+
+from __future__ import annotations
+
+import json
+
+from ledger.loop.config import agent_config, find_config, load_agent
+from tests.journeys.conftest import Project
+
+RALPH_TOML = """\
+[[rules]]
+name = "tests"
+type = "command"
+argv = ["python3", "-c", "pass"]
+
+[[rules]]
+name = "lint"
+type = "content_pattern"
+pattern = "clean"
+"""
+
+
+def test_init_with_an_agent_registers_the_server_and_writes_the_agent(project: Project) -> None:
+    project.write("ralph.toml", RALPH_TOML)
+    theirs = {"command": "npx", "args": ["-y", "some-server"], "env": {"TOKEN": "t"}}
+    project.write(".mcp.json", json.dumps({"mcpServers": {"theirs": theirs}}))
+    proc = project.cli("init", "claude-code", "--agent", "me")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    mcp_path, agent_path = project.dir / ".mcp.json", project.dir / ".claude" / "agents" / "me.md"
+    assert f"registered: MCP server 'ralph-ledger mcp' in {mcp_path}" in proc.stdout
+    assert f"written: agent 'me' in {agent_path}" in proc.stdout
+    assert (project.dir / ".claude" / "settings.json").is_file()  # the Stop hook, as without --agent
+    assert json.loads(mcp_path.read_text()) == {
+        "mcpServers": {
+            "theirs": theirs,
+            "ralph-ledger": {"type": "stdio", "command": "ralph-ledger", "args": ["mcp"]},
+        }
+    }
+    base = find_config(project.dir)
+    config = load_agent(agent_path, base)
+    assert config.agent == "me"
+    assert config.max_iterations == 15  # me's default (seed 000 §6.1)
+    assert config.completion_promises == ["COMPLETE", "BLOCKED"]
+    assert [r["name"] for r in config.rules] == ["tests", "lint"]
+    assert agent_config(project.dir, "me", base) == config
+
+    before = (mcp_path.read_bytes(), agent_path.read_bytes(), mcp_path.stat().st_mtime_ns)
+    again = project.cli("init", "claude-code", "--agent", "me")
+    assert again.returncode == 0, again.stderr
+    assert "already registered: MCP server" in again.stdout
+    assert "already written: agent 'me'" in again.stdout
+    assert (mcp_path.read_bytes(), agent_path.read_bytes(), mcp_path.stat().st_mtime_ns) == before
+
+
+def test_init_with_an_agent_takes_its_limit_and_promises(project: Project) -> None:
+    proc = project.cli(
+        "init", "claude-code", "--agent", "qa_2", "--max-iterations", "4",
+        "--completion-promise", "ALL GREEN", "--completion-promise", "<promise>STUCK</promise>",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    config = load_agent(project.dir / ".claude" / "agents" / "qa_2.md")
+    assert (config.agent, config.max_iterations) == ("qa_2", 4)
+    assert config.completion_promises == ["ALL GREEN", "STUCK"]
+    assert config.rules == []  # no ralph.toml: no rules to name
+
+
+def _nothing_written(project: Project) -> bool:
+    return not (project.dir / ".claude").exists() and not (project.dir / ".mcp.json").exists()
+
+
+def test_a_typod_agent_name_is_a_usage_error_in_one_line(project: Project) -> None:
+    for name in ("../me", "m e", "me.md"):
+        proc = project.cli("init", "claude-code", "--agent", name)
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert "--agent" in proc.stderr and "expected a name of letters, digits" in proc.stderr
+        assert proc.stdout == ""
+        assert _nothing_written(project)
+    proc = project.cli("init", "claude-code", "--max-iterations", "3")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "need --agent NAME" in proc.stderr and _nothing_written(project)
+
+
+def test_a_clashing_server_or_a_broken_file_changes_nothing(project: Project) -> None:
+    mcp_path = project.dir / ".mcp.json"
+    cases = {
+        json.dumps({"mcpServers": {"ralph-ledger": {"command": "elsewhere"}}}): (
+            "mcpServers.ralph-ledger: already holds a different server"
+        ),
+        '{"mcpServers": {"a": 1,}}': "not valid JSON",
+        "[]": "expected a JSON object, got a list",
+    }
+    for text, expected in cases.items():
+        mcp_path.write_text(text)
+        proc = project.cli("init", "claude-code", "--agent", "me")
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith(f"ralph-ledger init: {mcp_path}: ") and expected in proc.stderr
+        assert mcp_path.read_text() == text
+        assert not (project.dir / ".claude").exists()  # not even the Stop hook: checked first
+
+
+def test_an_agent_file_of_the_users_own_is_never_overwritten(project: Project) -> None:
+    mine = project.write(".claude/agents/me.md", "---\nname: me\n---\nMy own agent.\n")
+    proc = project.cli("init", "claude-code", "--agent", "me")
+    assert proc.returncode == 1
+    why = "already exists and differs, left as is (remove it to write it again)"
+    assert proc.stderr == f"ralph-ledger init: {mine}: {why}\n"
+    assert mine.read_text() == "---\nname: me\n---\nMy own agent.\n"
+    assert not (project.dir / ".mcp.json").exists()
