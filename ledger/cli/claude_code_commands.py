@@ -14,7 +14,11 @@ from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
-    import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+    import argparse
+
+    from ledger.loop.config import (
+        LoopConfig,
+    )  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
 
 
 def cmd_hook(home: Home, args: argparse.Namespace) -> None:
@@ -154,6 +158,7 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
 
     try:
         words, mode = _loop_mode(args.words)
+        words, agent = _loop_agent(words)
         loop = parse_loop_args(words)
     except UsageError as exc:
         raise CliError(f"ralph-ledger loop start: {exc}", 2) from None
@@ -163,6 +168,9 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     project = _loop_project(args.project)
     _no_active_loop(project)
     native = mode == "ledger" or (mode is None and has_config(project))
+    if agent and not native:
+        why = "--mode plugin" if mode == "plugin" else "this project has no ralph.toml or [tool.ralph]"
+        raise CliError(f"ralph-ledger loop start: --agent needs a ledger-mode loop ({why})", 2)
     limit = f"at most {loop.max_iterations} iterations" if loop.max_iterations else "no iteration limit"
     until = (
         f"until the agent outputs <promise>{loop.completion_promise}</promise>"
@@ -182,9 +190,10 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
             max_iterations=loop.max_iterations or None,
             completion_promise=loop.completion_promise,
             started_at=state.started_at,
+            agent=agent or "",
         )
         try:  # the configuration every stop will use: checked now, not at the first stop
-            loop_config(project, native_loop)
+            config = loop_config(project, native_loop)
         except HookInputError as exc:
             raise CliError(f"ralph-ledger loop start: {exc}") from None
         with loop_lock(path.parent):  # not while a stop is changing the loop files
@@ -195,6 +204,8 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
         limit = f"at most {most} iterations" if most else "the configured limits"
         until = f"until the agent outputs <promise>{loop.completion_promise or 'COMPLETE'}</promise>"
         print(f"loop started with the project's rules and guards ({limit}, {until}); state in {path}")
+        if agent:
+            print(_agent_line(project, agent, config))
         return
     path = project / STATE_FILE
     with loop_lock(path.parent):  # not while a stop is changing the loop files
@@ -216,7 +227,7 @@ def _no_active_loop(project: Path) -> None:
 
 LOOP_HELP = """\
 usage: ralph-ledger loop start "PROMPT" [--max-iterations N] [--completion-promise TEXT]
-                               [--mode ledger|plugin]
+                               [--mode ledger|plugin] [--agent NAME]
 
 Start a loop in this project that the Claude Code Stop hook (`ralph-ledger hook claude-code`,
 installed by `ralph-ledger init claude-code`) drives: every time the agent stops, it is given
@@ -228,10 +239,56 @@ PROMPT again, until it outputs the completion promise or a limit ends the loop.
                               (and on no other promise)
   --mode ledger|plugin        ledger: the project's ralph.toml rules and guards decide (the default
                               when it has one); plugin: the ralph-loop plugin's state file and rules
+  --agent NAME                ledger mode: apply .claude/agents/NAME.md's iteration: block (its
+                              limit, promises and rule names; the options above still win)
   -h, --help                  show this help and start nothing
 
 The loop file is written in the project root: $CLAUDE_PROJECT_DIR when set, else the root of the
 git work tree holding the working directory (the working directory outside one)."""
+
+
+def _agent_line(project: Path, agent: str, config: LoopConfig) -> str:
+    """What ``loop start --agent`` applies: the agent's file and its settings, or that it has none."""
+    from ledger.loop.config import agent_path
+
+    path = agent_path(project, agent)
+    if not path.is_file():
+        return f"agent {agent!r}: no {path}: the configuration's settings apply"
+    rules = ", ".join(str(r.get("name")) for r in config.rules) or "none"
+    most = config.effective_max_iterations()
+    return f"agent {agent!r} from {path}: at most {most} iterations, rules: {rules}"
+
+
+def _loop_agent(words: list[str]) -> tuple[list[str], str | None]:
+    """``loop start``'s words without ``--agent NAME`` / ``--agent=NAME``, and NAME (``None`` when
+    absent); ``UsageError`` for a name that is not a safe file name."""
+    from ledger.agents.claude_code.plugin import UsageError
+    from ledger.loop.config import ConfigError, check_agent_name
+
+    rest: list[str] = []
+    agent: str | None = None
+    i = 0
+    while i < len(words):
+        word, i = words[i], i + 1
+        if word == "--":
+            rest += words[i - 1 :]
+            break
+        if word != "--agent" and not word.startswith("--agent="):
+            rest.append(word)
+            continue
+        if agent is not None:
+            raise UsageError("--agent given twice")
+        if "=" in word:
+            agent = word.partition("=")[2]
+        elif i < len(words):
+            agent, i = words[i], i + 1
+        else:
+            raise UsageError("--agent: expected an agent name")
+        try:
+            check_agent_name(agent)
+        except ConfigError as exc:
+            raise UsageError(f"--agent: {str(exc).removeprefix('agent: ')}") from None
+    return rest, agent
 
 
 def _loop_project(given: str | None) -> Path:

@@ -6,6 +6,8 @@ and the slips a user makes (a bad name, a clashing server, a broken file) each o
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 from ledger.loop.config import agent_config, find_config, load_agent
 from tests.journeys.conftest import Project
@@ -112,3 +114,66 @@ def test_an_agent_file_of_the_users_own_is_never_overwritten(project: Project) -
     assert proc.stderr == f"ralph-ledger init: {mine}: {why}\n"
     assert mine.read_text() == "---\nname: me\n---\nMy own agent.\n"
     assert not (project.dir / ".mcp.json").exists()
+
+
+AGENT_FILE = """\
+---
+name: me
+description: a test agent
+iteration:
+  enabled: true
+  maxIterations: 3
+  completionPromises: ["<promise>DONE</promise>"]
+  validationRules: [ok]
+---
+Work.
+"""
+
+
+def test_loop_start_with_an_agent_runs_on_its_definition(project: Project, tmp_path: Path) -> None:
+    """``loop start --agent me``: the hook's loop takes me.md's limit, promises and rule names (the
+    failing rule it does not name is not run), and the ledger records the loop as me's."""
+    ok, bad = f"[{sys.executable!r}, '-c', '']", f"[{sys.executable!r}, '-c', 'raise SystemExit(1)']"
+    project.write(
+        "ralph.toml",
+        f"[[rules]]\nname = 'ok'\ntype = 'command'\nargv = {ok}\n\n"
+        f"[[rules]]\nname = 'bad'\ntype = 'command'\nargv = {bad}\n",
+    )
+    project.write(".claude/agents/me.md", AGENT_FILE)
+    proc = project.cli("loop", "start", "Fix it", "--agent", "me")
+    assert proc.returncode == 0, proc.stderr
+    agent_file = project.dir / ".claude" / "agents" / "me.md"
+    assert f"agent 'me' from {agent_file}: at most 3 iterations, rules: ok" in proc.stdout
+    transcript = tmp_path / "t.jsonl"
+    message = {
+        "id": "m1",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "<promise>DONE</promise>"}],
+    }
+    transcript.write_text(json.dumps({"type": "assistant", "sessionId": "c1", "message": message}) + "\n")
+    stdin = {"session_id": "c1", "transcript_path": str(transcript), "cwd": str(project.dir),
+             "hook_event_name": "Stop", "stop_hook_active": False}  # fmt: skip
+    stop = project.cli("hook", "claude-code", input=json.dumps(stdin))
+    assert stop.returncode == 0 and '"decision"' not in stop.stdout, stop
+    started = project.journal("cc-c1")[0]
+    assert started["type"] == "session_started"
+    assert (started["agent"], started["max_iterations"]) == ("me", 3)
+    assert [r["name"] for r in started["rules"]] == ["ok"]
+    row = {r["session_id"]: r for r in project.sessions()}["cc-c1"]
+    assert (row["status"], row["iteration"]) == ("complete", 1)
+
+
+def test_loop_start_with_a_bad_agent_is_one_line(project: Project) -> None:
+    project.write("ralph.toml", "max_iterations = 5\n")
+    proc = project.cli("loop", "start", "Fix it", "--agent", "../me")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "--agent: expected a name of letters, digits" in proc.stderr
+    project.write(".claude/agents/me.md", "---\niteration:\n  validationRules: [nope]\n---\n")
+    proc = project.cli("loop", "start", "Fix it", "--agent", "me")
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "me.md: iteration.validationRules: no rule named 'nope'" in proc.stderr
+    (project.dir / "ralph.toml").unlink()
+    proc = project.cli("loop", "start", "Fix it", "--agent", "me")
+    assert proc.returncode == 2 and "--agent needs a ledger-mode loop" in proc.stderr, proc.stderr
+    assert not (project.dir / ".claude" / "ralph-loop.local.md").exists()
+    assert not (project.dir / ".claude" / "ralph-ledger.local.json").exists()
