@@ -265,25 +265,8 @@ def _loop_agent(words: list[str]) -> tuple[list[str], str | None]:
     from ledger.agents.claude_code.plugin import UsageError
     from ledger.loop.config import ConfigError, check_agent_name
 
-    rest: list[str] = []
-    agent: str | None = None
-    i = 0
-    while i < len(words):
-        word, i = words[i], i + 1
-        if word == "--":
-            rest += words[i - 1 :]
-            break
-        if word != "--agent" and not word.startswith("--agent="):
-            rest.append(word)
-            continue
-        if agent is not None:
-            raise UsageError("--agent given twice")
-        if "=" in word:
-            agent = word.partition("=")[2]
-        elif i < len(words):
-            agent, i = words[i], i + 1
-        else:
-            raise UsageError("--agent: expected an agent name")
+    rest, agent = _take_option(words, "--agent", "an agent name")
+    if agent is not None:
         try:
             check_agent_name(agent)
         except ConfigError as exc:
@@ -308,25 +291,34 @@ def _loop_mode(words: list[str]) -> tuple[list[str], str | None]:
     """``loop start``'s words without ``--mode X`` / ``--mode=X``, and X (``None`` when absent)."""
     from ledger.agents.claude_code.plugin import UsageError
 
+    rest, mode = _take_option(words, "--mode", "ledger or plugin")
+    if mode is not None and mode not in ("ledger", "plugin"):
+        raise UsageError(f"--mode: expected ledger or plugin, got {mode!r}")
+    return rest, mode
+
+
+def _take_option(words: list[str], flag: str, expected: str) -> tuple[list[str], str | None]:
+    """``words`` without ``FLAG X`` / ``FLAG=X`` (up to a ``--``), and X (``None`` when absent);
+    ``UsageError`` when it is given twice or without a value (``expected`` says what it takes)."""
+    from ledger.agents.claude_code.plugin import UsageError
+
     rest: list[str] = []
-    mode: str | None = None
+    value: str | None = None
     i = 0
     while i < len(words):
         word, i = words[i], i + 1
         if word == "--":
             rest += words[i - 1 :]
             break
-        if word != "--mode" and not word.startswith("--mode="):
+        if word != flag and not word.startswith(f"{flag}="):
             rest.append(word)
             continue
-        if mode is not None:
-            raise UsageError("--mode given twice")
+        if value is not None:
+            raise UsageError(f"{flag} given twice")
         if "=" in word:
-            mode = word.partition("=")[2]
+            value = word.partition("=")[2]
         elif i < len(words):
-            mode, i = words[i], i + 1
+            value, i = words[i], i + 1
         else:
-            raise UsageError("--mode: expected ledger or plugin")
-        if mode not in ("ledger", "plugin"):
-            raise UsageError(f"--mode: expected ledger or plugin, got {mode!r}")
-    return rest, mode
+            raise UsageError(f"{flag}: expected {expected}")
+    return rest, value
