@@ -210,3 +210,18 @@ def test_agent_config_errors_name_the_file(tmp_path: Path) -> None:
     path.write_text("---\niteration:\n  validationRules: [nope]\n---\n")
     with pytest.raises(ConfigError, match=r"me\.md: iteration\.validationRules: no rule named 'nope'"):
         agent_config(tmp_path, "me", LoopConfig())
+
+
+def test_the_protocols_example_call_quotes_what_it_names(tmp_path: Path) -> None:
+    text = agent_markdown(
+        "me", max_iterations=3, completion_promises=['SAY "DONE"'], validation_rules=["tests"]
+    )
+    assert 'completionPromises: ["<promise>SAY \\"DONE\\"</promise>"]' in text
+    assert load_agent_text(tmp_path, text).completion_promises == ['SAY "DONE"']
+
+
+def load_agent_text(tmp_path: Path, text: str) -> LoopConfig:
+    """``load_agent`` on ``text`` written as ``me.md``, on a configuration defining rule ``tests``."""
+    path = tmp_path / "me.md"
+    path.write_text(text)
+    return load_agent(path, LoopConfig(rules=[{"name": "tests", "type": "command", "argv": ["true"]}]))

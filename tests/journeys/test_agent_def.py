@@ -177,3 +177,11 @@ def test_loop_start_with_a_bad_agent_is_one_line(project: Project) -> None:
     assert proc.returncode == 2 and "--agent needs a ledger-mode loop" in proc.stderr, proc.stderr
     assert not (project.dir / ".claude" / "ralph-loop.local.md").exists()
     assert not (project.dir / ".claude" / "ralph-ledger.local.json").exists()
+
+
+def test_a_broken_configuration_is_one_line_before_anything_is_written(project: Project) -> None:
+    project.write("ralph.toml", "max_iterations = 'many'\n")
+    proc = project.cli("init", "claude-code", "--agent", "me")
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "ralph.toml: max_iterations: expected an integer, got 'many'" in proc.stderr
+    assert _nothing_written(project)

@@ -117,11 +117,18 @@ def agent_markdown(
     body = (
         PROTOCOL.replace("@NAME@", name)
         .replace("@MAX@", str(max_iterations))
-        .replace("@PROMISES@", ", ".join(f'"<promise>{w}</promise>"' for w in completion_promises))
-        .replace("@RULES@", ", ".join(f'"{r}"' for r in validation_rules))
+        .replace("@PROMISES@", ", ".join(_js(f"<promise>{w}</promise>") for w in completion_promises))
+        .replace("@RULES@", ", ".join(_js(r) for r in validation_rules))
         .replace("@RULE_LIST@", rules)
     )
     return f"---\n{head}---\n\n{body}"
+
+
+def _js(text: str) -> str:
+    """``text`` as a JSON string, as the protocol's example calls write their arguments."""
+    import json
+
+    return json.dumps(text, ensure_ascii=False)
 
 
 def check_agent(path: Path, text: str) -> bool:
