@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ledger.loop.config import agent_config, find_config, load_agent
-from tests.journeys.conftest import Project
+from tests.journeys.conftest import BIN, Project, clean_env
 
 RALPH_TOML = """\
 [[rules]]
@@ -185,3 +185,14 @@ def test_a_broken_configuration_is_one_line_before_anything_is_written(project: 
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert "ralph.toml: max_iterations: expected an integer, got 'many'" in proc.stderr
     assert _nothing_written(project)
+
+
+def test_init_says_when_claude_code_could_not_start_the_server(project: Project) -> None:
+    """``.mcp.json`` runs ``ralph-ledger mcp`` by name (the file is shared): init says when that name
+    is not on PATH, and only then."""
+    note = "note: ralph-ledger is not on PATH here; Claude Code starts the server as `ralph-ledger mcp`"
+    proc = project.cli("init", "claude-code", "--agent", "me", env=clean_env(PATH="/usr/bin:/bin"))
+    assert proc.returncode == 0 and note in proc.stdout, proc
+    on_path = clean_env(PATH=f"{BIN}:/usr/bin:/bin")
+    proc = project.cli("init", "claude-code", "--agent", "me", env=on_path)
+    assert proc.returncode == 0 and note not in proc.stdout, proc
