@@ -7,14 +7,18 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger.cli.common import CliError
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
-    import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+    import argparse
+
+    from ledger.loop.config import (
+        LoopConfig,
+    )  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
 
 
 def cmd_hook(home: Home, args: argparse.Namespace) -> None:
@@ -75,6 +79,9 @@ def cmd_init(home: Home, args: argparse.Namespace) -> None:
     if not project.is_dir():
         what = "does not exist" if not project.exists() else "is not a directory"
         raise CliError(f"ralph-ledger init: --project {args.project}: {what}", 2)
+    if not args.agent_name and (args.max_iterations or args.completion_promises):
+        raise CliError("ralph-ledger init: --max-iterations and --completion-promise need --agent NAME", 2)
+    agent = _agent_plan(project, args) if args.agent_name else None  # checked before anything is written
     settings = project / ".claude" / "settings.json"
     command, note = hook_command()
     try:
@@ -84,6 +91,55 @@ def cmd_init(home: Home, args: argparse.Namespace) -> None:
     print(f"{'installed' if added else 'already installed'}: Stop hook '{command}' in {settings}")
     if note:
         print(f"note: {note}")
+    if agent is not None:
+        _write_agent(project, args.agent_name, *agent)
+
+
+def _agent_plan(project: Path, args: argparse.Namespace) -> tuple[dict[str, Any] | None, str]:
+    """``init --agent``'s changes, checked: the merged ``.mcp.json`` (``None``: already registered)
+    and the agent definition's text. ``CliError`` (exit 1) for a broken ``.mcp.json``, another
+    ``ralph-ledger`` server in it, a different ``.claude/agents/NAME.md`` or a broken configuration."""
+    from ledger.agents.claude_code.agent_def import MCP_FILE, agent_markdown, check_agent, plan_server
+    from ledger.agents.claude_code.settings import SettingsError
+    from ledger.loop.config import ConfigError, LoopConfig, agent_path, find_config
+
+    try:
+        config = find_config(project)
+        mcp = plan_server(project / MCP_FILE)
+        path = agent_path(project, args.agent_name)
+        defaults = LoopConfig(agent=args.agent_name, max_iterations=config.max_iterations)
+        text = agent_markdown(
+            args.agent_name,
+            max_iterations=args.max_iterations or defaults.effective_max_iterations(),
+            completion_promises=args.completion_promises or config.completion_promises,
+            validation_rules=[str(rule.get("name")) for rule in config.rules],
+        )
+        check_agent(path, text)
+        return mcp, text
+    except (ConfigError, SettingsError) as exc:
+        raise CliError(f"ralph-ledger init: {exc}") from None
+
+
+def _write_agent(project: Path, name: str, mcp: dict[str, Any] | None, text: str) -> None:
+    """Write what ``_agent_plan`` planned and say what was done."""
+    import shutil
+
+    from ledger.agents.claude_code.agent_def import MCP_FILE, SERVER, write_agent, write_json
+    from ledger.agents.claude_code.settings import SettingsError
+    from ledger.loop.config import agent_path
+
+    path = project / MCP_FILE
+    if mcp is not None:
+        write_json(path, mcp)
+    print(f"{'registered' if mcp is not None else 'already registered'}: MCP server '{SERVER} mcp' in {path}")
+    if shutil.which(SERVER) is None:
+        print(f"note: {SERVER} is not on PATH here; Claude Code starts the server as `{SERVER} mcp`")
+    path = agent_path(project, name)
+    try:
+        written = write_agent(path, text)
+    except SettingsError as exc:  # changed since it was checked
+        raise CliError(f"ralph-ledger init: {exc}") from None
+    print(f"{'written' if written else 'already written'}: agent {name!r} in {path}")
 
 
 def cmd_loop(home: Home, args: argparse.Namespace) -> None:
@@ -102,6 +158,7 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
 
     try:
         words, mode = _loop_mode(args.words)
+        words, agent = _loop_agent(words)
         loop = parse_loop_args(words)
     except UsageError as exc:
         raise CliError(f"ralph-ledger loop start: {exc}", 2) from None
@@ -111,6 +168,9 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     project = _loop_project(args.project)
     _no_active_loop(project)
     native = mode == "ledger" or (mode is None and has_config(project))
+    if agent and not native:
+        why = "--mode plugin" if mode == "plugin" else "this project has no ralph.toml or [tool.ralph]"
+        raise CliError(f"ralph-ledger loop start: --agent needs a ledger-mode loop ({why})", 2)
     limit = f"at most {loop.max_iterations} iterations" if loop.max_iterations else "no iteration limit"
     until = (
         f"until the agent outputs <promise>{loop.completion_promise}</promise>"
@@ -130,9 +190,10 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
             max_iterations=loop.max_iterations or None,
             completion_promise=loop.completion_promise,
             started_at=state.started_at,
+            agent=agent or "",
         )
         try:  # the configuration every stop will use: checked now, not at the first stop
-            loop_config(project, native_loop)
+            config = loop_config(project, native_loop)
         except HookInputError as exc:
             raise CliError(f"ralph-ledger loop start: {exc}") from None
         with loop_lock(path.parent):  # not while a stop is changing the loop files
@@ -143,6 +204,8 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
         limit = f"at most {most} iterations" if most else "the configured limits"
         until = f"until the agent outputs <promise>{loop.completion_promise or 'COMPLETE'}</promise>"
         print(f"loop started with the project's rules and guards ({limit}, {until}); state in {path}")
+        if agent:
+            print(_agent_line(project, agent, config))
         return
     path = project / STATE_FILE
     with loop_lock(path.parent):  # not while a stop is changing the loop files
@@ -164,7 +227,7 @@ def _no_active_loop(project: Path) -> None:
 
 LOOP_HELP = """\
 usage: ralph-ledger loop start "PROMPT" [--max-iterations N] [--completion-promise TEXT]
-                               [--mode ledger|plugin]
+                               [--mode ledger|plugin] [--agent NAME]
 
 Start a loop in this project that the Claude Code Stop hook (`ralph-ledger hook claude-code`,
 installed by `ralph-ledger init claude-code`) drives: every time the agent stops, it is given
@@ -176,10 +239,39 @@ PROMPT again, until it outputs the completion promise or a limit ends the loop.
                               (and on no other promise)
   --mode ledger|plugin        ledger: the project's ralph.toml rules and guards decide (the default
                               when it has one); plugin: the ralph-loop plugin's state file and rules
+  --agent NAME                ledger mode: apply .claude/agents/NAME.md's iteration: block (its
+                              limit, promises and rule names; the options above still win)
   -h, --help                  show this help and start nothing
 
 The loop file is written in the project root: $CLAUDE_PROJECT_DIR when set, else the root of the
 git work tree holding the working directory (the working directory outside one)."""
+
+
+def _agent_line(project: Path, agent: str, config: LoopConfig) -> str:
+    """What ``loop start --agent`` applies: the agent's file and its settings, or that it has none."""
+    from ledger.loop.config import agent_path
+
+    path = agent_path(project, agent)
+    if not path.is_file():
+        return f"agent {agent!r}: no {path}: the configuration's settings apply"
+    rules = ", ".join(str(r.get("name")) for r in config.rules) or "none"
+    most = config.effective_max_iterations()
+    return f"agent {agent!r} from {path}: at most {most} iterations, rules: {rules}"
+
+
+def _loop_agent(words: list[str]) -> tuple[list[str], str | None]:
+    """``loop start``'s words without ``--agent NAME`` / ``--agent=NAME``, and NAME (``None`` when
+    absent); ``UsageError`` for a name that is not a safe file name."""
+    from ledger.agents.claude_code.plugin import UsageError
+    from ledger.loop.config import ConfigError, check_agent_name
+
+    rest, agent = _take_option(words, "--agent", "an agent name")
+    if agent is not None:
+        try:
+            check_agent_name(agent)
+        except ConfigError as exc:
+            raise UsageError(f"--agent: {str(exc).removeprefix('agent: ')}") from None
+    return rest, agent
 
 
 def _loop_project(given: str | None) -> Path:
@@ -199,25 +291,34 @@ def _loop_mode(words: list[str]) -> tuple[list[str], str | None]:
     """``loop start``'s words without ``--mode X`` / ``--mode=X``, and X (``None`` when absent)."""
     from ledger.agents.claude_code.plugin import UsageError
 
+    rest, mode = _take_option(words, "--mode", "ledger or plugin")
+    if mode is not None and mode not in ("ledger", "plugin"):
+        raise UsageError(f"--mode: expected ledger or plugin, got {mode!r}")
+    return rest, mode
+
+
+def _take_option(words: list[str], flag: str, expected: str) -> tuple[list[str], str | None]:
+    """``words`` without ``FLAG X`` / ``FLAG=X`` (up to a ``--``), and X (``None`` when absent);
+    ``UsageError`` when it is given twice or without a value (``expected`` says what it takes)."""
+    from ledger.agents.claude_code.plugin import UsageError
+
     rest: list[str] = []
-    mode: str | None = None
+    value: str | None = None
     i = 0
     while i < len(words):
         word, i = words[i], i + 1
         if word == "--":
             rest += words[i - 1 :]
             break
-        if word != "--mode" and not word.startswith("--mode="):
+        if word != flag and not word.startswith(f"{flag}="):
             rest.append(word)
             continue
-        if mode is not None:
-            raise UsageError("--mode given twice")
+        if value is not None:
+            raise UsageError(f"{flag} given twice")
         if "=" in word:
-            mode = word.partition("=")[2]
+            value = word.partition("=")[2]
         elif i < len(words):
-            mode, i = words[i], i + 1
+            value, i = words[i], i + 1
         else:
-            raise UsageError("--mode: expected ledger or plugin")
-        if mode not in ("ledger", "plugin"):
-            raise UsageError(f"--mode: expected ledger or plugin, got {mode!r}")
-    return rest, mode
+            raise UsageError(f"{flag}: expected {expected}")
+    return rest, value

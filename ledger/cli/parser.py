@@ -129,6 +129,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="project directory (default: $CLAUDE_PROJECT_DIR, else the git work tree's root)",
     )
+    s.add_argument(
+        "--agent",
+        dest="agent_name",
+        type=agent_name_arg,
+        metavar="NAME",
+        help="also register the `ralph-ledger mcp` tools in .mcp.json and write .claude/agents/NAME.md",
+    )
+    s.add_argument(
+        "--max-iterations", type=positive_int, metavar="N", help="the agent's maxIterations (with --agent)"
+    )
+    s.add_argument(
+        "--completion-promise",
+        dest="completion_promises",
+        action="append",
+        type=promise_word_arg,
+        metavar="TEXT",
+        help="a promise that completes the agent's loop (with --agent; repeat for more)",
+    )
     s = sub.add_parser("loop", help="start a loop the Stop hook will drive (ralph-loop compatible)")
     s.add_argument("action", choices=["start"])
     s.add_argument(
@@ -234,6 +252,31 @@ def session_id_arg(text: str) -> str:
         return check_session_id(text)
     except JournalError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("invalid session id ")) from None
+
+
+def agent_name_arg(text: str) -> str:
+    """argparse type for ``--agent``: a safe agent file name, else ``argparse.ArgumentTypeError``."""
+    import argparse
+
+    from ledger.loop.config import ConfigError, check_agent_name
+
+    try:
+        return check_agent_name(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("agent: ")) from None
+
+
+def promise_word_arg(text: str) -> str:
+    """argparse type for ``--completion-promise``: the promise word (``<promise>X</promise>`` or
+    ``X``; whitespace folded), else ``argparse.ArgumentTypeError`` for an empty one."""
+    import argparse
+
+    from ledger.loop.config import promise_word
+
+    word = promise_word(text)
+    if not word:
+        raise argparse.ArgumentTypeError(f"expected a promise word, got {text!r}")
+    return word
 
 
 def positive_seconds(text: str) -> float:

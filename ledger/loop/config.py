@@ -28,6 +28,8 @@ T = TypeVar("T")
 AGENT_MAX_ITERATIONS: Final = {"me": 15, "qa": 10, "sec": 10, "doc": 6, "do": 8}
 DEFAULT_MAX_ITERATIONS: Final = 15
 FRONTMATTER_RE: Final = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
+AGENTS_DIR: Final = Path(".claude") / "agents"
+AGENT_NAME_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class ConfigError(Exception):
@@ -304,6 +306,32 @@ def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
         completion_promises=[promise_word(p) for p in block.completion_promises] or base.completion_promises,
         rules=rules,
     )
+
+
+def check_agent_name(name: str) -> str:
+    """``name`` when it is a safe agent file name (1-64 letters, digits, ``-`` and ``_``), else
+    ``ConfigError`` saying so in one line."""
+    if AGENT_NAME_RE.fullmatch(name) is None or name.strip("-_") == "":
+        raise ConfigError(
+            f"agent: expected a name of letters, digits, '-' and '_' (at most 64), got {name!r}"
+        )
+    return name
+
+
+def agent_path(project: Path, agent: str) -> Path:
+    """Where the definition of ``agent`` lives in ``project``: ``.claude/agents/<agent>.md``
+    (``ConfigError`` for a name that is not a safe file name)."""
+    return project / AGENTS_DIR / f"{check_agent_name(agent)}.md"
+
+
+def agent_config(project: Path, agent: str, base: LoopConfig) -> LoopConfig:
+    """``base`` with the ``iteration:`` block of ``project``'s ``.claude/agents/<agent>.md`` applied
+    (``load_agent``), or ``base`` for ``agent`` when there is no such file. ``ConfigError`` (one line)
+    for a name that is not a safe file name or a file that cannot be read or applied."""
+    path = agent_path(project, agent)
+    if not path.is_file():
+        return msgspec.structs.replace(base, agent=agent)
+    return load_agent(path, base)
 
 
 def recorded_config(config: LoopConfig) -> dict[str, Any]:

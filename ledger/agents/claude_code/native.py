@@ -57,7 +57,14 @@ from ledger.core.atomic import atomic_write, sweep_temps
 from ledger.core.errors import error_reason
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
-from ledger.loop.config import ConfigError, LoopConfig, check_can_complete, find_config, source_of
+from ledger.loop.config import (
+    ConfigError,
+    LoopConfig,
+    agent_config,
+    check_can_complete,
+    find_config,
+    source_of,
+)
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError, ValidateResult
 from ledger.loop.prompts import next_prompt
@@ -81,6 +88,7 @@ class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
     completion_promise: str | None = None
     started_at: str | None = None  # when ``loop start`` wrote it (None: a file from before loop ids)
     ledger_session: str = ""  # the loop's ledger session, chosen by the first stop
+    agent: str = ""  # loop start --agent: .claude/agents/<agent>.md applies (config.agent_config)
 
 
 class LoopFileError(ValueError):
@@ -114,9 +122,12 @@ def write_loop_file(path: Path, loop: LoopFile) -> None:
 
 
 def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
-    """The project's configuration with the loop's task and overrides; ``HookInputError`` when bad."""
+    """The project's configuration, with the loop's agent's definition when it names one
+    (``agent_config``), then the loop's task and overrides; ``HookInputError`` when bad."""
     try:
         config = find_config(project)
+        if loop.agent:  # the agent's iteration: block, then loop start's own overrides
+            config = agent_config(project, loop.agent, config)
     except ConfigError as exc:
         raise HookInputError(str(exc)) from None
     promises, exclusive = config.completion_promises, config.exclusive_promises

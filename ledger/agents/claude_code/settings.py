@@ -31,7 +31,9 @@ def _kind(value: object) -> str:
     return "null" if value is None else "a number"
 
 
-def _load_settings(path: Path) -> dict[str, Any]:
+def load_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` ({} when the file is missing or blank); ``SettingsError`` naming
+    the file when it cannot be read, is not JSON or not an object."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -55,7 +57,8 @@ def _load_settings(path: Path) -> dict[str, Any]:
     return data
 
 
-def _expect(value: object, kind: type, where: str, path: Path) -> None:
+def expect(value: object, kind: type, where: str, path: Path) -> None:
+    """``SettingsError`` when ``value`` (at key ``where`` of ``path``) is not of ``kind``."""
     if not isinstance(value, kind):
         wanted = "an object" if kind is dict else "a list"
         raise SettingsError(f"{path}: {where}: expected {wanted}, got {_kind(value)}")
@@ -64,16 +67,16 @@ def _expect(value: object, kind: type, where: str, path: Path) -> None:
 def _stop_entries(settings: dict[str, Any], path: Path) -> list[Any]:
     """``settings["hooks"]["Stop"]`` (created when missing), its shape checked."""
     hooks = settings.setdefault("hooks", {})
-    _expect(hooks, dict, "hooks", path)
+    expect(hooks, dict, "hooks", path)
     stop = hooks.setdefault("Stop", [])
-    _expect(stop, list, "hooks.Stop", path)
+    expect(stop, list, "hooks.Stop", path)
     entries: list[Any] = stop
     for n, entry in enumerate(entries):
-        _expect(entry, dict, f"hooks.Stop[{n}]", path)
+        expect(entry, dict, f"hooks.Stop[{n}]", path)
         inner = entry.get("hooks", [])
-        _expect(inner, list, f"hooks.Stop[{n}].hooks", path)
+        expect(inner, list, f"hooks.Stop[{n}].hooks", path)
         for m, hook in enumerate(inner):
-            _expect(hook, dict, f"hooks.Stop[{n}].hooks[{m}]", path)
+            expect(hook, dict, f"hooks.Stop[{n}].hooks[{m}]", path)
     return entries
 
 
@@ -92,12 +95,12 @@ def install_hook(
     ``{}``); ``SettingsError`` when the file is not JSON or not shaped like settings. Written
     atomically with 2-space indentation.
     """
-    import json  # here, like in _load_settings: Stop hooks import this module, never json
+    import json  # here, like in load_json_object: Stop hooks import this module, never json
 
     if not command.strip():
         raise ValueError("command must not be empty")
     path = Path(settings_path)
-    settings = _load_settings(path)
+    settings = load_json_object(path)
     stop = _stop_entries(settings, path)
     if any(_has_command(entry, command) for entry in stop):
         return False
