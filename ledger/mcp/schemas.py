@@ -15,6 +15,8 @@ from msgspec import Meta
 from ledger.events import Signal
 from ledger.loop.todos import Todo
 
+SERVER_NAME: Final = "ralph-ledger"
+"""The server's name: in MCP's ``initialize`` and as its key in a project's ``.mcp.json``."""
 MAX_OUTPUT_CHARS: Final = 1_000_000
 """The longest ``agentOutput`` a call may carry (1 MB of text; the journal keeps its last 2000)."""
 MAX_FILES: Final = 10_000

@@ -20,9 +20,8 @@ from mcp_types import CallToolResult, TextContent, Tool
 from ledger.core.errors import printable
 from ledger.core.home import Home
 from ledger.loop.completion import describe_error
-from ledger.mcp.schemas import TOOLS, json_schema
+from ledger.mcp.schemas import SERVER_NAME, TOOLS, json_schema
 
-NAME = "ralph-ledger"
 INSTRUCTIONS = (
     "Iteration loops recorded in a ledger. Call iteration_start once per task, then for each "
     "iteration: work, iteration_validate with your output (emit <promise>COMPLETE</promise> when "
@@ -41,7 +40,7 @@ class LoopServer(MCPServer[Any]):
     """The MCP server: tools listed from ``ledger.mcp.schemas``, calls run by ``ledger.mcp.tools``."""
 
     def __init__(self, home: Home, project: Path) -> None:
-        super().__init__(NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+        super().__init__(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
         self.home, self.project = home, project
         self._tools: Any = None  # ledger.mcp.tools.Tools, made by the first call
         self._lock = threading.Lock()

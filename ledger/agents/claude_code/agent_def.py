@@ -13,24 +13,12 @@ from typing import Any, Final
 
 from ledger.agents.claude_code.settings import SettingsError, expect, load_json_object
 from ledger.core.atomic import atomic_write
+from ledger.mcp.schemas import SERVER_NAME
+from ledger.mcp.schemas import TOOLS as MCP_TOOLS
 
 MCP_FILE: Final = ".mcp.json"
-SERVER: Final = "ralph-ledger"
-TOOLS: Final = (
-    "iteration_start",
-    "iteration_validate",
-    "iteration_next",
-    "iteration_complete",
-    "iteration_status",
-    "checkpoint_create",
-    "checkpoint_resume",
-    "checkpoint_list",
-    "hook_register",
-    "hook_evaluate",
-    "hook_list",
-    "hook_clear",
-    "validate_completion",
-)
+SERVER: Final = SERVER_NAME
+TOOLS: Final = tuple(MCP_TOOLS)
 """The tools ``ralph-ledger mcp`` serves."""
 BUILTIN_TOOLS: Final = ("Read", "Grep", "Glob", "Edit", "Write", "Bash")
 
