@@ -99,8 +99,10 @@ class Engine:
             *self.custom_rules,
         ]
         ledger = read.ledger(self.home)
-        row = ledger.rows("SELECT * FROM sessions WHERE session_id = ?", [session_id])[0]
-        return SessionView(events, config, rules, row, ledger)
+        row = read.memo(
+            "sessions", lambda: ledger.rows("SELECT * FROM sessions WHERE session_id = ?", [session_id])[0]
+        )
+        return SessionView(events, config, rules, dict(row), ledger)
 
     def _ledger(self, session_id: str) -> Ledger:
         """The session's in-memory ledger, up to date (``ledger.storage.fold``: only new lines ingested)."""

@@ -67,8 +67,20 @@ class LoopServer(MCPServer[Any]):
         return self._listed
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
-        """Run one tool in a worker thread; a refused call answers ``is_error`` with one sentence."""
-        return await anyio.to_thread.run_sync(self._call, name, arguments)
+        """Run one tool in a worker thread; a refused call answers ``is_error`` with one sentence.
+        Once the answer is on its way, the task's journal is synced and its state read ahead."""
+        result = await anyio.to_thread.run_sync(self._call, name, arguments)
+        task = arguments.get("taskId") if isinstance(arguments, dict) else None
+        if isinstance(task, str) and self._tools is not None:
+            threading.Thread(target=self._settle, args=(task,), daemon=True).start()
+        return result
+
+    def _settle(self, task_id: str) -> None:
+        with self._lock:
+            try:
+                self._tools.settle(task_id)
+            except Exception as exc:  # a read ahead that fails is only a cache missed
+                log(f"reading task {task_id!r} ahead failed: {describe_error(exc)}")
 
     def _call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         with self._lock:

@@ -6,6 +6,7 @@ engine, as for the runner and the Claude Code hook; a call that cannot be made r
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ import msgspec
 from ledger import events as ev
 from ledger.core.errors import explain, printable
 from ledger.core.home import Home
+from ledger.core.sync import sync_file
 from ledger.loop import checkpoints
 from ledger.loop.completion import (
     ValidationParams,
@@ -31,7 +33,7 @@ from ledger.loop.promises import detect_promises
 from ledger.loop.prompts import next_prompt
 from ledger.loop.stop_policies import NO_HOOKS, AgentContext, Registry, decided_events
 from ledger.mcp import schemas as s
-from ledger.storage.journal import JournalError, check_session_id
+from ledger.storage.journal import JournalError, check_session_id, journal_path
 
 
 class ToolCallError(Exception):
@@ -63,7 +65,19 @@ class Tools:
 
     def __init__(self, home: Home, project: Path) -> None:
         self.project = project
-        self.engine = Engine(home, work_dir=project)
+        self.engine = Engine(home, work_dir=project, fsync=False)  # synced by ``settle``, after the answer
+
+    def settle(self, task_id: str) -> None:
+        """After a call's answer is out: sync the task's journal, then read the task's state ahead of
+        its next call (the agent works meanwhile). Best effort: a task that cannot be read is left."""
+        try:
+            path = journal_path(self.engine.home.journals, task_id)
+        except JournalError:
+            return
+        sync_file(path)
+        if path.exists():
+            with contextlib.suppress(EngineError):
+                self.engine.view(task_id)
 
     def call(self, name: str, arguments: dict[str, Any]) -> msgspec.Struct:
         """Decode ``arguments``, run tool ``name`` and answer its result; ``ToolCallError`` for a call
@@ -118,11 +132,11 @@ class Tools:
     def iteration_validate(self, a: s.ValidateArgs) -> s.Validated:
         """Run the iteration's rules and guards on what it produced; the signal to act on."""
         files = _inside(self.project, a.files_modified)
+        task = str(self.engine.view(a.task_id).row["task"] or "")
         extra: dict[str, Any] = {"todos": a.todos} if a.todos is not None else {}
         result = self.engine.validate(
             a.task_id, a.agent_output, files_modified=files, tool_count=a.tool_count, **extra
         )
-        task = str(self.engine.status(a.task_id)["task"] or "")
         return _validated(result, next_prompt(task, result) if result.signal == "CONTINUE" else "")
 
     def iteration_next(self, a: s.NextArgs) -> s.Step:

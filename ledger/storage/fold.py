@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from ledger import events as ev
 from ledger.storage.journal import BadLine, Cursor, read_new
@@ -25,6 +26,8 @@ from ledger.storage.journal import BadLine, Cursor, read_new
 if TYPE_CHECKING:
     from ledger.core.home import Home
     from ledger.storage.database import Ledger
+
+T = TypeVar("T")
 
 KEEP: Final = 64
 """Journals whose events a process keeps (the least recently used go first)."""
@@ -45,6 +48,7 @@ class Fold:
         self._ledger: tuple[int, Ledger] | None = None
         self._ingested = -1  # the cursor's offset when the ledger last ingested
         self._home: Home | None = None  # the home the ledger was made for (its scratch files)
+        self._memo: dict[str, tuple[tuple[int, int], object]] = {}  # name -> (position, value)
 
     def refresh(self) -> Fold:
         """Read what was appended since the last refresh (everything again when the journal was
@@ -88,6 +92,17 @@ class Fold:
             self._ledger[1].ingest([self.path], live=True)
         self._ingested = self.cursor.offset
         return self._ledger[1]
+
+    def memo(self, name: str, compute: Callable[[], T]) -> T:
+        """``compute()``, kept until the journal moves on: the value computed at this position (the
+        byte offset read so far, and the generation) is answered again while nothing was appended."""
+        position = (self.generation, self.cursor.offset)
+        kept = self._memo.get(name)
+        if kept is not None and kept[0] == position:
+            return kept[1]  # type: ignore[return-value]
+        value = compute()
+        self._memo[name] = (position, value)
+        return value
 
 
 _FOLDS: OrderedDict[Path, Fold] = OrderedDict()
