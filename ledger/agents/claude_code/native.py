@@ -226,8 +226,9 @@ def _owned_stop(
         sweep_temps(path)
         return HookOutcome()
     text, turn = read_turn(data, transcript, record.offset if record.started else carry)
-    wanted = transcript is not None and todos_wanted(rules)  # the list persists: the whole transcript
-    todos = find_last_todos(transcript) if wanted and transcript is not None else None
+    todos = None  # read only for a todos rule; the list outlives turns: the whole transcript's last
+    if transcript is not None and todos_wanted(rules):
+        todos = find_last_todos(transcript)
     result = engine.validate(
         sid,
         text or "",
