@@ -61,7 +61,7 @@ def test_unfinished_keeps_the_pending_and_in_progress_items_in_order() -> None:
         ([todo("two\n  lines")], False, "1 todo remaining: two lines"),
         ([todo("a", "completed"), todo("b", "completed")], True, "all 2 todos completed"),
         ([], True, "the todo list is empty"),
-        (None, True, "no todo list known (the agent wrote none, or it cannot be read)"),
+        (None, True, "no todo list known (none written or passed in)"),
     ],
 )
 def test_summary_says_what_is_left(todos: list[Todo] | None, done: bool, line: str) -> None:

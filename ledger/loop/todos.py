@@ -48,7 +48,7 @@ def summary(todos: Sequence[Todo] | None) -> tuple[bool, str]:
     lint`` (the first :data:`SHOWN` items, then ``and N more``), ``all 4 todos completed``, or that
     no list is known (``None``) or the list is empty."""
     if todos is None:
-        return True, "no todo list known (the agent wrote none, or it cannot be read)"
+        return True, "no todo list known (none written or passed in)"
     left = unfinished(todos)
     if not left:
         return True, f"all {len(todos)} {_noun(len(todos))} completed" if todos else "the todo list is empty"

@@ -92,7 +92,7 @@ def test_a_loop_without_a_todo_list_is_not_held_by_the_todos_rule(project: Proje
     claude.text(COMPLETE)
     assert claude.stop().stdout.startswith("✅ Ralph loop complete after 1 iteration(s)")
     assert rule_results(project, f"cc-{CLAUDE}") == [
-        ("todos", True, "no todo list known (the agent wrote none, or it cannot be read)")
+        ("todos", True, "no todo list known (none written or passed in)")
     ]
 
 
