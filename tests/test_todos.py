@@ -13,7 +13,11 @@ import msgspec
 import pytest
 
 from ledger import events as E
+from ledger.agents.claude_code import native as native_module
+from ledger.agents.claude_code.hook import run
 from ledger.agents.claude_code.last_todos import find_last_todos
+from ledger.agents.claude_code.locate import LOOP_FILE
+from ledger.core.home import Home
 from ledger.events import Signal
 from ledger.loop.checks import run_rule
 from ledger.loop.config import LoopConfig
@@ -316,3 +320,45 @@ def test_a_todowrite_claude_code_would_refuse_leaves_the_list_before_it(tmp_path
     )
     assert find_last_todos(path) == [Todo(content="Ship", status="pending")]
     assert find_last_todos(tmp_path / "t.jsonl", max_bytes=100) is None  # beyond reach: not known
+
+
+@pytest.mark.parametrize("with_rule", [True, False])
+def test_the_hook_reads_the_todo_list_only_for_a_todos_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_rule: bool
+) -> None:
+    """Reading a long transcript back for a TodoWrite has a cost: a loop without a todos rule never
+    pays it, and one with it gets the list the transcript holds."""
+    project = tmp_path / "p"
+    (project / ".git").mkdir(parents=True)
+    (project / ".claude").mkdir()
+    rule = "[[rules]]\ntype = 'todos'\nname = 'todos'\n" if with_rule else ""
+    (project / "ralph.toml").write_text("max_iterations = 5\n" + rule)
+    (project / LOOP_FILE).write_text(json.dumps({"prompt": "Fix it", "started_at": "2026-11-22T00:00:00Z"}))
+    transcript = tmp_path / "t.jsonl"
+    call = {
+        "type": "tool_use",
+        "id": "t1",
+        "name": "TodoWrite",
+        "input": {"todos": [{"content": "A", "status": "pending"}]},
+    }
+    lines = [
+        {"type": "assistant", "message": {"id": "m1", "content": [call]}},
+        {"type": "assistant", "message": {"id": "m2", "content": [{"type": "text", "text": COMPLETE}]}},
+    ]
+    transcript.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
+    reads: list[Path] = []
+
+    def counted(path: Path) -> list[Todo] | None:
+        reads.append(path)
+        return find_last_todos(path)
+
+    monkeypatch.setattr(native_module, "find_last_todos", counted)
+    event = {"session_id": "abc", "transcript_path": str(transcript), "cwd": str(project)}
+    out = run(json.dumps(event).encode(), home=Home.resolve(tmp_path / "home")).stdout
+    assert reads == ([transcript] if with_rule else [])
+    if with_rule:
+        assert json.loads(out)["reason"].endswith("- todos: 1 todo remaining: A")
+    else:
+        assert out.startswith("✅ Ralph loop complete after 1 iteration(s)")
