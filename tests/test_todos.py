@@ -101,6 +101,12 @@ def test_both_rules_decode_from_ralph_toml_and_take_no_command() -> None:
     assert str(info.value) == (
         "ralph.toml: rules[0].argv: unknown key; expected one of cadence, enabled, name, type"
     )
+    with pytest.raises(RuleConfigError) as info:  # a skipped iteration would let a completion through
+        parse_rules([{"type": "work_done", "name": "w", "cadence": "expensive"}], "ralph.toml")
+    assert str(info.value) == (
+        "ralph.toml: rules[0]: a work_done rule can refuse any completion, so it runs every iteration: "
+        "cadence must be 'cheap', not 'expensive'"
+    )
 
 
 def test_the_todos_rule_fails_while_items_are_unfinished(tmp_path: Path) -> None:

@@ -129,12 +129,23 @@ class FileExistsRule(_Rule, frozen=True, kw_only=True, tag="file_exists"):
     must_exist: bool = True
 
 
-class TodosRule(_Rule, frozen=True, kw_only=True, tag="todos"):
+class _GatingRule(_Rule, frozen=True, kw_only=True):
+    """A rule whose failure refuses a completion (``GATES_COMPLETION``): due at every iteration."""
+
+    def __post_init__(self) -> None:
+        if self.cadence != "cheap":
+            raise ValueError(
+                f"a {self.__struct_config__.tag} rule can refuse any completion, so it runs every "
+                f"iteration: cadence must be 'cheap', not {self.cadence!r}"
+            )
+
+
+class TodosRule(_GatingRule, frozen=True, kw_only=True, tag="todos"):
     """Seed 002's Todo Validator: fails while the agent's own todo list (Claude Code's last
     ``TodoWrite``) has items not completed; passes when it has none, or when no list is known."""
 
 
-class WorkDoneRule(_Rule, frozen=True, kw_only=True, tag="work_done"):
+class WorkDoneRule(_GatingRule, frozen=True, kw_only=True, tag="work_done"):
     """Fails when the agent promises completion (a COMPLETE-signal promise) from an iteration that
     made no tool call and changed no file: a task marked done with no work behind it."""
 
