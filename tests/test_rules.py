@@ -558,7 +558,7 @@ def cmd(**extra: object) -> dict[str, object]:
         (
             [{"name": "t", "type": "shell"}],
             "ralph.toml: rules[0].type: expected one of 'command', 'content_pattern', 'coverage', "
-            "'file_exists', got 'shell'",
+            "'file_exists', 'todos', 'work_done', got 'shell'",
         ),
         ([{"name": "t"}], "ralph.toml: rules[0].type: missing required key"),
         ([{"type": "coverage", "name": "c"}], "ralph.toml: rules[0].threshold: missing required key"),

@@ -17,7 +17,9 @@ import msgspec
 from ledger.core.errors import error_reason, one_line
 from ledger.core.processes import kill_group
 from ledger.events import RuleResult
+from ledger.loop.promises import detect_promises
 from ledger.loop.rules import (
+    GATES_COMPLETION,
     MAX_MESSAGE_LINE,
     REGEX_FLAGS,
     CommandRule,
@@ -27,8 +29,11 @@ from ledger.loop.rules import (
     FileExistsRule,
     Rule,
     RuleContext,
+    TodosRule,
+    WorkDoneRule,
     rule_type,
 )
+from ledger.loop.todos import summary
 
 
 def due(rule: Rule, iteration: int, final: bool) -> bool:
@@ -45,6 +50,12 @@ def due(rule: Rule, iteration: int, final: bool) -> bool:
 def run_rules(rules: Iterable[Rule], ctx: RuleContext) -> list[RuleResult]:
     """Run the rules due at ``ctx.iteration`` / ``ctx.final``, in order."""
     return [run_rule(rule, ctx) for rule in rules if due(rule, ctx.iteration, ctx.final)]
+
+
+def refusals(results: Iterable[RuleResult]) -> list[str]:
+    """``name: message`` of each failed rule that gates completion (``GATES_COMPLETION``): what
+    refuses a COMPLETE (``ledger.loop.signals``)."""
+    return [f"{r.name}: {r.message}" for r in results if not r.passed and r.type in GATES_COMPLETION]
 
 
 def run_rule(rule: Rule, ctx: RuleContext) -> RuleResult:
@@ -85,6 +96,10 @@ def _evaluate(rule: Rule, ctx: RuleContext) -> _Outcome:
             return _check_coverage(rule, ctx)
         case FileExistsRule():
             return _check_file(rule, ctx)
+        case TodosRule():
+            return _Outcome(*summary(ctx.todos))
+        case WorkDoneRule():
+            return _check_work_done(ctx)
         case CustomRule():
             return _call_custom(rule, ctx)
 
@@ -217,6 +232,18 @@ def _cobertura_percent(raw: bytes) -> float:
 def _check_file(rule: FileExistsRule, ctx: RuleContext) -> _Outcome:
     exists = (ctx.work_dir / rule.path).exists()
     return _Outcome(exists == rule.must_exist, f"{'exists' if exists else 'missing'}: {rule.path}")
+
+
+def _check_work_done(ctx: RuleContext) -> _Outcome:
+    promises = ctx.promises
+    if promises is None:
+        promises = tuple(p.signal for p in detect_promises(ctx.agent_output).promises)
+    did = f"{ctx.tool_count} tool call(s), {len(ctx.files_modified)} file(s) changed"
+    if "COMPLETE" not in promises:
+        return _Outcome(True, f"no completion promise ({did})")
+    if ctx.tool_count or ctx.files_modified:
+        return _Outcome(True, f"completion promised after {did}")
+    return _Outcome(False, "completion promised, but this iteration made no tool call and changed no file")
 
 
 def _call_custom(rule: CustomRule, ctx: RuleContext) -> _Outcome:

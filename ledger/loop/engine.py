@@ -21,7 +21,7 @@ import msgspec
 from ledger import events as ev
 from ledger.core.errors import no_session
 from ledger.core.home import Home
-from ledger.loop.checks import run_rules
+from ledger.loop.checks import refusals, run_rules
 from ledger.loop.config import LoopConfig, recorded_config
 from ledger.loop.engine_types import CompleteResult, EngineError, NextResult, SessionView, ValidateResult
 from ledger.loop.facts import read_facts
@@ -38,6 +38,7 @@ from ledger.loop.stop_policies import (
     HookFn,
     Registry,
 )
+from ledger.loop.todos import Todo
 from ledger.loop.validation_events import validation_events
 from ledger.storage.database import Ledger
 from ledger.storage.fold import fold
@@ -175,9 +176,11 @@ class Engine:
         duration_ms: float = 0.0,
         final: bool = False,
         transcript_offset: int = 0,
+        todos: Sequence[Todo] | None = None,
     ) -> ValidateResult:
         """iteration_validate: run the rules, detect promises, evaluate guards
-        and hooks, resolve the signal and record every step."""
+        and hooks, resolve the signal and record every step. ``todos`` is the agent's own todo
+        list, for the ``todos`` rule (``None``: not known)."""
         s = self._running(session_id)
         n = s.iteration
         turn = ev.AgentTurn(
@@ -195,7 +198,10 @@ class Engine:
             agent_output, custom=s.config.completion_promises, exclusive=s.config.exclusive_promises
         )
         promise = strongest(detection.promises)
-        results = run_rules(s.rules, RuleContext(self.work_dir, agent_output, n, final, timer=self.timer))
+        todo_list = None if todos is None else tuple(todos)
+        signals = tuple(p.signal for p in detection.promises)
+        did = (tool_count, tuple(files_modified), todo_list, signals)  # what the iteration did
+        results = run_rules(s.rules, RuleContext(self.work_dir, agent_output, n, final, self.timer, *did))
         passed = all(r.passed and not r.errored for r in results)
         score = validation_score(results)
         self._append(
@@ -220,6 +226,7 @@ class Engine:
             hook_action=decision.result.action,
             hook_reason=decision.result.reason,
             require_passing_validation=s.config.require_passing_validation,
+            refusals=refusals(results),
         )
         resolution = resolve(inputs)
         late = exhausted(facts, s.config.guards, resolution.signal)

@@ -11,7 +11,15 @@ callable. ``run_rules`` runs the rules that are due and answers one
 | content_pattern | the regex matches, iff ``must_match``          | bad regex, unreadable target file       |
 | coverage        | line coverage (percent) >= ``threshold``       | report missing or invalid               |
 | file_exists     | the path exists, iff ``must_exist``            | (never)                                 |
+| todos           | the agent's todo list has no unfinished item,  | (never)                                 |
+|                 | or no list is known (``RuleContext.todos``)    |                                         |
+| work_done       | no completion promise, or the iteration made a | (never)                                 |
+|                 | tool call or changed a file                    |                                         |
 | custom          | the callable returns True (or ``(True, msg)``) | the callable raises                     |
+
+``todos`` and ``work_done`` (seed 002's validators) gate completion: while one fails, a COMPLETE
+becomes CONTINUE whatever ``require_passing_validation`` says (``GATES_COMPLETION``,
+``ledger.loop.signals``). They run no command.
 
 Lazy validation (seed 003 §4.3): ``cheap`` rules run every iteration,
 ``moderate`` ones every 2nd iteration, ``expensive`` ones every 3rd, and both
@@ -35,7 +43,8 @@ from typing import Annotated, Final, Literal, get_args
 import msgspec
 
 from ledger.core.errors import explain, lookup
-from ledger.events import RuleSpec
+from ledger.events import RuleSpec, Signal
+from ledger.loop.todos import Todo
 
 Cadence = Literal["cheap", "moderate", "expensive"]
 
@@ -120,11 +129,35 @@ class FileExistsRule(_Rule, frozen=True, kw_only=True, tag="file_exists"):
     must_exist: bool = True
 
 
-RuleConfig = CommandRule | ContentPatternRule | CoverageRule | FileExistsRule
+class _GatingRule(_Rule, frozen=True, kw_only=True):
+    """A rule whose failure refuses a completion (``GATES_COMPLETION``): due at every iteration."""
+
+    def __post_init__(self) -> None:
+        if self.cadence != "cheap":
+            raise ValueError(
+                f"a {self.__struct_config__.tag} rule can refuse any completion, so it runs every "
+                f"iteration: cadence must be 'cheap', not {self.cadence!r}"
+            )
+
+
+class TodosRule(_GatingRule, frozen=True, kw_only=True, tag="todos"):
+    """Seed 002's Todo Validator: fails while the agent's own todo list (Claude Code's last
+    ``TodoWrite``) has items not completed; passes when it has none, or when no list is known."""
+
+
+class WorkDoneRule(_GatingRule, frozen=True, kw_only=True, tag="work_done"):
+    """Fails when the agent promises completion (a COMPLETE-signal promise) from an iteration that
+    made no tool call and changed no file: a task marked done with no work behind it."""
+
+
+RuleConfig = CommandRule | ContentPatternRule | CoverageRule | FileExistsRule | TodosRule | WorkDoneRule
 
 RULE_TYPES: Final[tuple[type[_Rule], ...]] = get_args(RuleConfig)
 
 TAGS: Final[dict[str, type[_Rule]]] = {str(t.__struct_config__.tag): t for t in RULE_TYPES}
+
+GATES_COMPLETION: Final[frozenset[str]] = frozenset({"todos", "work_done"})
+"""The rule types whose failure refuses a completion (``ledger.loop.signals``, ``docs/seeds.md``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +165,10 @@ class RuleContext:
     """What a rule may look at: the work dir, the agent's output, and where the loop is.
 
     ``timer`` is the monotonic clock (seconds) that times each rule for its recorded
-    ``duration_ms``; inject a fake one for reproducible journals.
+    ``duration_ms``; inject a fake one for reproducible journals. What the iteration did:
+    ``tool_count`` tool calls, ``files_modified``, the agent's todo list ``todos`` (``None``: not
+    known), and the signals of the ``promises`` found in the output with the loop's vocabulary
+    (``None``: not detected by the caller; a rule then reads them with the standard one).
     """
 
     work_dir: Path
@@ -140,6 +176,10 @@ class RuleContext:
     iteration: int = 1
     final: bool = False
     timer: Callable[[], float] = time.perf_counter
+    tool_count: int = 0
+    files_modified: tuple[str, ...] = ()
+    todos: tuple[Todo, ...] | None = None
+    promises: tuple[Signal, ...] | None = None
 
 
 CustomResult = bool | tuple[bool, str]
@@ -213,6 +253,7 @@ def _allowed_keys(data: object, path: str) -> list[str]:
 
 __all__ = [
     "CADENCES",
+    "GATES_COMPLETION",
     "RULE_TYPES",
     "Cadence",
     "CommandRule",
@@ -224,6 +265,8 @@ __all__ = [
     "RuleConfig",
     "RuleConfigError",
     "RuleContext",
+    "TodosRule",
+    "WorkDoneRule",
     "parse_rules",
     "rule_type",
     "spec",

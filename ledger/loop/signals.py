@@ -16,9 +16,11 @@ per row):
 | 9   | no hooks; the agent promised ESCALATE                | ESCALATE  |
 | 10  | otherwise                                            | CONTINUE  |
 
-Gate: with ``require_passing_validation`` a COMPLETE from rows 6 or 8 while
-validation failed becomes CONTINUE ("completion claimed but validation
-failed"); off by default, as seed 000 §3.2 completes on the promise alone.
+Gate: a COMPLETE from rows 6 or 8 becomes CONTINUE while a rule that gates
+completion failed (``todos``, ``work_done``: ``ledger.loop.rules.GATES_COMPLETION``),
+always ("completion refused (agent promised COMPLETE): todos: 2 todos remaining: ..."); and, with
+``require_passing_validation``, while any rule failed ("completion claimed but
+validation failed"), off by default, as seed 000 §3.2 completes on the promise alone.
 
 Why this order, where the seeds disagree: ``docs/seeds.md``.
 """
@@ -65,9 +67,12 @@ class Inputs:
     hook_action: HookAction | None = None
     hook_reason: str = ""
     require_passing_validation: bool = False
+    refusals: Sequence[str] = ()  # "name: message" of each failed rule that gates completion
 
 
 def _gate(inputs: Inputs, reason: str, row: int) -> Resolution:
+    if inputs.refusals:
+        return Resolution("CONTINUE", f"completion refused ({reason}): {'; '.join(inputs.refusals)}", row)
     if inputs.require_passing_validation and not inputs.validation_passed:
         return Resolution("CONTINUE", f"completion claimed but validation failed ({reason})", row)
     return Resolution("COMPLETE", reason, row)

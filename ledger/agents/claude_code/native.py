@@ -4,7 +4,8 @@
 (``ralph.toml`` or ``[tool.ralph]``) writes ``.claude/ralph-ledger.local.json``
 instead of the ``ralph-loop`` plugin's state file. From then on every stop of
 the Claude Code session that owns the loop is one iteration of the loop
-engine (``ledger.loop.engine``): the turn is read from the transcript, the
+engine (``ledger.loop.engine``): the turn is read from the transcript (and, when a
+``todos`` rule is configured, the agent's todo list: its last ``TodoWrite``), the
 configured validation rules run in the project, promises are detected, the
 guards and hooks are evaluated and the signal table decides:
 
@@ -40,6 +41,7 @@ from typing import Final
 import msgspec
 
 from ledger import events as ev
+from ledger.agents.claude_code.last_todos import find_last_todos
 from ledger.agents.claude_code.locate import HookInputError
 from ledger.agents.claude_code.stop_event import (
     ErrorSink,
@@ -68,6 +70,7 @@ from ledger.loop.config import (
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError, ValidateResult
 from ledger.loop.prompts import next_prompt
+from ledger.loop.todos import todos_wanted
 from ledger.storage.journal import Journal, journal_path
 
 AGENT: Final = "claude-code"
@@ -224,13 +227,19 @@ def _owned_stop(
     journal = Journal(journal_path(home.journals, sid), clock=clock)
     if sink is not None:
         sink.use(journal, sid)
+    rules = record.config.get("rules") or []
     if not record.started:
-        engine.start(sid, loop_config(project, loop))
+        config = loop_config(project, loop)
+        engine.start(sid, config)
+        rules = config.rules
     elif record.ended:
         path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
         sweep_temps(path)
         return HookOutcome()
     text, turn = read_turn(data, transcript, record.offset if record.started else carry)
+    todos = None  # read only for a todos rule; the list outlives turns: the whole transcript's last
+    if transcript is not None and todos_wanted(rules):
+        todos = find_last_todos(transcript)
     result = engine.validate(
         sid,
         text or "",
@@ -239,6 +248,7 @@ def _owned_stop(
         stop_reason=turn.stop_reason if turn else "",
         tokens=turn.tokens if turn else None,
         transcript_offset=turn.end if turn else 0,
+        todos=todos,
     )
     return msgspec.structs.replace(_decide(engine, loop, path, result), sync=(str(journal.path),))
 
