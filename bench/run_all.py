@@ -30,6 +30,7 @@ RUNS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]] = (
     ("Stop hook: whole process, 3 MB transcript", "bench_hook.py", (), ("--runs", "10")),
     ("ralph-tui: start-up, live latency, memory", "bench_tui.py", (), ("--quick",)),
     ("load: hook processes into one home while a reader ingests", "bench_load.py", (), ("--quick",)),
+    ("MCP server: start, validate round trip", "bench_mcp.py", (), ("--starts", "3", "--calls", "50")),
 )
 """(title, script, arguments of the full run, arguments of the quick run)."""
 

@@ -99,3 +99,26 @@ def test_one_command_runs_every_bench() -> None:
                 timeout=60,
             )
             assert probe.returncode == 0 and "usage:" in probe.stdout, (script, args, probe.stderr[-300:])
+
+
+def test_the_mcp_bench_prints_its_table_against_the_sdk_baseline() -> None:
+    """bench/bench_mcp.py starts the installed server, times validate round trips and prints the table
+    with the SDK's own echo server as the baseline."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_mcp.py"), "--starts", "1", "--calls", "5"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [
+        [c.strip() for c in line.split("|")[1:-1]]
+        for line in proc.stdout.splitlines()
+        if line.startswith("| ")
+    ]
+    assert rows[0][:3] == ["measure", "baseline (SDK echo server)", "ralph-ledger mcp"]
+    measures = [r[0] for r in rows[1:]]
+    assert measures[0] == "start to first tools/list, median of 1"
+    assert measures[1] == "round trip p50 of 5 (validate / echo)"
+    assert [r[5] for r in rows[1:] if r[4]] and all(r[5] in ("PASS", "FAIL") for r in rows[1:] if r[4])
+    assert all(r[2].endswith(" ms") for r in rows[1:])

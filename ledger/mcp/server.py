@@ -53,7 +53,8 @@ class LoopServer(MCPServer[Any]):
             )
             for name, (args, result, description) in TOOLS.items()
         ]
-        threading.Thread(target=self._warm, daemon=True).start()  # the engine loads while the client starts
+        self._threads = [threading.Thread(target=self._warm, daemon=True)]  # the engine loads meanwhile
+        self._threads[0].start()
 
     def _warm(self) -> None:
         """Import the engine (DuckDB among it) ahead of the first call."""
@@ -72,8 +73,16 @@ class LoopServer(MCPServer[Any]):
         result = await anyio.to_thread.run_sync(self._call, name, arguments)
         task = arguments.get("taskId") if isinstance(arguments, dict) else None
         if isinstance(task, str) and self._tools is not None:
-            threading.Thread(target=self._settle, args=(task,), daemon=True).start()
+            settle = threading.Thread(target=self._settle, args=(task,), daemon=True)
+            self._threads = [t for t in self._threads if t.is_alive()] + [settle]
+            settle.start()
         return result
+
+    def finish(self) -> None:
+        """Wait for the threads still at work (an import, a journal's sync): DuckDB must not be
+        mid-query when the interpreter exits."""
+        for thread in self._threads:
+            thread.join()
 
     def _settle(self, task_id: str) -> None:
         with self._lock:
@@ -109,4 +118,8 @@ def _error(message: str) -> CallToolResult:
 
 def serve(home: Home, project: Path) -> None:
     """Serve the tools on stdin / stdout until the client closes them."""
-    LoopServer(home, project).run("stdio")
+    server = LoopServer(home, project)
+    try:
+        server.run("stdio")
+    finally:
+        server.finish()

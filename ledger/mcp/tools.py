@@ -133,9 +133,8 @@ class Tools:
         """Run the iteration's rules and guards on what it produced; the signal to act on."""
         files = _inside(self.project, a.files_modified)
         task = str(self.engine.view(a.task_id).row["task"] or "")
-        extra: dict[str, Any] = {"todos": a.todos} if a.todos is not None else {}
         result = self.engine.validate(
-            a.task_id, a.agent_output, files_modified=files, tool_count=a.tool_count, **extra
+            a.task_id, a.agent_output, files_modified=files, tool_count=a.tool_count, todos=a.todos
         )
         return _validated(result, next_prompt(task, result) if result.signal == "CONTINUE" else "")
 
