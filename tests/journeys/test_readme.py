@@ -181,10 +181,42 @@ def claude_stop(demo: Demo, text: str) -> None:
     assert '"decision"' not in proc.stdout, proc.stdout  # the promise ends the loop: the stop is allowed
 
 
+def claude_mcp_add(demo: Demo, line: str) -> None:
+    """``claude mcp add --scope project NAME -- COMMAND ARGS``: the entry ``init claude-code --agent``
+    writes in ``.mcp.json``, and a command that, run in the project, answers MCP's ``tools/list``."""
+    from ledger.agents.claude_code.agent_def import SERVER, server_entry
+
+    words = shlex.split(line)
+    split = words.index("--")
+    assert words[words.index("--scope") + 1] == "project" and words[split - 1] == SERVER, line
+    command = words[split + 1 :]
+    assert {"type": "stdio", "command": command[0], "args": command[1:]} == server_entry(), line
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    calls = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    proc = subprocess.Popen(
+        ["bash", "-c", shlex.join(command)], cwd=demo.dir, env=demo.env(), text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("".join(json.dumps(c) + "\n" for c in calls))
+    proc.stdin.flush()
+    answers = [json.loads(proc.stdout.readline()) for _ in range(2)]
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    assert len(answers[1]["result"]["tools"]) == 13
+
+
 def run_line(demo: Demo, tmp: Path, line: str) -> None:
     """Run one README command line in ``demo`` as a user's shell would, and check it worked."""
     if line == "claude":  # Claude Code itself: one turn that ends with the promise the loop asked for
         claude_stop(demo, "All tests pass now.\n<promise>ALL GREEN</promise>")
+        return
+    if line.startswith("claude mcp add"):
+        claude_mcp_add(demo, line)
         return
     line = rewrite(line, demo, tmp)
     if line.startswith("ralph-tui"):
