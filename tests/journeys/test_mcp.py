@@ -245,3 +245,51 @@ def test_the_server_starts_in_a_subdirectory_and_writes_only_protocol_on_stdout(
     run(journey)
     assert (project.home / "journals" / "sub.jsonl").is_file()  # the project root's home
     assert not (sub / ".ralph").exists()
+
+
+def test_an_agent_definition_gives_the_loop_its_defaults_and_its_todos_gate_it(project: Project) -> None:
+    project.write(
+        "ralph.toml",
+        '[[rules]]\ntype = "todos"\nname = "todos"\n\n[[rules]]\ntype = "file_exists"\nname = "readme"\n'
+        'path = "README.md"\n',
+    )
+    init = project.cli("init", "claude-code", "--agent", "me", "--max-iterations", "4")
+    assert init.returncode == 0, init.stderr
+    todos = [
+        {
+            "content": "Write the failing test",
+            "status": "completed",
+            "activeForm": "Writing the failing test",
+        },
+        {"content": "Make it pass", "status": "in_progress", "activeForm": "Making it pass"},
+    ]
+
+    async def journey() -> None:
+        async with connect(project.dir) as agent:
+            started = await agent.call("iteration_start", taskId="me-task", agent="me")
+            assert started["maxIterations"] == 4  # the agent file's iteration block
+            early = await agent.call(
+                "iteration_validate",
+                taskId="me-task",
+                agentOutput="<promise>COMPLETE</promise>",
+                toolCount=2,
+                todos=todos,
+            )
+            assert early["completionSignal"] == "CONTINUE"  # a todo remains: the promise is refused
+            assert "todos: 1 todo remaining: Make it pass" in early["feedback"], early["feedback"]
+            await agent.call("iteration_next", taskId="me-task")
+            done = [{**t, "status": "completed"} for t in todos]
+            final = await agent.call(
+                "iteration_validate",
+                taskId="me-task",
+                agentOutput="<promise>COMPLETE</promise>",
+                toolCount=1,
+                todos=done,
+            )
+            assert final["completionSignal"] == "COMPLETE"
+            bad = await agent.call("iteration_start", taskId="other", agent="../me")
+            assert bad.error is not None and "agent" in bad.error and "\n" not in bad.error
+
+    run(journey)
+    (row,) = [r for r in project.sessions() if r["session_id"] == "me-task"]
+    assert (row["agent"], row["max_iterations"]) == ("me", 4)
