@@ -17,6 +17,7 @@ import msgspec
 from ledger import events as ev
 from ledger.core.errors import explain, printable
 from ledger.core.home import Home
+from ledger.core.locks import LockBusy, loop_lock
 from ledger.core.sync import sync_file
 from ledger.loop import checkpoints
 from ledger.loop.completion import (
@@ -33,7 +34,7 @@ from ledger.loop.promises import detect_promises
 from ledger.loop.prompts import next_prompt
 from ledger.loop.stop_policies import NO_HOOKS, AgentContext, Registry, decided_events
 from ledger.mcp import schemas as s
-from ledger.storage.journal import JournalError, check_session_id, journal_path
+from ledger.storage.journal import JournalError, journal_path
 
 
 class ToolCallError(Exception):
@@ -85,11 +86,21 @@ class Tools:
         args = decode(name, arguments)
         task = getattr(args, "task_id", "")
         try:
-            check_session_id(task)
-            result: msgspec.Struct = getattr(self, name)(args)
+            with self._lock(name, task):
+                result: msgspec.Struct = getattr(self, name)(args)
+        except LockBusy as exc:
+            raise ToolCallError(f"{name}: task {task!r} is busy: {printable(str(exc))}") from None
         except (EngineError, ConfigError, JournalError, ToolCallError) as exc:
             raise ToolCallError(f"{name}: {printable(str(exc))}") from None
         return result
+
+    def _lock(self, name: str, task: str) -> contextlib.AbstractContextManager[None]:
+        """One call on a task at a time, across servers (two agents, one task): the lock of the task's
+        folder in the home's ``tmp``, once the task exists (a call on an unknown task leaves nothing)."""
+        journal = journal_path(self.engine.home.journals, task)  # JournalError for a bad id
+        if name != "iteration_start" and not journal.exists():
+            return contextlib.nullcontext()
+        return loop_lock(self.engine.home.tmp / f"task-{task}")
 
     # -- the loop ------------------------------------------------------------------
     def iteration_start(self, a: s.StartArgs) -> s.Step:

@@ -11,7 +11,7 @@ import time
 import anyio
 
 from tests.journeys.conftest import Project
-from tests.journeys.mcp_client import connect
+from tests.journeys.mcp_client import Agent, connect
 
 TESTS_RULE = """
 [[rules]]
@@ -293,3 +293,23 @@ def test_an_agent_definition_gives_the_loop_its_defaults_and_its_todos_gate_it(p
     run(journey)
     (row,) = [r for r in project.sessions() if r["session_id"] == "me-task"]
     assert (row["agent"], row["max_iterations"]) == ("me", 4)
+
+
+def test_two_servers_on_one_task_take_their_calls_in_turn(project: Project) -> None:
+    project.write("ralph.toml", '[[rules]]\ntype = "command"\nname = "slow"\nargv = ["sleep", "1"]\n')
+
+    async def both() -> None:
+        async with connect(project.dir) as first, connect(project.dir) as second:
+            await first.call("iteration_start", taskId="shared", maxIterations=5)
+
+            async def validate(agent: Agent, said: str) -> None:
+                answer = await agent.call("iteration_validate", taskId="shared", agentOutput=said)
+                assert answer.error is None, answer.error
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(validate, first, "from the first")
+                group.start_soon(validate, second, "from the second")
+
+    run(both)
+    kinds = [e["type"] for e in project.journal("shared") if e["type"] in ("agent_turn", "signal_resolved")]
+    assert kinds == ["agent_turn", "signal_resolved", "agent_turn", "signal_resolved"]  # never interleaved
