@@ -26,15 +26,7 @@ from ledger.loop.rules import RuleConfigError, RuleContext, TodosRule, WorkDoneR
 from ledger.loop.signals import Inputs, resolve
 from ledger.loop.todos import Todo, summary, todos_wanted, unfinished
 from ledger.storage.journal import Cursor, read_new
-
-FIXTURES = next(
-    (d / "shared/fixtures/claude-code" for d in Path(__file__).resolve().parents if (d / "shared").is_dir()),
-    Path("/work/shared/fixtures/claude-code"),
-)
-FIXTURE_FILES = sorted(FIXTURES.glob("*.jsonl")) if FIXTURES.is_dir() else []
-FIXTURE_PARAMS = [pytest.param(p, id=p.stem) for p in FIXTURE_FILES] or [
-    pytest.param(None, marks=pytest.mark.skip(reason=f"no transcripts in {FIXTURES}"))
-]
+from tests.transcripts import FIXTURE_PARAMS
 
 COMPLETE = "Done.\n<promise>COMPLETE</promise>"
 

@@ -19,16 +19,9 @@ from ledger.agents.claude_code.last_text import find_last_text, last_text
 from ledger.agents.claude_code.lines import MAX_LINE_BYTES
 from ledger.agents.claude_code.transcript import Scan, add_usage, scan
 from ledger.events import TokenUsage
+from tests.transcripts import FIXTURE_FILES, FIXTURE_PARAMS, FIXTURES
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = next(
-    (d / "shared/fixtures/claude-code" for d in Path(__file__).resolve().parents if (d / "shared").is_dir()),
-    Path("/work/shared/fixtures/claude-code"),
-)
-FIXTURE_FILES = sorted(FIXTURES.glob("*.jsonl")) if FIXTURES.is_dir() else []
-FIXTURE_PARAMS = [pytest.param(p, id=p.stem) for p in FIXTURE_FILES] or [
-    pytest.param(None, marks=pytest.mark.skip(reason=f"no transcripts in {FIXTURES}"))
-]
 Obj = dict[str, Any]
 
 
