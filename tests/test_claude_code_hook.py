@@ -16,11 +16,8 @@ import pytest
 from ledger import events as E
 from ledger.agents.claude_code.hook import run
 from ledger.storage.journal import Cursor, read_new
+from tests.transcripts import FIXTURES
 
-FIXTURES = next(
-    (d / "shared/fixtures/claude-code" for d in Path(__file__).resolve().parents if (d / "shared").is_dir()),
-    Path("/work/shared/fixtures/claude-code"),
-)
 SESSION = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
 
 

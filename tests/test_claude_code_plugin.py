@@ -33,7 +33,6 @@ from ledger.agents.claude_code.settings import SettingsError, install_hook
 from ledger.loop.promises import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path("/work/shared/fixtures/claude-code")
 
 # What the plugin's setup script writes (newer version: with session_id, empty until claimed).
 PLUGIN_FILE = """---
