@@ -161,3 +161,30 @@ def test_tools_list_gives_every_tool_its_schemas(project: Project, snapshot: Sna
         assert "taskId" in tool["inputSchema"]["required"]
         assert tool["outputSchema"]["type"] == "object"
     assert listed == snapshot
+
+
+def test_started_in_a_terminal_it_says_what_it_is_and_ctrl_c_ends_it(project: Project) -> None:
+    import os
+    import pty
+    import signal
+    import time
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [script("ralph-ledger"), "mcp"],
+        cwd=project.dir,
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    os.close(follower)
+    assert proc.stderr is not None
+    hint = proc.stderr.readline()
+    assert hint.startswith("ralph-ledger mcp: an MCP server on stdin / stdout, for an agent to start")
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=20) == 130
+    assert proc.stderr.read() == "ralph-ledger: interrupted\n"
+    os.close(leader)
