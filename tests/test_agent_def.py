@@ -208,7 +208,7 @@ def test_agent_config_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / ".claude" / "agents" / "me.md"
     path.parent.mkdir(parents=True)
     path.write_text("---\niteration:\n  validationRules: [nope]\n---\n")
-    with pytest.raises(ConfigError, match=r"me\.md: iteration\.validationRules: no rule named 'nope'"):
+    with pytest.raises(ConfigError, match=r"me\.md: iteration\.validationRules\[0\]: no rule named 'nope'"):
         agent_config(tmp_path, "me", LoopConfig())
 
 

@@ -151,7 +151,7 @@ def test_agent_defaults_per_agent(tmp_path: Path) -> None:
         ),
         (
             "---\niteration:\n  validationRules: [nope]\n---\n",
-            "iteration.validationRules: no rule named 'nope'",
+            "iteration.validationRules[0]: no rule named 'nope'",
         ),
         ("---\n[unclosed\n---\n", "frontmatter is not valid YAML"),
         ("---\n- a\n- b\n---\n", "frontmatter: expected a mapping of keys, got list"),

@@ -291,14 +291,7 @@ def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
         )
     rules = base.rules
     if block.validation_rules:
-        known = {str(r.get("name")): r for r in base.rules}
-        missing = [n for n in block.validation_rules if n not in known]
-        if missing:
-            raise ConfigError(
-                f"{path}: iteration.validationRules: no rule named {missing[0]!r} "
-                f"(expected one of: {', '.join(sorted(known)) or 'none defined in ralph.toml'})"
-            )
-        rules = [known[n] for n in block.validation_rules]
+        rules = rules_named(base.rules, block.validation_rules, f"{path}: iteration.validationRules")
     return msgspec.structs.replace(
         base,
         agent=agent,
@@ -332,6 +325,21 @@ def agent_config(project: Path, agent: str, base: LoopConfig) -> LoopConfig:
     if not path.is_file():
         return msgspec.structs.replace(base, agent=agent)
     return load_agent(path, base)
+
+
+def rules_named(
+    rules: list[dict[str, Any]], names: list[str], key: str, source: str = ""
+) -> list[dict[str, Any]]:
+    """The rule tables of ``rules`` named in ``names``, in that order (an agent's ``validationRules``,
+    an MCP call's): rules are defined in the configuration and only named elsewhere. ``ConfigError``
+    ``{key}[i]: no rule named 'x'`` (``in {source}``) with the names defined, for a name none has."""
+    known = {str(r.get("name")): r for r in rules}
+    for i, name in enumerate(names):
+        if name not in known:
+            where = f" in {source}" if source else ""
+            defined = ", ".join(sorted(known)) or "none defined in ralph.toml"
+            raise ConfigError(f"{key}[{i}]: no rule named {name!r}{where} (expected one of: {defined})")
+    return [known[n] for n in names]
 
 
 def recorded_config(config: LoopConfig) -> dict[str, Any]:

@@ -27,7 +27,16 @@ from ledger.loop.completion import (
     retry_count_from,
     to_events,
 )
-from ledger.loop.config import ConfigError, LoopConfig, check_config, find_config, promise_word, source_of
+from ledger.loop.config import (
+    ConfigError,
+    LoopConfig,
+    agent_config,
+    check_config,
+    find_config,
+    promise_word,
+    rules_named,
+    source_of,
+)
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError, SessionView, ValidateResult
 from ledger.loop.promises import detect_promises
@@ -113,20 +122,10 @@ class Tools:
         source, prefix = source_of(self.project)
         config = find_config(self.project)
         if a.agent:
-            from ledger.loop.config import agent_config
-
             config = agent_config(self.project, a.agent, config)
         rules = config.rules
         if a.validation_rules is not None:
-            known = {str(r.get("name")): r for r in config.rules}
-            for i, rule_name in enumerate(a.validation_rules):
-                if rule_name not in known:
-                    defined = ", ".join(sorted(known)) or "none"
-                    raise ToolCallError(
-                        f"validationRules[{i}]: no rule named {rule_name!r} in {source} "
-                        f"(rules are defined there, never in a call; defined: {defined})"
-                    )
-            rules = [known[n] for n in a.validation_rules]
+            rules = rules_named(config.rules, a.validation_rules, "validationRules", source)
         promises = config.completion_promises
         if a.completion_promises is not None:
             promises = [promise_word(p) for p in a.completion_promises]

@@ -171,7 +171,7 @@ def test_loop_start_with_a_bad_agent_is_one_line(project: Project) -> None:
     project.write(".claude/agents/me.md", "---\niteration:\n  validationRules: [nope]\n---\n")
     proc = project.cli("loop", "start", "Fix it", "--agent", "me")
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "me.md: iteration.validationRules: no rule named 'nope'" in proc.stderr
+    assert "me.md: iteration.validationRules[0]: no rule named 'nope'" in proc.stderr
     (project.dir / "ralph.toml").unlink()
     proc = project.cli("loop", "start", "Fix it", "--agent", "me")
     assert proc.returncode == 2 and "--agent needs a ledger-mode loop" in proc.stderr, proc.stderr
