@@ -12,7 +12,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta
 
-from ledger.events import Signal
+from ledger.events import HookAction, RuleResult, SessionStatus, Signal
 from ledger.loop.todos import Todo
 
 SERVER_NAME: Final = "ralph-ledger"
@@ -32,6 +32,7 @@ Output = Annotated[
     Meta(max_length=MAX_OUTPUT_CHARS, description="The agent's output of this iteration (its promises)."),
 ]
 HookType = Literal["default", "validation", "promise"]
+"""The preset stop hooks (``ledger.loop.stop_policies.PRESETS``; a test keeps the two equal)."""
 
 
 class _Args(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
@@ -138,17 +139,6 @@ class Step(_Result, frozen=True, kw_only=True):
     message: str
 
 
-class RuleReport(_Result, frozen=True, kw_only=True):
-    """One rule's outcome."""
-
-    name: str
-    type: str
-    passed: bool
-    errored: bool
-    duration_ms: float
-    message: str
-
-
 class ValidationReport(_Result, frozen=True, kw_only=True):
     """The rules of one validation (seed 000 Appendix B's score)."""
 
@@ -157,7 +147,7 @@ class ValidationReport(_Result, frozen=True, kw_only=True):
     failed_rules: int
     errored_rules: int
     score: float
-    rules: list[RuleReport]
+    rules: Annotated[list[RuleResult], Meta(description="Each rule's outcome, as the ledger records it.")]
 
 
 class Validated(_Result, frozen=True, kw_only=True):
@@ -203,7 +193,7 @@ class Status(_Result, frozen=True, kw_only=True):
     """iteration_status: where the loop is."""
 
     task_id: str
-    status: Literal["running", "complete", "blocked", "escalated"]
+    status: SessionStatus
     task: str
     agent: str
     iteration_number: int
@@ -249,7 +239,7 @@ class Resumed(_Result, frozen=True, kw_only=True):
     checkpoint_id: str
     iteration_number: int
     max_iterations: int
-    status: str
+    status: SessionStatus
     iteration_config: dict[str, Any]
     iteration_history: list[HistoryEntry]
     agent_context: dict[str, Any]
@@ -272,7 +262,7 @@ class HookDecision(_Result, frozen=True, kw_only=True):
     hook_id: str
     task_id: str
     iteration: int
-    action: Literal["complete", "continue", "escalate"]
+    action: HookAction
     reason: str
     next_prompt: str | None
     checkpoint_created: bool

@@ -367,17 +367,7 @@ def _validated(r: ValidateResult, prompt: str) -> s.Validated:
             failed_rules=sum(1 for x in results if not x.passed and not x.errored),
             errored_rules=sum(1 for x in results if x.errored),
             score=r.score,
-            rules=[
-                s.RuleReport(
-                    name=x.name,
-                    type=x.type,
-                    passed=x.passed,
-                    errored=x.errored,
-                    duration_ms=x.duration_ms,
-                    message=x.message,
-                )
-                for x in results
-            ],
+            rules=list(results),
         ),
         reason=r.reason,
         next_prompt=prompt,
