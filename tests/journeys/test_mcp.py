@@ -231,7 +231,7 @@ def test_hooks_and_validate_completion_answer_from_the_journal(project: Project)
     assert types[-1] == "hooks_cleared"
 
 
-def test_the_server_starts_in_a_subdirectory_and_writes_only_protocol_on_stdout(project: Project) -> None:
+def test_a_server_started_in_a_subdirectory_keeps_the_project_roots_home(project: Project) -> None:
     sub = project.dir / "src" / "deep"
     sub.mkdir(parents=True)
 
