@@ -156,7 +156,8 @@ class Tools:
         """Finish the loop: only after the current iteration validated as COMPLETE."""
         view = self.engine.view(a.task_id)
         n = view.iteration
-        signal = _last_signal(view.events, n)
+        last = _resolved(view.events, n)
+        signal = last.signal if last else None
         if view.status == "running" and signal != "COMPLETE":
             said = f"its last signal is {signal}" if signal else "it has not been validated"
             raise ToolCallError(
@@ -164,7 +165,7 @@ class Tools:
                 f"({said}); call iteration_validate with the completion promise, or iteration_next"
             )
         promise = a.completion_promise and promise_word(a.completion_promise)
-        done = self.engine.complete(a.task_id, promise or _last_promise(view.events, n))
+        done = self.engine.complete(a.task_id, promise or (last.promise if last else ""))
         return s.Completed(
             task_id=a.task_id,
             total_iterations=done.total_iterations,
@@ -289,14 +290,14 @@ class Tools:
         def loop_validator(params: ValidationParams) -> ValidationResult:
             if view.status != "running":
                 return ValidationResult(complete=True, reason=f"the loop is {view.status}")
-            signal = _last_signal(view.events, n)
-            if signal is None:
+            last = _resolved(view.events, n)
+            if last is None:
                 return ValidationResult(
                     complete=False, reason=f"iteration {n} has not been validated: call iteration_validate"
                 )
-            if signal != "CONTINUE":
-                return ValidationResult(complete=True, reason=f"iteration {n} validated as {signal}")
-            said = "; ".join(_last_feedback(view.events, n)) or "the loop goes on"
+            if last.signal != "CONTINUE":
+                return ValidationResult(complete=True, reason=f"iteration {n} validated as {last.signal}")
+            said = "; ".join(last.feedback) or "the loop goes on"
             return ValidationResult(complete=False, reason=f"iteration {n} continues: {said}")
 
         params = ValidationParams(stop_reason=a.stop_reason, tool_count=a.tool_count, retry_count=retries)
@@ -326,20 +327,11 @@ def _inside(project: Path, files: Sequence[str]) -> list[str]:
     return out
 
 
-def _last_signal(events: Sequence[ev.AnyEvent], n: int) -> ev.Signal | None:
-    """The signal iteration ``n`` last resolved to (``None`` before it was validated)."""
-    found = [e.signal for e in events if isinstance(e, ev.SignalResolved) and e.iteration == n]
+def _resolved(events: Sequence[ev.AnyEvent], n: int) -> ev.SignalResolved | None:
+    """The signal iteration ``n`` last resolved to, with its promise and feedback (``None`` before it
+    was validated)."""
+    found = [e for e in events if isinstance(e, ev.SignalResolved) and e.iteration == n]
     return found[-1] if found else None
-
-
-def _last_feedback(events: Sequence[ev.AnyEvent], n: int) -> list[str]:
-    found = [e.feedback for e in events if isinstance(e, ev.SignalResolved) and e.iteration == n]
-    return list(found[-1]) if found else []
-
-
-def _last_promise(events: Sequence[ev.AnyEvent], n: int) -> str:
-    found = [e.promise for e in events if isinstance(e, ev.SignalResolved) and e.iteration == n]
-    return found[-1] if found else ""
 
 
 def _step(r: Any) -> s.Step:
