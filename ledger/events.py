@@ -280,6 +280,17 @@ class ErrorRecorded(Event, frozen=True, kw_only=True, gc=False, tag="error_recor
     message: str = ""
 
 
+class RateLimited(Event, frozen=True, kw_only=True, gc=False, tag="rate_limited"):
+    """The agent hit a usage or rate limit: its run is not an iteration; the loop waits (until
+    ``resets_at`` when the agent said it, else a bounded back-off of ``wait_s``) and runs the same
+    iteration again. Never a failed validation (the circuit breaker does not see it)."""
+
+    reason: str = ""
+    resets_at: datetime | None = None
+    wait_s: float = 0.0
+    tokens: TokenUsage = TokenUsage()
+
+
 AnyEvent = (
     SessionStarted
     | HookRegistered
@@ -299,6 +310,7 @@ AnyEvent = (
     | SessionBlocked
     | SessionEscalated
     | ErrorRecorded
+    | RateLimited
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__

@@ -34,6 +34,7 @@ RELEASED_TAGS = (
     "session_blocked",
     "session_escalated",
     "error_recorded",
+    "rate_limited",
 )
 
 # Fields without a default, per tag, as first released. A new field must have a

@@ -42,6 +42,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -51,6 +52,7 @@ from ledger import events as ev
 from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reason, interrupts, run_agent
 from ledger.agents.changes import files_changed, snapshot
 from ledger.agents.claude_code.transcript import scan_output
+from ledger.agents.rate_limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
 from ledger.core.errors import no_session
 from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
@@ -130,6 +132,7 @@ def run_loop(
     out: TextIO,
     resume: bool = False,
     timer: Callable[[], float] = time.monotonic,
+    rate_limit_wait_s: float = 60.0,
 ) -> RunResult:
     """Run the agent until the engine completes, blocks or escalates the session (exit codes above).
 
@@ -139,8 +142,10 @@ def run_loop(
     With ``resume`` the session must exist and be running: ``start`` is skipped and its current
     iteration runs again, with the prompt it had. SIGINT, SIGTERM and SIGHUP (in the main thread)
     end the loop as described above. ``timer`` measures each agent run's recorded duration (see
-    ``run_agent``). Raises ``EngineError`` if the session cannot be started or resumed, ``OSError``
-    if the agent command cannot be run.
+    ``run_agent``). A run that hit a usage or rate limit (``ledger.agents.rate_limits``) is not an
+    iteration: it is recorded (``rate_limited``), the loop waits until the limit resets (or
+    ``rate_limit_wait_s``, doubling) and runs the same iteration again. Raises ``EngineError`` if
+    the session cannot be started or resumed, ``OSError`` if the agent command cannot be run.
     """
     if not agent_cmd:
         raise ValueError("run_loop needs an agent command")
@@ -160,7 +165,7 @@ def run_loop(
         started = engine.start(session_id, config, prompt=prompt, command=agent_cmd)
         n, max_it = started.iteration, started.max_iterations
         stdin_text = prompt
-    loop = _Loop(engine, session_id, out)
+    loop = _Loop(engine, session_id, out, rate_limit_wait_s)
     with interrupts() as pending:
         try:
             return loop.iterate(n, max_it, stdin_text, prompt, agent_cmd, iteration_timeout_s, timer)
@@ -177,8 +182,9 @@ def run_loop(
 class _Loop:
     """One ``run_loop``: the iterations, and what an interruption records at each step."""
 
-    def __init__(self, engine: Engine, session_id: str, out: TextIO) -> None:
+    def __init__(self, engine: Engine, session_id: str, out: TextIO, rate_limit_wait_s: float) -> None:
         self.engine, self.session_id, self.out = engine, session_id, out
+        self.rate_limit_wait_s = rate_limit_wait_s  # the back-off's first wait, when no reset is given
         self.n = 0
         self.before: dict[str, str] | None = None  # the work tree before the agent's run
         self.unrecorded: tuple[AgentRun, list[str]] | None = None  # the agent's run and files, until
@@ -203,6 +209,7 @@ class _Loop:
     ) -> RunResult:
         """The iterations from ``n`` on, until a signal other than CONTINUE."""
         engine, sid = self.engine, self.session_id
+        limited = 0  # rate-limited runs in a row
         while True:
             self.n = n
             self.say(f"[ralph-ledger] {sid}: iteration {n} of {max_it}\n")
@@ -210,9 +217,19 @@ class _Loop:
             run = run_agent(
                 agent_cmd, stdin_text, cwd=engine.work_dir, timeout_s=timeout_s, out=self.out, timer=timer
             )
+            spoken = scan_output(run.output.splitlines())  # tokens and tools of a stream-json agent
+            limit = rate_limit(run.output, run.returncode != 0 or run.timed_out, engine.clock())
+            if limit is not None:  # not an iteration: wait, then run the same one again
+                limited += 1
+                if limited > MAX_LIMITED_RUNS:
+                    reason = f"rate limited {MAX_LIMITED_RUNS} runs in a row ({limit.reason})"
+                    engine.escalate(sid, reason)
+                    return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, reason)
+                self.wait_out(limit, limited - 1, spoken.tokens)
+                continue
+            limited = 0
             self.unrecorded, self.journal_size = (run, []), _size(engine.journal(sid).path)
             files = files_changed(before, snapshot(engine.work_dir, engine.home.root))
-            spoken = scan_output(run.output.splitlines())  # tokens and tools of a stream-json agent
             self.unrecorded = run, files or list(spoken.files_modified)
             result = engine.validate(
                 sid,
@@ -239,6 +256,28 @@ class _Loop:
                 engine.escalate(sid, str(exc))
                 return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, str(exc))
             stdin_text = next_prompt(prompt, result)
+
+    def wait_out(self, limit: RateLimit, attempt: int, tokens: ev.TokenUsage) -> None:
+        """Record a rate-limited run and sleep until the limit resets (or a back-off); a signal
+        meanwhile interrupts the loop as anywhere else."""
+        now = self.engine.clock()
+        wait = wait_s(limit, now, attempt, self.rate_limit_wait_s)
+        self.engine.journal(self.session_id).append(
+            ev.RateLimited(
+                session_id=self.session_id,
+                iteration=self.n,
+                reason=limit.reason,
+                resets_at=limit.resets_at,
+                wait_s=wait,
+                tokens=tokens,
+            )
+        )
+        until = (now + timedelta(seconds=wait)).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        self.say(
+            f"[ralph-ledger] {self.session_id}: rate limited ({limit.reason}); waiting {wait:.0f} s, "
+            f"until {until}, then iteration {self.n} again (Ctrl-C stops; --resume goes on)\n"
+        )
+        time.sleep(wait)
 
     def interrupted(self, exc: KeyboardInterrupt) -> RunResult:
         """Record an interruption: the agent's (partial) turn if the engine has not recorded it, then

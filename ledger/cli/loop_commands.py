@@ -151,6 +151,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
             iteration_timeout_s=args.timeout,
             out=sys.stdout,
             resume=bool(args.resume),
+            rate_limit_wait_s=args.rate_limit_wait,
         )
     except EngineError as exc:
         raise CliError(f"ralph-ledger run: {exc}") from None

@@ -218,6 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"kill an iteration's agent after this long (default {DEFAULT_RUN_TIMEOUT_S:g})",
     )
     s.add_argument(
+        "--rate-limit-wait",
+        type=positive_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="after a usage or rate limit with no reset time, wait this long, doubling (default 60)",
+    )
+    s.add_argument(
         "agent_cmd",
         nargs="*",
         metavar="-- AGENT_CMD",
