@@ -1,8 +1,8 @@
 """An agent run that hit a usage or rate limit, told apart from a failed iteration, and how long the
 runner waits before running the same iteration again.
 
-What is recognised (Claude Code, as it reports limits; the samples and where they come from are in
-the README's runner section):
+What is recognised (Claude Code, as it reports limits; where each form was seen: README, runner
+section):
 
 - a ``--output-format stream-json`` line ``{"type": "rate_limit_event", "rate_limit_info":
   {"status": "rejected", "resetsAt": EPOCH, "rateLimitType": ...}}``;
