@@ -313,3 +313,17 @@ def test_tokens_have_one_definition_the_views_and_the_monitor_share(samples: Pat
         assert all(i.tokens_total == i.tokens_input + i.tokens_output + i.tokens_cache for i in its)
     cc = next(s for s in sessions if s.session_id.startswith("cc-"))
     assert [i.tokens_total for i in m.iterations(cc.session_id)] == [58433, 220342, 96989]
+
+
+def test_a_rate_limited_run_reads_as_one_line_in_the_event_log(tmp_path: Path) -> None:
+    journals = tmp_path / "journals"
+    journals.mkdir()
+    Journal(journals / "limited.jsonl").append(
+        E.SessionStarted(session_id="limited", task="t"),
+        E.IterationStarted(session_id="limited", iteration=1),
+        E.RateLimited(session_id="limited", iteration=1, reason="five_hour limit reached", wait_s=3602.4),
+    )
+    m = Monitor([journals])
+    list(m.load())
+    last = m.events("limited")[-1]
+    assert (last.type, last.text) == ("rate_limited", "rate limited (five_hour limit reached): a 3602 s wait")

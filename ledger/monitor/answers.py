@@ -253,6 +253,7 @@ def summary_of(r: dict[str, Any]) -> str:
         "session_escalated": f"session escalated: {r['reason'] or r['guard'] or ''}",
         "override": f"override {r['kind']}: {r['reason'] or ''}",
         "error_recorded": f"error in {r['component']}: {r['message'] or ''}",
+        "rate_limited": f"rate limited ({r['reason'] or 'limit reached'}): a {r['wait_s'] or 0:.0f} s wait",
     }
     text = " ".join(parts.get(t, t.replace("_", " ")).split()).replace(" ()", "")
     return text.removesuffix(":")

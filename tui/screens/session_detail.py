@@ -33,6 +33,7 @@ EVENT_COLOURS = {
     "session_escalated": fmt.RED,
     "error_recorded": fmt.RED,
     "override": fmt.AMBER,
+    "rate_limited": fmt.AMBER,
 }
 
 
