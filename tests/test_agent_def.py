@@ -4,6 +4,7 @@ written for Claude Code and read back by the one frontmatter parser, ``agent_con
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -167,7 +168,7 @@ def test_the_agent_file_declares_the_server_tools_and_the_protocol(tmp_path: Pat
         assert word in body
     for signal in ("`COMPLETE`", "`BLOCKED`", "`ESCALATE`", "`CONTINUE`", "checkpoint_resume("):
         assert signal in body
-    assert 'validationRules: ["tests", "lint"]' in body
+    assert 'the rules ["tests", "lint"]' in body and 'agent: "me"' in body
 
 
 def test_an_agent_file_that_differs_is_never_overwritten(tmp_path: Path) -> None:
@@ -212,12 +213,25 @@ def test_agent_config_errors_name_the_file(tmp_path: Path) -> None:
         agent_config(tmp_path, "me", LoopConfig())
 
 
-def test_the_protocols_example_call_quotes_what_it_names(tmp_path: Path) -> None:
+def test_the_protocol_quotes_what_it_names(tmp_path: Path) -> None:
     text = agent_markdown(
         "me", max_iterations=3, completion_promises=['SAY "DONE"'], validation_rules=["tests"]
     )
-    assert 'completionPromises: ["<promise>SAY \\"DONE\\"</promise>"]' in text
+    assert 'the promises\n   ["<promise>SAY \\"DONE\\"</promise>"], the rules ["tests"]' in text
     assert load_agent_text(tmp_path, text).completion_promises == ['SAY "DONE"']
+
+
+def test_the_protocols_calls_pass_only_arguments_the_tools_take() -> None:
+    from ledger.mcp.schemas import TOOLS
+
+    text = agent_markdown("me", max_iterations=3, completion_promises=["DONE"], validation_rules=["t"])
+    calls = re.findall(r"\b(\w+)\(\{(.*?)\}\)", text, re.S)
+    assert {tool for tool, _ in calls} >= {"iteration_start", "iteration_validate", "iteration_complete"}
+    for tool, body in calls:
+        flat = re.sub(r"\{[^{}]*\}|\[[^\[\]]*\]|<[^<>]*>", "", body)  # nested values, placeholders
+        names = {part.split(":")[0].strip() for part in flat.split(",") if part.strip()}
+        taken = set(TOOLS[tool][0].__struct_encode_fields__)
+        assert names <= taken, (tool, names - taken)
 
 
 def load_agent_text(tmp_path: Path, text: str) -> LoopConfig:

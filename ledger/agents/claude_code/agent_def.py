@@ -166,15 +166,12 @@ human must approve something mid-task, or for a one-time change.
 
 1. **Start** (once per task):
    ```
-   iteration_start({
-     taskId,
-     maxIterations: @MAX@,
-     completionPromises: [@PROMISES@],
-     validationRules: [@RULES@]
-   })
+   iteration_start({ taskId, task: <the task, in a sentence>, agent: "@NAME@" })
    ```
-   `validationRules` are rule names from the project's configuration; a call can never define a
-   command. Leave out what this file's frontmatter already sets.
+   `agent` applies this file's `iteration:` block: at most @MAX@ iterations, the promises
+   [@PROMISES@], the rules [@RULES@]. A call may set `maxIterations`, `completionPromises` or
+   `validationRules` itself; `validationRules` are rule names from the project's configuration,
+   and a call can never define a command.
 
 2. **Each iteration**, until a signal other than CONTINUE:
    ```
@@ -183,10 +180,11 @@ human must approve something mid-task, or for a one-time change.
    # do the work: Read, Grep, Glob, then Edit / Write; run the tests with Bash
 
    result = iteration_validate({ taskId, agentOutput: <your answer this iteration>,
-                                 filesModified: [<paths you changed>] })
+                                 filesModified: [<paths you changed>],
+                                 toolCount: <tool calls you made this iteration> })
    ```
    Then act on `result.completionSignal`:
-   - `COMPLETE`: `iteration_complete({ taskId, notes })` and report what was done.
+   - `COMPLETE`: `iteration_complete({ taskId })` and report what was done.
    - `BLOCKED`: stop and report the blocker (`result.feedback`) to the user.
    - `ESCALATE`: stop and ask a human to decide; quote `result.feedback` and
      `result.validationReport`.
@@ -216,7 +214,8 @@ Cannot proceed: the database migration needs a DBA's approval.
 <promise>BLOCKED</promise>
 Reason: a human must decide the schema change.
 ```
-Never emit a promise to leave the loop early: a COMPLETE promise with failing rules is not
-accepted, and the feedback says why.
+Never emit a promise to leave the loop early: a COMPLETE promise the loop cannot accept yet (a
+gate rule such as `todos` or `work_done` failing, a guard tripped) comes back as CONTINUE, and
+`result.feedback` says why.
 """
 """The body of an agent definition (seed 000 §2.2, on this project's tools and arguments)."""
