@@ -1,0 +1,107 @@
+"""Agent output formats for ``ralph-ledger run``: one parser per agent, a registry, and detection.
+
+Each format reads an agent's whole stdout into an ``AgentReport`` (final text, tokens, cost when
+reported, model, tool calls, edited files, skipped lines). A run names one with
+``--agent-format NAME`` or lets ``detect`` choose from the agent command:
+
+| format  | detected from                                   | sample it was checked against   |
+|---------|-------------------------------------------------|---------------------------------|
+| claude  | ``claude ... --output-format stream-json|json`` | claude-code-action's fixture    |
+| codex   | ``codex exec ... --json``                       | openai/codex ``docs/exec.md``   |
+| gemini  | ``gemini ... --output-format|-o stream-json``   | gemini-cli docs and snapshot    |
+| amp     | ``amp ... --stream-json``                       | none (Claude's format, per Amp) |
+| copilot | ``copilot ...``                                 | none (plain text)               |
+| text    | anything else                                   | -                               |
+
+(see ``tests/fixtures/agents/README.md``). opencode's and Cursor's JSON streams are not read: no
+sample of them could be found in their vendors' repositories, so those agents run as ``text``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+from types import MappingProxyType
+from typing import Final
+
+from ledger.agents.formats import claude, codex, gemini, text
+from ledger.agents.formats.report import AgentReport, Parser
+
+__all__ = ["FORMATS", "AgentFormat", "AgentReport", "UnknownFormat", "detect", "named", "resolve"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFormat:
+    """One output format: its name, its parser, and whether it was checked against a real sample."""
+
+    name: str
+    parse: Parser
+    confirmed: bool
+
+
+FORMATS: Final[Mapping[str, AgentFormat]] = MappingProxyType(
+    {
+        f.name: f
+        for f in (
+            AgentFormat("amp", claude.parse, confirmed=False),
+            AgentFormat("claude", claude.parse, confirmed=True),
+            AgentFormat("codex", codex.parse, confirmed=True),
+            AgentFormat("copilot", text.parse, confirmed=False),
+            AgentFormat("gemini", gemini.parse, confirmed=True),
+            AgentFormat("text", text.parse, confirmed=True),
+        )
+    }
+)
+"""Every format by name."""
+
+
+class UnknownFormat(ValueError):
+    """A format name that is not in ``FORMATS``; the message names the choices."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown agent format {name!r} (choose from {', '.join(FORMATS)})")
+
+
+def named(name: str) -> AgentFormat:
+    """The format called ``name``; ``UnknownFormat`` if there is none."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise UnknownFormat(name) from None
+
+
+def _option(args: Sequence[str], *names: str) -> str | None:
+    """The value of the last ``--name VALUE`` or ``--name=VALUE`` among ``args`` (``None``: absent)."""
+    value: str | None = None
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(name + "="):
+                value = arg[len(name) + 1 :]
+    return value
+
+
+def detect(agent_cmd: Sequence[str]) -> AgentFormat:
+    """The format an agent command asks its agent to write (the table above), else ``text``."""
+    if not agent_cmd:
+        return FORMATS["text"]
+    program, args = PurePath(agent_cmd[0]).name, list(agent_cmd[1:])
+    name = "text"
+    if program == "claude" and _option(args, "--output-format") in ("stream-json", "json"):
+        name = "claude"
+    elif program == "codex" and "exec" in args and ("--json" in args or "--experimental-json" in args):
+        name = "codex"
+    elif program == "gemini" and _option(args, "--output-format", "-o") == "stream-json":
+        name = "gemini"
+    elif program == "amp" and "--stream-json" in args:
+        name = "amp"
+    elif program == "copilot":
+        name = "copilot"
+    return FORMATS[name]
+
+
+def resolve(name: str | None, agent_cmd: Sequence[str]) -> AgentFormat:
+    """The format called ``name`` or, when ``name`` is ``None``, the one detected from the command."""
+    return detect(agent_cmd) if name is None else named(name)

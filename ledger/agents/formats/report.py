@@ -1,0 +1,70 @@
+"""What an agent's own output says about its run: one ``AgentReport`` per format, read line by line.
+
+Every format module reads the agent's stdout as JSON Lines (or plain text) with the helpers here:
+a line that is blank is ignored; a line that is not a JSON object of the expected shape, or whose
+``type`` the format does not know, is skipped and counted in ``AgentReport.skipped``. Nothing in
+the output can make a parser raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+import msgspec
+
+from ledger.events import TokenUsage
+
+T = TypeVar("T")
+
+
+class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """What one agent run reported about itself.
+
+    ``text`` is its final text (what promises are looked for in), ``tokens`` what it spent
+    (input not read from a cache, output, cache reads, cache writes), ``cost_usd`` the cost it
+    reported itself (``None``: it did not), ``model`` the model it named (``""``: none),
+    ``tool_count`` its tool calls, ``files_modified`` the files its edit tools named (first seen
+    first) and ``skipped`` the non-blank lines skipped as malformed or of an unknown type.
+    """
+
+    text: str = ""
+    tokens: TokenUsage = TokenUsage()
+    cost_usd: float | None = None
+    model: str = ""
+    tool_count: int = 0
+    files_modified: tuple[str, ...] = ()
+    skipped: int = 0
+
+
+Parser = Callable[[str], AgentReport]
+"""A format's parser: the agent's whole stdout in, its report out."""
+
+
+class Lines(Generic[T]):
+    """The JSON object lines of an output, decoded with one msgspec type; counts what it skips."""
+
+    def __init__(self, output: str, kind: type[T]) -> None:
+        self.output = output
+        self.decoder = msgspec.json.Decoder(kind)
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[T]:
+        """Each line decoded (blank lines ignored; a line that does not decode is counted)."""
+        for text in self.output.splitlines():
+            raw = text.strip()
+            if not raw:
+                continue
+            try:
+                yield self.decoder.decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                self.skipped += 1
+
+    def unknown(self) -> None:
+        """Count a decoded line whose type the format does not read."""
+        self.skipped += 1
+
+
+def uncached(total_input: int, cached: int) -> int:
+    """The input tokens not read from a cache, for agents whose input count includes cache reads."""
+    return max(total_input - cached, 0)
