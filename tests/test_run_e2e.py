@@ -134,7 +134,7 @@ def test_token_budget_from_stream_json_output(tmp_path: Path) -> None:
         "message": {"id": "m", "role": "assistant", "content": [], "usage": {"input_tokens": 900}},
     }
     agent = f"line = {json.dumps(line)!r}\nprint(line.replace('\"m\"', f'\"m{{n}}\"'))\n"
-    evs = outcome(Project(tmp_path, config, agent), 4, "ESCALATE", "token_budget")
+    evs = outcome(Project(tmp_path, config, agent), 4, "ESCALATE", "token_budget", "--agent-format", "claude")
     assert [e.tokens.input for e in evs if isinstance(e, E.AgentTurn)] == [900, 900]
 
 

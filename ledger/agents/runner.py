@@ -17,9 +17,11 @@ work tree) and its output go to ``Engine.validate``; the signal decides:
 | 2    | bad usage (the ``run`` command line; see ``ledger.cli``)             |
 | 1    | a configuration that would fail, a session that cannot start/resume  |
 
-An agent printing Claude Code's message format (``claude -p --output-format
-stream-json`` or ``json``) has its tokens, tool calls and edited files read from
-that output (``ledger.agents.claude_code.transcript.scan_output``).
+The agent's output is read in its own format (``ledger.agents.formats``: Claude
+Code's stream JSON, Codex's ``exec --json``, Gemini CLI's stream JSON, ..., or
+plain text), named by the caller or detected from the agent command: its tokens,
+tool calls and edited files are recorded, and promises are looked for in its
+final text only (never in the prompt a stream echoes, nor in tool output).
 
 Every iteration's prompt is the task plus what the previous iteration taught
 the loop (``ledger.loop.prompts.next_prompt``, shared with the Claude Code hook).
@@ -51,7 +53,7 @@ import msgspec
 from ledger import events as ev
 from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reason, interrupts, run_agent
 from ledger.agents.changes import files_changed, snapshot
-from ledger.agents.claude_code.transcript import scan_output
+from ledger.agents.formats import AgentFormat, detect
 from ledger.agents.rate_limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
 from ledger.core.errors import no_session
 from ledger.loop.config import LoopConfig
@@ -133,6 +135,7 @@ def run_loop(
     resume: bool = False,
     timer: Callable[[], float] = time.monotonic,
     rate_limit_wait_s: float = 60.0,
+    agent_format: AgentFormat | None = None,
 ) -> RunResult:
     """Run the agent until the engine completes, blocks or escalates the session (exit codes above).
 
@@ -146,6 +149,7 @@ def run_loop(
     iteration: it is recorded (``rate_limited``), the loop waits until the limit resets (or
     ``rate_limit_wait_s``, doubling) and runs the same iteration again. Raises ``EngineError`` if
     the session cannot be started or resumed, ``OSError`` if the agent command cannot be run.
+    ``agent_format`` reads the agent's output (``None``: detected from ``agent_cmd``).
     """
     if not agent_cmd:
         raise ValueError("run_loop needs an agent command")
@@ -165,7 +169,7 @@ def run_loop(
         started = engine.start(session_id, config, prompt=prompt, command=agent_cmd)
         n, max_it = started.iteration, started.max_iterations
         stdin_text = prompt
-    loop = _Loop(engine, session_id, out, rate_limit_wait_s)
+    loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
     with interrupts() as pending:
         try:
             return loop.iterate(n, max_it, stdin_text, prompt, agent_cmd, iteration_timeout_s, timer)
@@ -182,8 +186,10 @@ def run_loop(
 class _Loop:
     """One ``run_loop``: the iterations, and what an interruption records at each step."""
 
-    def __init__(self, engine: Engine, session_id: str, out: TextIO, rate_limit_wait_s: float) -> None:
-        self.engine, self.session_id, self.out = engine, session_id, out
+    def __init__(
+        self, engine: Engine, session_id: str, out: TextIO, rate_limit_wait_s: float, fmt: AgentFormat
+    ) -> None:
+        self.engine, self.session_id, self.out, self.fmt = engine, session_id, out, fmt
         self.rate_limit_wait_s = rate_limit_wait_s  # the back-off's first wait, when no reset is given
         self.n = 0
         self.before: dict[str, str] | None = None  # the work tree before the agent's run
@@ -217,7 +223,7 @@ class _Loop:
             run = run_agent(
                 agent_cmd, stdin_text, cwd=engine.work_dir, timeout_s=timeout_s, out=self.out, timer=timer
             )
-            spoken = scan_output(run.output.splitlines())  # tokens and tools of a stream-json agent
+            spoken = self.fmt.parse(run.output)  # what the agent reported, in its own format
             limit = rate_limit(run.output, run.returncode != 0 or run.timed_out, engine.clock())
             if limit is not None:  # not an iteration: wait, then run the same one again
                 limited += 1
@@ -233,7 +239,7 @@ class _Loop:
             self.unrecorded = run, files or list(spoken.files_modified)
             result = engine.validate(
                 sid,
-                run.output,
+                spoken.text,  # promises count in the agent's final text only
                 files_modified=files or spoken.files_modified,
                 tool_count=spoken.tool_count,
                 tokens=spoken.tokens,
@@ -295,7 +301,7 @@ class _Loop:
             turn = self.unrecorded
         if turn is not None:
             run, files = turn
-            spoken = scan_output(run.output.splitlines())  # what a stream-json agent spent so far
+            spoken = self.fmt.parse(run.output)  # what the agent spent so far
             events.append(
                 ev.AgentTurn(
                     session_id=sid,

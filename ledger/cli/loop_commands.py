@@ -109,6 +109,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
 
     import msgspec
 
+    from ledger.agents.formats import resolve
     from ledger.agents.runner import recorded, run_loop
     from ledger.loop.config import ConfigError, LoopConfig, config_path, load_checked
     from ledger.loop.engine import Engine
@@ -152,6 +153,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
             out=sys.stdout,
             resume=bool(args.resume),
             rate_limit_wait_s=args.rate_limit_wait,
+            agent_format=resolve(args.agent_format, agent_cmd),
         )
     except EngineError as exc:
         raise CliError(f"ralph-ledger run: {exc}") from None

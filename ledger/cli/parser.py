@@ -30,6 +30,19 @@ def _parser_class() -> type[argparse.ArgumentParser]:
     return Parser
 
 
+def agent_format_arg(text: str) -> str:
+    """argparse type for ``run --agent-format``: a known format name (``ledger.agents.formats``),
+    else ``argparse.ArgumentTypeError`` naming the choices."""
+    import argparse
+
+    from ledger.agents.formats import UnknownFormat, named
+
+    try:
+        return named(text).name
+    except UnknownFormat as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def non_negative_float(text: str) -> float:
     """argparse type for ``--wait``: ``text`` as a float number of seconds >= 0.
 
@@ -223,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=60.0,
         metavar="SECONDS",
         help="after a usage or rate limit with no reset time, wait this long, doubling (default 60)",
+    )
+    s.add_argument(
+        "--agent-format",
+        type=agent_format_arg,
+        metavar="NAME",
+        help="how to read the agent's output (default: detected from the agent command; see README)",
     )
     s.add_argument(
         "agent_cmd",
