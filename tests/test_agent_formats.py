@@ -1,0 +1,221 @@
+"""The agent output formats (``ledger.agents.formats``) against real samples of each agent's output
+(``tests/fixtures/agents/``, origins in its README): every expected number is computed here from the
+sample with plain ``json``, independently of the parsers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.agents.formats import FORMATS, UnknownFormat, detect, named, resolve
+from ledger.agents.formats.report import AgentReport
+from ledger.events import TokenUsage
+
+AGENTS = Path(__file__).parent / "fixtures" / "agents"
+CLAUDE = AGENTS / "claude" / "sample-turns.jsonl"
+CODEX = AGENTS / "codex" / "exec-docs.jsonl"
+GEMINI_DOCS = AGENTS / "gemini" / "headless-docs.jsonl"
+GEMINI_SNAPSHOT = AGENTS / "gemini" / "snapshot-stream.jsonl"
+
+GARBAGE = ["not json at all", "{broken", '{"type": "mystery-event"}', "[1, 2]", '{"type": 7}']
+"""Lines no format reads: plain text, broken JSON, an unknown type, not an object, a wrong type."""
+
+
+def objects(path: Path) -> list[dict[str, Any]]:
+    """The sample's lines that are JSON objects (others are what the parsers must skip)."""
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def expected_claude(path: Path) -> AgentReport:
+    events = objects(path)
+    usage: dict[str, dict[str, int]] = {}
+    tools, files = 0, list[str]()
+    model = ""
+    for e in events:
+        if e["type"] != "assistant":
+            continue
+        message = e["message"]
+        usage[message["id"]] = message["usage"]
+        model = message.get("model", model)
+        for block in message["content"]:
+            if block["type"] == "tool_use":
+                tools += 1
+                edited = block["input"].get("file_path")
+                if block["name"] in ("Edit", "Write", "MultiEdit") and edited not in files:
+                    files.append(edited)
+    result = [e for e in events if e["type"] == "result"][-1]
+    return AgentReport(
+        text=result["result"],
+        tokens=TokenUsage(
+            input=sum(u["input_tokens"] for u in usage.values()),
+            output=sum(u["output_tokens"] for u in usage.values()),
+            cache_read=sum(u["cache_read_input_tokens"] for u in usage.values()),
+            cache_creation=sum(u["cache_creation_input_tokens"] for u in usage.values()),
+        ),
+        cost_usd=result["total_cost_usd"],
+        model=model,
+        tool_count=tools,
+        files_modified=tuple(files),
+    )
+
+
+def expected_codex(path: Path) -> AgentReport:
+    events = objects(path)
+    turns = [e["usage"] for e in events if e["type"] == "turn.completed"]
+    items = [e["item"] for e in events if e["type"].startswith("item.")]
+    tool_ids = {i["id"] for i in items if i["type"] in ("command_execution", "file_change", "mcp_tool_call")}
+    messages = [e["item"]["text"] for e in events if e["type"] == "item.completed"
+                and e["item"]["type"] == "agent_message"]  # fmt: skip
+    return AgentReport(
+        text=messages[-1],
+        tokens=TokenUsage(
+            input=sum(t["input_tokens"] - t.get("cached_input_tokens", 0) for t in turns),
+            output=sum(t["output_tokens"] for t in turns),
+            cache_read=sum(t.get("cached_input_tokens", 0) for t in turns),
+        ),
+        tool_count=len(tool_ids),
+    )
+
+
+def expected_gemini(path: Path) -> AgentReport:
+    events = objects(path)
+    uses = [i for i, e in enumerate(events) if e["type"] == "tool_use"]
+    after = events[uses[-1] + 1 :] if uses else events
+    text = "".join(e["content"] for e in after if e["type"] == "message" and e["role"] == "assistant")
+    results = [e["stats"] for e in events if e["type"] == "result"]
+    tokens = TokenUsage()
+    if results:
+        stats = results[-1]
+        cached = stats.get("cached", 0)
+        tokens = TokenUsage(
+            input=stats.get("input", stats["input_tokens"] - cached),
+            output=stats["output_tokens"],
+            cache_read=cached,
+        )
+    init = [e for e in events if e["type"] == "init"]
+    return AgentReport(text=text, tokens=tokens, model=init[0]["model"], tool_count=len(uses))
+
+
+def malformed(path: Path) -> int:
+    """The sample's own non-blank lines that are not JSON."""
+    count = 0
+    for line in path.read_text().splitlines():
+        try:
+            json.loads(line)
+        except json.JSONDecodeError:
+            count += bool(line.strip())
+    return count
+
+
+CASES = [
+    ("claude", CLAUDE, expected_claude),
+    ("codex", CODEX, expected_codex),
+    ("gemini", GEMINI_DOCS, expected_gemini),
+    ("gemini", GEMINI_SNAPSHOT, expected_gemini),
+]
+
+
+@pytest.mark.parametrize(("name", "path", "expected"), CASES, ids=lambda c: getattr(c, "name", str(c)))
+def test_each_format_reads_its_agents_real_sample(name: str, path: Path, expected: Any) -> None:
+    report = FORMATS[name].parse(path.read_text())
+    want = expected(path)
+    assert report.tokens != TokenUsage() or want.tokens == TokenUsage()
+    assert report == AgentReport(
+        text=want.text,
+        tokens=want.tokens,
+        cost_usd=want.cost_usd,
+        model=want.model,
+        tool_count=want.tool_count,
+        files_modified=want.files_modified,
+        skipped=malformed(path),
+    )
+
+
+def test_the_samples_hold_what_the_parsers_read() -> None:
+    """The numbers above are not vacuous: the samples carry tokens, tools, a cost and a file."""
+    claude = expected_claude(CLAUDE)
+    assert claude.cost_usd == 0.0347 and claude.files_modified and claude.tool_count == 3
+    assert expected_codex(CODEX).tokens.cache_read == 24448
+    assert expected_gemini(GEMINI_DOCS).tokens.output == 200
+    assert malformed(GEMINI_SNAPSHOT) == 1  # its result line holds a "<DURATION>" placeholder
+
+
+@pytest.mark.parametrize(("name", "path", "expected"), CASES, ids=lambda c: getattr(c, "name", str(c)))
+def test_unknown_and_malformed_lines_are_skipped_and_counted(name: str, path: Path, expected: Any) -> None:
+    lines = path.read_text().splitlines()
+    mixed = "\n".join([GARBAGE[0], *lines[:2], *GARBAGE[1:], "", "   ", *lines[2:]]) + "\n"
+    clean, report = FORMATS[name].parse(path.read_text()), FORMATS[name].parse(mixed)
+    assert report.skipped == clean.skipped + len(GARBAGE)
+    assert (report.text, report.tokens, report.tool_count) == (clean.text, clean.tokens, clean.tool_count)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_no_output_never_raises(name: str) -> None:
+    for output in ("", "\n\n", "\x00\xff garbage", '{"type": "result", "usage": "not a mapping"}'):
+        report = FORMATS[name].parse(output)
+        assert report.tokens == TokenUsage() and report.tool_count == 0
+
+
+def test_plain_text_is_the_whole_output() -> None:
+    output = "working...\n<promise>COMPLETE</promise>\n"
+    assert FORMATS["text"].parse(output) == AgentReport(text=output)
+    assert FORMATS["copilot"].parse(output) == AgentReport(text=output)
+
+
+def test_claude_and_amp_share_one_parser() -> None:
+    """Amp writes Claude Code's messages; Claude Code's own reader (scan_output) is the one used."""
+    assert FORMATS["amp"].parse is FORMATS["claude"].parse
+    assert FORMATS["amp"].parse(CLAUDE.read_text()) == expected_claude(CLAUDE)
+
+
+def test_a_prompt_echoed_in_a_stream_is_not_the_final_text() -> None:
+    """Amp's stream repeats the user's prompt; a promise the prompt asks for is not the answer."""
+    prompt = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "text", "text": "Say <promise>COMPLETE</promise> when done"}]}}  # fmt: skip
+    answer = {"type": "result", "subtype": "success", "result": "Not done yet."}
+    report = FORMATS["amp"].parse(json.dumps(prompt) + "\n" + json.dumps(answer) + "\n")
+    assert report.text == "Not done yet."
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (["claude", "-p", "--output-format", "stream-json", "--verbose"], "claude"),
+        (["/usr/local/bin/claude", "-p", "--output-format=json"], "claude"),
+        (["claude", "-p", "fix it"], "text"),
+        (["codex", "exec", "--json", "fix it"], "codex"),
+        (["codex", "exec", "fix it"], "text"),
+        (["gemini", "--output-format", "stream-json", "-p", "x"], "gemini"),
+        (["gemini", "-o", "stream-json"], "gemini"),
+        (["gemini", "--output-format", "json"], "text"),
+        (["amp", "-x", "fix it", "--stream-json"], "amp"),
+        (["amp", "-x", "fix it"], "text"),
+        (["copilot", "-p", "fix it", "--allow-all-tools"], "copilot"),
+        (["opencode", "run", "--format", "json", "x"], "text"),
+        (["cursor-agent", "-p", "--output-format", "stream-json"], "text"),
+        (["python3", "agent.py", "--output-format", "stream-json"], "text"),
+        ([], "text"),
+    ],
+)
+def test_the_format_is_detected_from_the_agent_command(argv: list[str], name: str) -> None:
+    assert detect(argv).name == name
+    assert resolve(None, argv).name == name
+    assert resolve("codex", argv).name == "codex"  # a name given wins
+
+
+def test_an_unknown_name_says_the_choices() -> None:
+    with pytest.raises(UnknownFormat) as caught:
+        named("claude-code")
+    message = str(caught.value)
+    assert "'claude-code'" in message and "\n" not in message
+    assert all(name in message for name in FORMATS)
+    assert all(f.name == key for key, f in FORMATS.items())
