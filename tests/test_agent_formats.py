@@ -72,7 +72,8 @@ def expected_codex(path: Path) -> AgentReport:
     events = objects(path)
     turns = [e["usage"] for e in events if e["type"] == "turn.completed"]
     items = [e["item"] for e in events if e["type"].startswith("item.")]
-    tool_ids = {i["id"] for i in items if i["type"] in ("command_execution", "file_change", "mcp_tool_call")}
+    tool_types = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+    tool_ids = {i["id"] for i in items if i["type"] in tool_types}
     messages = [e["item"]["text"] for e in events if e["type"] == "item.completed"
                 and e["item"]["type"] == "agent_message"]  # fmt: skip
     return AgentReport(
