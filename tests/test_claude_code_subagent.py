@@ -182,3 +182,12 @@ def test_a_subagent_of_a_ledger_native_loop_before_its_first_stop(session: Sessi
     assert '"decision"' in session.stop()  # the loop starts even though its journal has an event
     (rec,) = session.recorded()
     assert rec.iteration == 1 and rec.tokens.input == 300
+
+
+def test_the_event_line_of_a_subagent_stop() -> None:
+    from collections import defaultdict
+
+    from ledger.monitor.answers import summary_of
+
+    row = {"type": "subagent_stopped", "agent_type": "Explore", "files_modified": ["x"], "tool_count": 2}
+    assert summary_of(defaultdict(lambda: None, row)) == "subagent Explore stopped: 1 file(s), 2 tool(s)"

@@ -28,6 +28,14 @@ the project directory. Unless ``RALPH_WARM=0``, the process started by Claude
 Code first asks the home's warm worker to run :func:`run` for it
 (``ledger.agents.claude_code.warm``); this module is what runs the stop.
 
+Claude Code 2.1.x (``docs/claude-code-plugin.md``): the turn's text is stdin's
+``last_assistant_message`` when there is one (the transcript, written asynchronously, may lag: its
+lines are read from where the previous stop stopped, so what one stop misses the next counts). A
+``SubagentStop`` (the same command, told apart by ``hook_event_name``) is recorded for the parent
+loop and never blocks (``ledger.agents.claude_code.subagent``). Claude Code ends a turn by itself
+after ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` blocks in a row without a tool call: the loop keeps the
+count and stops itself at the cap, escalated (``ledger.agents.claude_code.block_cap``).
+
 A transcript the drop-in cannot read (no path, a relative one, missing, not a
 regular file, unreadable) stops the loop as the plugin does: one line on stderr
 naming it, the state file deleted, the session escalated.
