@@ -291,6 +291,23 @@ class RateLimited(Event, frozen=True, kw_only=True, gc=False, tag="rate_limited"
     tokens: TokenUsage = TokenUsage()
 
 
+class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_stopped"):
+    """A sub-agent of the loop's agent finished (Claude Code's ``SubagentStop``), recorded in the parent
+    loop's session at its current iteration: which sub-agent (``agent_id``, ``agent_type``), its own
+    transcript (``transcript_path``, read up to ``transcript_offset``) and what it did there. Its
+    ``tokens`` count in the session's tokens (``sql/views/turn_tokens.sql``); it never decides a stop.
+    """
+
+    agent_id: str = ""
+    agent_type: str = ""
+    transcript_path: str = ""
+    transcript_offset: int = 0
+    tokens: TokenUsage = TokenUsage()
+    tool_count: int = 0
+    files_modified: list[str] = []
+    output_excerpt: str = ""
+
+
 AnyEvent = (
     SessionStarted
     | HookRegistered
@@ -311,6 +328,7 @@ AnyEvent = (
     | SessionEscalated
     | ErrorRecorded
     | RateLimited
+    | SubagentStopped
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__

@@ -568,14 +568,15 @@ def test_loop_args_errors(argv: list[str], problem: str) -> None:
 
 CMD = "ralph-ledger hook stop"
 OURS = {"hooks": [{"type": "command", "command": CMD}]}
+INSTALLED = {"Stop": [OURS], "SubagentStop": [OURS]}
 
 
 def test_install_creates_file_and_folder(tmp_path: Path) -> None:
     path = tmp_path / "proj" / ".claude" / "settings.json"
     assert install_hook(path, CMD) is True
     text = path.read_text(encoding="utf-8")
-    assert json.loads(text) == {"hooks": {"Stop": [OURS]}}
-    assert text == json.dumps({"hooks": {"Stop": [OURS]}}, indent=2) + "\n"
+    assert json.loads(text) == {"hooks": INSTALLED}
+    assert text == json.dumps({"hooks": INSTALLED}, indent=2) + "\n"
 
 
 @pytest.mark.parametrize("content", ["", "  \n", "{}"])
@@ -583,7 +584,7 @@ def test_install_into_empty_settings(tmp_path: Path, content: str) -> None:
     path = tmp_path / "settings.json"
     path.write_text(content, encoding="utf-8")
     assert install_hook(path, CMD) is True
-    assert json.loads(path.read_text(encoding="utf-8")) == {"hooks": {"Stop": [OURS]}}
+    assert json.loads(path.read_text(encoding="utf-8")) == {"hooks": INSTALLED}
 
 
 def test_install_keeps_every_other_key_and_hook(tmp_path: Path) -> None:
@@ -604,9 +605,10 @@ def test_install_keeps_every_other_key_and_hook(tmp_path: Path) -> None:
     got = json.loads(text)
     want = json.loads(json.dumps(existing))
     want["hooks"]["Stop"].append(OURS)
+    want["hooks"]["SubagentStop"] = [OURS]
     assert got == want
     assert list(got) == ["model", "permissions", "hooks", "env"]
-    assert list(got["hooks"]) == ["PreToolUse", "Stop", "SessionStart"]
+    assert list(got["hooks"]) == ["PreToolUse", "Stop", "SessionStart", "SubagentStop"]
     assert '\n  "model": "opus"' in text and '"NAME": "é"' in text
 
 
@@ -614,12 +616,14 @@ def test_install_replaces_an_older_form_of_the_same_hook(tmp_path: Path) -> None
     path = tmp_path / "settings.json"
     other = {"type": "command", "command": "other-stop"}
     old = {"type": "command", "command": "ralph-ledger hook claude-code", "timeout": 30}
-    path.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [other, old]}]}}), encoding="utf-8")
+    hooks = {"Stop": [{"hooks": [other, old]}], "SubagentStop": [{"hooks": [old]}]}
+    path.write_text(json.dumps({"hooks": hooks}), encoding="utf-8")
     assert install_hook(
         path, "/v/bin/ralph-ledger hook claude-code", replaces=lambda c: c.startswith("ralph-ledger")
     )
-    stop = json.loads(path.read_text(encoding="utf-8"))["hooks"]["Stop"]
-    assert stop == [{"hooks": [other, {**old, "command": "/v/bin/ralph-ledger hook claude-code"}]}]
+    got = json.loads(path.read_text(encoding="utf-8"))["hooks"]
+    new = {**old, "command": "/v/bin/ralph-ledger hook claude-code"}
+    assert got == {"Stop": [{"hooks": [other, new]}], "SubagentStop": [{"hooks": [new]}]}
 
 
 def test_install_twice_adds_once(tmp_path: Path) -> None:
@@ -632,12 +636,20 @@ def test_install_twice_adds_once(tmp_path: Path) -> None:
 
 def test_already_installed_leaves_the_file_alone(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
-    compact = json.dumps(
-        {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "x"}, OURS["hooks"][0]]}]}}
-    )
+    stop = [{"hooks": [{"type": "command", "command": "x"}, OURS["hooks"][0]]}]
+    compact = json.dumps({"hooks": {"Stop": stop, "SubagentStop": [OURS]}})
     path.write_text(compact, encoding="utf-8")
     assert install_hook(path, CMD) is False
     assert path.read_text(encoding="utf-8") == compact
+
+
+def test_a_stop_hook_installed_before_subagent_stop_gets_it_added(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    stop = [{"hooks": [{"type": "command", "command": "x"}, OURS["hooks"][0]]}]
+    path.write_text(json.dumps({"hooks": {"Stop": stop}}), encoding="utf-8")
+    assert install_hook(path, CMD) is True
+    assert json.loads(path.read_text(encoding="utf-8")) == {"hooks": {"Stop": stop, "SubagentStop": [OURS]}}
+    assert install_hook(path, CMD) is False
 
 
 def test_install_keeps_the_file_mode(tmp_path: Path) -> None:
@@ -671,6 +683,7 @@ def test_install_refuses_invalid_json(tmp_path: Path) -> None:
             {"hooks": {"Stop": [OURS, {"hooks": [1]}]}},
             "hooks.Stop[1].hooks[0]: expected an object, got a number",
         ),
+        ({"hooks": {"SubagentStop": {}}}, "hooks.SubagentStop: expected a list, got an object"),
     ],
 )
 def test_install_refuses_the_wrong_shape(tmp_path: Path, settings: object, problem: str) -> None:

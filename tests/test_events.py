@@ -35,6 +35,7 @@ RELEASED_TAGS = (
     "session_escalated",
     "error_recorded",
     "rate_limited",
+    "subagent_stopped",
 )
 
 # Fields without a default, per tag, as first released. A new field must have a
@@ -58,6 +59,7 @@ RELEASED_REQUIRED = {
     "session_blocked": {"session_id"},
     "session_escalated": {"session_id"},
     "error_recorded": {"session_id", "component"},
+    "subagent_stopped": {"session_id"},
 }
 
 
@@ -91,6 +93,17 @@ def test_old_journal_lines_decode_with_defaults() -> None:
     event = E.decode(line)
     assert isinstance(event, E.AgentTurn)
     assert event.tokens == E.TokenUsage() and event.files_modified == [] and event.stop_reason == ""
+
+
+def test_a_subagent_stopped_line_with_only_its_envelope_decodes_with_defaults() -> None:
+    event = E.decode(b'{"type":"subagent_stopped","session_id":"s","seq":4,"iteration":2}')
+    assert isinstance(event, E.SubagentStopped)
+    assert (event.agent_id, event.tokens, event.tool_count, event.files_modified) == (
+        "",
+        E.TokenUsage(),
+        0,
+        [],
+    )
 
 
 def test_envelope_defaults_decode() -> None:

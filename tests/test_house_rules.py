@@ -157,6 +157,39 @@ def test_a_stop_that_blocks_imports_nothing_slow(tmp_path: Path) -> None:
     assert proc.stderr.strip() == "0 []"
 
 
+def test_a_subagent_stop_of_a_ledger_native_loop_imports_nothing_slow(tmp_path: Path) -> None:
+    """A SubagentStop is recorded for a ledger-native loop without the engine (DuckDB)."""
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "ralph-ledger.local.json").write_text('{"prompt": "Fix the tests"}')
+    agent = tmp_path / "agent-1.jsonl"
+    agent.write_text('{"type": "assistant", "message": {"id": "m1", "usage": {"input_tokens": 5}}}\n')
+    event = json.dumps(
+        {
+            "session_id": "s1",
+            "cwd": str(tmp_path),
+            "hook_event_name": "SubagentStop",
+            "agent_id": "1",
+            "agent_transcript_path": str(agent),
+        }
+    )
+    code = (
+        "import sys; from ledger.cli import main; code = main(['hook', 'claude-code']); "
+        f"print(code, {_LOADED}, file=sys.stderr)"
+    )
+    env = {**os.environ, "RALPH_WARM": "0", "RALPH_HOME": str(tmp_path / ".ralph")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        input=event,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert (proc.stdout, proc.stderr.strip()) == ("", "0 []")
+    assert '"input":5' in (tmp_path / ".ralph" / "journals" / "cc-s1.jsonl").read_text()
+
+
 DROP_IN_STATE = (
     "---\nactive: true\niteration: 1\nsession_id: \nmax_iterations: 0\n"
     'completion_promise: "ALL DONE"\nstarted_at: "2026-11-22T00:00:00Z"\n---\n\nFix the tests\n'

@@ -17,7 +17,7 @@ import pytest
 
 from ledger import events as E
 from ledger.agents.claude_code.locate import LOOP_FILE, STATE_FILE
-from ledger.agents.claude_code.native import LoopFile, read_loop_file
+from ledger.agents.claude_code.loop_file import LoopFile, read_loop_file
 from ledger.cli import main
 from ledger.storage.journal import Cursor, read_new
 

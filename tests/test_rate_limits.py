@@ -21,6 +21,10 @@ from ledger.agents.rate_limits import (
 NOW = datetime(2026, 4, 22, 13, 40, tzinfo=UTC)  # 16:40 in Moscow (UTC+3), 10:40 in Recife (UTC-3)
 
 
+def clock() -> datetime:
+    return NOW
+
+
 def stream(*lines: Mapping[str, object]) -> str:
     return "\n".join(json.dumps(line) for line in lines)
 
@@ -30,7 +34,7 @@ def test_a_rejected_rate_limit_event_gives_its_reset_time() -> None:
         "type": "rate_limit_event",
         "rate_limit_info": {"status": "rejected", "resetsAt": 1774447200, "rateLimitType": "five_hour"},
     }
-    found = rate_limit(stream({"type": "system", "subtype": "init"}, event), False, NOW)
+    found = rate_limit(stream({"type": "system", "subtype": "init"}, event), False, clock)
     assert found == RateLimit("five_hour limit reached", datetime.fromtimestamp(1774447200, UTC))
 
 
@@ -38,7 +42,7 @@ def test_an_allowed_rate_limit_event_is_not_a_limit() -> None:
     # as in anthropics/claude-code#38673: a stream that went through carries an "allowed" event
     event = {"type": "rate_limit_event", "rate_limit_info": {"status": "allowed", "resetsAt": 1774447200}}
     assert (
-        rate_limit(stream(event, {"type": "result", "is_error": False, "result": "Hello."}), False, NOW)
+        rate_limit(stream(event, {"type": "result", "is_error": False, "result": "Hello."}), False, clock)
         is None
     )
 
@@ -57,20 +61,20 @@ def test_an_allowed_rate_limit_event_is_not_a_limit() -> None:
     ],
 )
 def test_claude_codes_limit_messages_give_their_reset_time(message: str, resets: datetime | None) -> None:
-    found = from_message(message, NOW)
+    found = from_message(message, clock)
     assert found is not None and found.resets_at == resets
     error_result = {"type": "result", "subtype": "success", "is_error": True, "result": message}
-    assert rate_limit(stream(error_result), False, NOW) == found
-    assert rate_limit(f"starting\n{message}\n", True, NOW) == found  # the whole line of a failed run
+    assert rate_limit(stream(error_result), False, clock) == found
+    assert rate_limit(f"starting\n{message}\n", True, clock) == found  # the whole line of a failed run
 
 
 def test_prose_about_a_limit_is_not_a_limit() -> None:
     said = "Claude AI usage limit reached|1762952400"
-    assert rate_limit(f"{said}\n", False, NOW) is None  # the run succeeded: it only printed it
-    assert rate_limit(f"The log says: {said}\n", True, NOW) is None  # not the whole line
+    assert rate_limit(f"{said}\n", False, clock) is None  # the run succeeded: it only printed it
+    assert rate_limit(f"The log says: {said}\n", True, clock) is None  # not the whole line
     ok_result = {"type": "result", "is_error": False, "result": said}
-    assert rate_limit(stream(ok_result), True, NOW) is None
-    assert rate_limit("not json {\n{broken", True, NOW) is None
+    assert rate_limit(stream(ok_result), True, clock) is None
+    assert rate_limit("not json {\n{broken", True, clock) is None
 
 
 def test_the_wait_is_until_the_reset_or_a_bounded_back_off() -> None:

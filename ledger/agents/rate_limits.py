@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+Clock = Callable[[], datetime]
 
 MARGIN_S: Final = 2.0
 """Seconds waited past the reset time the agent gave (its clock and ours differ)."""
@@ -77,17 +80,18 @@ def _resets(m: re.Match[str], now: datetime) -> datetime | None:
     return when.astimezone(UTC)
 
 
-def from_message(text: str, now: datetime) -> RateLimit | None:
-    """The limit a Claude Code message reports (the whole text, stripped), or ``None``."""
+def from_message(text: str, clock: Clock) -> RateLimit | None:
+    """The limit a Claude Code message reports (the whole text, stripped), or ``None``; ``clock`` is
+    read only for a reset given as a time of day."""
     said = text.strip()
     if m := _EPOCH.match(said):
         return RateLimit(said, _from_epoch(m[1]))
     if m := _RESETS.match(said):
-        return RateLimit(said, _resets(m, now))
+        return RateLimit(said, _resets(m, clock()))
     return None
 
 
-def _from_json(line: str, now: datetime) -> RateLimit | None:
+def _from_json(line: str, clock: Clock) -> RateLimit | None:
     try:
         data = json.loads(line)
     except ValueError:
@@ -102,20 +106,20 @@ def _from_json(line: str, now: datetime) -> RateLimit | None:
             at = _from_epoch(str(resets)) if isinstance(resets, int | float) else None
             return RateLimit(f"{kind} limit reached", at)
     if data.get("type") == "result" and data.get("is_error") is True and isinstance(data.get("result"), str):
-        return from_message(data["result"], now)
+        return from_message(data["result"], clock)
     return None
 
 
-def rate_limit(output: str, failed: bool, now: datetime) -> RateLimit | None:
+def rate_limit(output: str, failed: bool, clock: Clock) -> RateLimit | None:
     """The limit an agent run's output reports: a stream's rejected ``rate_limit_event`` or error
     ``result``, or (only when the run ``failed``) a whole line in one of the message forms above."""
     found: RateLimit | None = None
     for line in output.splitlines():
         text = line.strip()
         if text.startswith("{"):
-            found = _from_json(text, now) or found
+            found = _from_json(text, clock) or found
         elif failed:
-            found = from_message(text, now) or found
+            found = from_message(text, clock) or found
     return found
 
 

@@ -69,8 +69,8 @@ def _is_plain_hook(command: str) -> bool:
 
 
 def cmd_init(home: Home, args: argparse.Namespace) -> None:
-    """Add the Stop hook to the project's ``.claude/settings.json`` (the project ``loop start``
-    writes its loop in: :func:`_loop_project`), keeping every other setting and hook (an older
+    """Add the Stop and SubagentStop hook to the project's ``.claude/settings.json`` (the project
+    ``loop start`` writes its loop in: :func:`_loop_project`), keeping every other setting and hook (an older
     ``ralph-ledger hook claude-code`` entry is updated in place); prints what it did. Raises
     ``CliError`` on a broken file, exit 2 for a ``--project`` that is not an existing directory."""
     from ledger.agents.claude_code.settings import SettingsError, install_hook
@@ -88,7 +88,8 @@ def cmd_init(home: Home, args: argparse.Namespace) -> None:
         added = install_hook(settings, command, replaces=_is_plain_hook)
     except SettingsError as exc:
         raise CliError(f"ralph-ledger: {exc}") from None
-    print(f"{'installed' if added else 'already installed'}: Stop hook '{command}' in {settings}")
+    what = "Stop and SubagentStop hook"
+    print(f"{'installed' if added else 'already installed'}: {what} '{command}' in {settings}")
     if note:
         print(f"note: {note}")
     if agent is not None:
@@ -152,7 +153,7 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     ``.claude/ralph-loop.local.md``, which the hook honours as a drop-in.
     """
     from ledger.agents.claude_code.locate import LOOP_FILE, STATE_FILE
-    from ledger.agents.claude_code.native import LoopFile, read_loop_file, write_loop_file
+    from ledger.agents.claude_code.loop_file import LoopFile, read_loop_file, write_loop_file
     from ledger.agents.claude_code.plugin import UsageError, new_state, parse_loop_args, write_state
     from ledger.loop.config import has_config
 

@@ -438,10 +438,11 @@ class Engine:
 
 
 def _only_errors(path: Path) -> bool:
-    """Whether a journal holds only ``error_recorded`` events: a Stop hook that failed open before
-    its loop could start (a bad ``ralph.toml``, say) leaves one, and the loop must start once mended."""
+    """Whether a journal holds only ``error_recorded`` and ``subagent_stopped`` events: a Stop hook
+    that failed open before its loop could start (a bad ``ralph.toml``, say) leaves one, and the loop
+    must start once mended; a sub-agent that ran before the loop's first stop leaves the other."""
     read = fold(path)
-    return not read.bad and all(isinstance(e, ev.ErrorRecorded) for e in read.events)
+    return not read.bad and all(isinstance(e, ev.ErrorRecorded | ev.SubagentStopped) for e in read.events)
 
 
 def _history(ledger: Ledger, session_id: str) -> list[dict[str, Any]]:

@@ -254,6 +254,8 @@ def summary_of(r: dict[str, Any]) -> str:
         "override": f"override {r['kind']}: {r['reason'] or ''}",
         "error_recorded": f"error in {r['component']}: {r['message'] or ''}",
         "rate_limited": f"rate limited ({r['reason'] or 'limit reached'}): a {r['wait_s'] or 0:.0f} s wait",
+        "subagent_stopped": f"subagent {r['agent_type'] or r['agent_id'] or ''} stopped: "
+        f"{len(r['files_modified'] or [])} file(s), {r['tool_count'] or 0} tool(s)",
     }
     text = " ".join(parts.get(t, t.replace("_", " ")).split()).replace(" ()", "")
     return text.removesuffix(":")

@@ -19,10 +19,13 @@ if n <= LIMITED_RUNS:
     info = {"status": "rejected", "rateLimitType": "five_hour"}
     if RESETS_IN is not None:
         info["resetsAt"] = int(time.time()) + RESETS_IN
+    usage = {"input_tokens": 7, "output_tokens": 0}
+    print(json.dumps({"type": "assistant", "message": {"id": f"m{n}", "usage": usage, "content": []}}))
     print(json.dumps({"type": "rate_limit_event", "rate_limit_info": info}), flush=True)
     (state / f"limited{n}").write_text("")
     sys.exit(1)
-print("All tests pass.\\n<promise>COMPLETE</promise>")
+done = "All tests pass. <promise>COMPLETE</promise>"
+print(json.dumps({"type": "result", "is_error": False, "result": done}))
 """
 
 
@@ -36,7 +39,8 @@ def test_a_rate_limited_agent_waits_and_retries_without_tripping_the_breaker(
 ) -> None:
     project.write("ralph.toml", "[guards.circuit_breaker]\nthreshold = 2\n")
     loop = Loop(project, tmp_path, agent(3, None))
-    proc = loop.run("--session", "s1", "--prompt", "PROMPT.md", "--rate-limit-wait", "0.2", "--", *loop.cmd)
+    limits = ("--rate-limit-wait", "0.2", "--agent-format", "claude")
+    proc = loop.run("--session", "s1", "--prompt", "PROMPT.md", *limits, "--", *loop.cmd)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "s1: COMPLETE after 1 iteration(s)" in proc.stdout
     assert proc.stdout.count("rate limited (five_hour limit reached); waiting") == 3
@@ -50,6 +54,8 @@ def test_a_rate_limited_agent_waits_and_retries_without_tripping_the_breaker(
     assert all((loop.state / p).read_text() == TASK for p in prompts)  # the same iteration each time
     (row,) = project.sessions()
     assert (row["status"], row["iteration"]) == ("complete", 1)
+    assert [e["tokens"]["input"] for e in limited] == [7, 7, 7]  # what the limited runs spent counts
+    assert row["tokens"] == 21
 
 
 def test_the_loop_waits_until_the_reset_time_the_agent_gave(project: Project, tmp_path: Path) -> None:

@@ -28,6 +28,14 @@ the project directory. Unless ``RALPH_WARM=0``, the process started by Claude
 Code first asks the home's warm worker to run :func:`run` for it
 (``ledger.agents.claude_code.warm``); this module is what runs the stop.
 
+Claude Code 2.1.x (``docs/claude-code-plugin.md``): the turn's text is stdin's
+``last_assistant_message`` when there is one (the transcript, written asynchronously, may lag: its
+lines are read from where the previous stop stopped, so what one stop misses the next counts). A
+``SubagentStop`` (the same command, told apart by ``hook_event_name``) is recorded for the parent
+loop and never blocks (``ledger.agents.claude_code.subagent``). Claude Code ends a turn by itself
+after ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` blocks in a row without a tool call: the loop keeps the
+count and stops itself at the cap, escalated (``ledger.agents.claude_code.block_cap``).
+
 A transcript the drop-in cannot read (no path, a relative one, missing, not a
 regular file, unreadable) stops the loop as the plugin does: one line on stderr
 naming it, the state file deleted, the session escalated.
@@ -50,6 +58,7 @@ import msgspec
 from msgspec.structs import replace
 
 from ledger import events as ev
+from ledger.agents.claude_code import block_cap
 from ledger.agents.claude_code.locate import (
     LOOP_FILE,
     MAX_STDIN,
@@ -88,13 +97,14 @@ from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.core.sync import sync_file
 from ledger.loop.promises import detect_promises, to_event
+from ledger.storage.fold import events_of
 from ledger.storage.journal import Journal, JournalError, journal_path, utc_now
 
 
 def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> list[ev.Event]:
     """The events one stop appends, in order (without how the loop goes on or ends when not
     ``ending``)."""
-    sid, state, text, turn, started, data = stop
+    sid, state, text, _, started, data, capped = stop
     n = state.iteration
     text = text or ""
     out: list[ev.Event] = []
@@ -114,18 +124,7 @@ def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> li
             ),
             ev.IterationStarted(session_id=sid, iteration=n, max_iterations=state.max_iterations or None),
         ]
-    out.append(
-        ev.AgentTurn(
-            session_id=sid,
-            iteration=n,
-            output_excerpt=text[-2000:],
-            files_modified=turn.files_modified if turn else [],
-            tool_count=turn.tool_count if turn else 0,
-            stop_reason=turn.stop_reason if turn else "",
-            tokens=turn.tokens if turn else ev.TokenUsage(),
-            transcript_offset=turn.end if turn else 0,
-        )
-    )
+    out.append(_turn(stop))
     custom = [state.completion_promise] if state.completion_promise else []
     out += [to_event(p, session_id=sid, iteration=n) for p in detect_promises(text, custom=custom).promises]
     out.append(
@@ -138,12 +137,30 @@ def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> li
         )
     )
     if ending:
-        out += _ending(sid, state, decision)
+        out += _ending(sid, state, decision, capped)
     return out
 
 
-def _ending(sid: str, state: LoopState, decision: PluginDecision) -> list[ev.Event]:
+def _turn(stop: _Stop) -> ev.AgentTurn:
+    """The ``agent_turn`` of one stop: the text it answers from, what the transcript says it did."""
+    text, turn = stop.text or "", stop.turn
+    return ev.AgentTurn(
+        session_id=stop.sid,
+        iteration=stop.state.iteration,
+        output_excerpt=text[-2000:],
+        files_modified=turn.files_modified if turn else [],
+        tool_count=turn.tool_count if turn else 0,
+        stop_reason=turn.stop_reason if turn else "",
+        tokens=turn.tokens if turn else ev.TokenUsage(),
+        transcript_offset=turn.end if turn else 0,
+    )
+
+
+def _ending(sid: str, state: LoopState, decision: PluginDecision, capped: tuple[int, int]) -> list[ev.Event]:
     n = state.iteration
+    if decision.outcome == "block_cap":  # Claude Code would have dropped this block: see block_cap
+        trip = block_cap.trip(sid, n, *capped)
+        return [trip, ev.SessionEscalated(session_id=sid, iteration=n, guard=trip.guard, reason=trip.detail)]
     if decision.action == "block" and decision.next_state is not None:
         nxt = decision.next_state
         return [
@@ -189,6 +206,10 @@ def run(
         project = Path(find_project(lambda: data.cwd))
         home = home or Home.resolve(hook_home(str(project), home_arg))
         sink.guess(home, data.session_id, clock)
+        if data.hook_event_name == "SubagentStop":  # recorded for the parent loop; never blocks
+            from ledger.agents.claude_code.subagent import subagent_stop
+
+            return subagent_stop(data, project, home, clock, sink)
         if (project / LOOP_FILE).exists():  # a ledger-native loop: the engine decides (imports DuckDB)
             from ledger.agents.claude_code.native import native_stop
 
@@ -212,7 +233,7 @@ def _drop_in(
         read = _read_state(state_path)  # again: another stop may have claimed, advanced or ended it
         if read is None or not plugin_decision(read, "", hook_session_id=data.session_id).ours:
             return HookOutcome()
-        sid, record, carry = _state_session(home, data.session_id, read, clock)
+        sid, record, carry = state_session(home, data.session_id, read, clock)
         journal = Journal(
             journal_path(home.journals, sid), clock=clock, fsync=False
         )  # synced after the answer
@@ -228,8 +249,29 @@ def _drop_in(
                 problem = f"transcript {transcript} cannot be read: {error_reason(exc)}"
         decision = plugin_decision(state, text, hook_session_id=data.session_id, transcript_problem=problem)
         stop = _Stop(sid, state, text, turn, record.started, data)
+        warning = ""
+        if decision.action == "block":
+            decision, stop, warning = _capped(decision, stop, journal)
         notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
-        return _commit(state_path, read, journal, decision, notes, stop)
+        outcome = _commit(state_path, read, journal, decision, notes, stop)
+        return replace(outcome, stderr=outcome.stderr + warning + "\n") if warning else outcome
+
+
+def _capped(decision: PluginDecision, stop: _Stop, journal: Journal) -> tuple[PluginDecision, _Stop, str]:
+    """The block, or the allowed stop that ends the loop when the block would reach Claude Code's
+    block cap (``block_cap``); and the line for stderr when the cap's variable is bad."""
+    cap, warning = block_cap.block_cap()
+    count = block_cap.cap_reached([*events_of(journal.path), _turn(stop)], cap)
+    if not count:
+        return decision, stop, warning
+    allowed = PluginDecision(
+        action="allow",
+        outcome="block_cap",
+        reason=block_cap.trip_reason(count, cap),
+        next_state=None,
+        message_for_user=block_cap.system_message(stop.state.iteration, count, cap),
+    )
+    return allowed, stop._replace(capped=(count, cap)), warning
 
 
 RECONCILE: Final = "hook claude-code: reconcile"
@@ -276,6 +318,7 @@ class _Stop(NamedTuple):
     turn: Scan | None
     started: bool
     data: HookInput
+    capped: tuple[int, int] = (0, 0)  # the block count and the cap, when the stop is allowed at the cap
 
 
 def _commit(
@@ -328,7 +371,7 @@ def allowing(exc: BaseException | str) -> str:
     return f"ralph-ledger hook: {exc if isinstance(exc, str) else one_line(exc, 300)}; allowing the stop"
 
 
-def _state_session(
+def state_session(
     home: Home, claude_session: str, state: LoopState, clock: Callable[[], datetime]
 ) -> tuple[str, LoopRecord, int]:
     """The ledger session of a plugin loop: the one its file names, else :func:`loop_session`'s
@@ -350,7 +393,10 @@ def _state_session(
 
 
 def _outcome(decision: PluginDecision) -> HookOutcome:
-    """Print what the plugin prints: the block JSON, or its message on allowing."""
+    """Print what the plugin prints: the block JSON, or its message on allowing (at the block cap,
+    shown to the user as a ``systemMessage``)."""
+    if decision.outcome == "block_cap" and decision.message_for_user:
+        return HookOutcome(stdout=block_cap.allow_json(decision.message_for_user))
     block = decision.hook_json()
     if block is not None:
         return HookOutcome(stdout=block + "\n")

@@ -41,22 +41,25 @@ from typing import Final
 import msgspec
 
 from ledger import events as ev
+from ledger.agents.claude_code import block_cap
 from ledger.agents.claude_code.last_todos import find_last_todos
 from ledger.agents.claude_code.locate import HookInputError
+from ledger.agents.claude_code.loop_file import (
+    LoopFile,
+    LoopFileError,
+    claim,
+    read_loop_file,
+    write_loop_file,
+)
 from ledger.agents.claude_code.stop_event import (
     ErrorSink,
     HookInput,
     HookOutcome,
-    LoopRecord,
-    belongs,
     decision_point,
-    loop_session,
-    named_session,
     read_turn,
     transcript_of,
 )
-from ledger.core.atomic import atomic_write, sweep_temps
-from ledger.core.errors import error_reason
+from ledger.core.atomic import sweep_temps
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.loop.config import (
@@ -71,57 +74,10 @@ from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError, ValidateResult
 from ledger.loop.prompts import next_prompt
 from ledger.loop.todos import todos_wanted
+from ledger.storage.fold import events_of
 from ledger.storage.journal import Journal, journal_path
 
 AGENT: Final = "claude-code"
-
-
-class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
-    """``.claude/ralph-ledger.local.json``: who owns the loop and what was asked.
-
-    ``max_iterations`` and ``completion_promise`` override the configuration
-    when set (a completion promise is then the only one that completes, as
-    with the plugin); ``claude_session_id`` and ``ledger_session`` are empty
-    until the first stop claims the file.
-    """
-
-    prompt: str
-    claude_session_id: str = ""
-    max_iterations: int | None = None
-    completion_promise: str | None = None
-    started_at: str | None = None  # when ``loop start`` wrote it (None: a file from before loop ids)
-    ledger_session: str = ""  # the loop's ledger session, chosen by the first stop
-    agent: str = ""  # loop start --agent: .claude/agents/<agent>.md applies (config.agent_config)
-
-
-class LoopFileError(ValueError):
-    """The loop file is unreadable or malformed; one line naming it."""
-
-
-def read_loop_file(path: Path) -> LoopFile | None:
-    """The loop file, or ``None`` when there is none; ``LoopFileError`` when it is malformed."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise LoopFileError(f"{path}: cannot read: {error_reason(exc)}") from None
-    try:
-        loop = msgspec.json.decode(raw, type=LoopFile)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise LoopFileError(f"{path}: not a ralph-ledger loop file: {exc}") from None
-    if not loop.prompt.strip():
-        raise LoopFileError(f"{path}: the prompt is empty")
-    if loop.max_iterations is not None and loop.max_iterations < 1:
-        raise LoopFileError(
-            f"{path}: max_iterations: expected a whole number >= 1, got {loop.max_iterations}"
-        )
-    return loop
-
-
-def write_loop_file(path: Path, loop: LoopFile) -> None:
-    """Write the loop file atomically, readable by its owner only."""
-    atomic_write(path, msgspec.json.format(msgspec.json.encode(loop), indent=2) + b"\n", mode=0o600)
 
 
 def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
@@ -157,24 +113,6 @@ def status_line(result: ValidateResult, iteration: int, max_iterations: int) -> 
     parts = [f"🔄 Ralph iteration {iteration} of {max_iterations}", f"score {result.score:.0f}"]
     parts.append(f"failing: {', '.join(failing)}" if failing else "validation passing")
     return " | ".join(parts)
-
-
-def _claim(
-    loop: LoopFile, data: HookInput, home: Home, clock: Callable[[], datetime]
-) -> tuple[LoopFile, LoopRecord, int]:
-    """The loop claimed by this stop's session, naming its ledger session; that session's record
-    and where its first turn starts reading the transcript."""
-    sid = loop.ledger_session
-    if sid and belongs(sid, data.session_id):
-        return loop, *named_session(home, data.session_id, sid, clock)
-    claimed = loop.claude_session_id == data.session_id
-
-    def same_loop(record: LoopRecord) -> bool:  # a file claimed before loops had their own session
-        return claimed and loop.started_at is None
-
-    sid, record, carry = loop_session(home, data.session_id, same_loop, clock)
-    claim = msgspec.structs.replace(loop, claude_session_id=data.session_id, ledger_session=sid)
-    return claim, record, carry
 
 
 def native_stop(
@@ -218,7 +156,7 @@ def _owned_stop(
     transcript = transcript_of(data)
     if transcript is None and data.transcript_path and data.last_assistant_message is None:
         raise HookInputError(f"transcript {data.transcript_path!r} is not a readable file")
-    claimed, record, carry = _claim(loop, data, home, clock)
+    claimed, record, carry = claim(loop, data, home, clock)
     if claimed != loop:
         write_loop_file(path, claimed)
         loop = claimed
@@ -250,7 +188,25 @@ def _owned_stop(
         transcript_offset=turn.end if turn else 0,
         todos=todos,
     )
-    return msgspec.structs.replace(_decide(engine, loop, path, result), sync=(str(journal.path),))
+    cap, warning = block_cap.block_cap()
+    count = block_cap.cap_reached(events_of(journal.path), cap) if result.signal == "CONTINUE" else 0
+    outcome = _at_cap(engine, path, result, count, cap) if count else _decide(engine, loop, path, result)
+    stderr = outcome.stderr + (warning + "\n" if warning and result.signal == "CONTINUE" else "")
+    return msgspec.structs.replace(outcome, stderr=stderr, sync=(str(journal.path),))
+
+
+def _at_cap(engine: Engine, path: Path, result: ValidateResult, count: int, cap: int) -> HookOutcome:
+    """Allow the stop whose block would reach Claude Code's block cap (``block_cap``): the stop,
+    the guard trip and the session's escalation in one append, then the loop file goes."""
+    sid, n = result.session_id, result.iteration
+    trip = block_cap.trip(sid, n, count, cap)
+    message = block_cap.system_message(n, count, cap)
+    decision_point()
+    allowed = ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message)
+    engine.escalate(sid, trip.detail, guard=trip.guard, lead=[allowed, trip])
+    path.unlink(missing_ok=True)
+    sweep_temps(path)
+    return HookOutcome(stdout=block_cap.allow_json(message))
 
 
 def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) -> HookOutcome:

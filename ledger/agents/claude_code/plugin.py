@@ -217,7 +217,14 @@ def new_state(args: LoopArgs, *, session_id: str = "", now: datetime | None = No
 
 
 Outcome = Literal[
-    "continue", "no_loop", "other_session", "max_reached", "completed", "no_transcript", "no_prompt"
+    "continue",
+    "no_loop",
+    "other_session",
+    "max_reached",
+    "completed",
+    "no_transcript",
+    "no_prompt",
+    "block_cap",
 ]
 
 

@@ -1,5 +1,6 @@
-"""Installing ``ralph-ledger``'s Stop hook into a project's ``.claude/settings.json``: merged into
-what is there, never clobbering other hooks, with one-line errors naming the file and key.
+"""Installing ``ralph-ledger``'s Stop and SubagentStop hook into a project's
+``.claude/settings.json``: merged into what is there, never clobbering other hooks, with one-line
+errors naming the file and key.
 
 Stop hooks never import this module (nor ``json``)."""
 
@@ -64,19 +65,24 @@ def expect(value: object, kind: type, where: str, path: Path) -> None:
         raise SettingsError(f"{path}: {where}: expected {wanted}, got {_kind(value)}")
 
 
-def _stop_entries(settings: dict[str, Any], path: Path) -> list[Any]:
-    """``settings["hooks"]["Stop"]`` (created when missing), its shape checked."""
+HOOK_EVENTS: Final = ("Stop", "SubagentStop")
+"""The Claude Code events the hook is installed for: a stop decides the loop, a sub-agent's stop is
+recorded for it (``ledger.agents.claude_code.subagent``)."""
+
+
+def _entries(settings: dict[str, Any], path: Path, event: str) -> list[Any]:
+    """``settings["hooks"][event]`` (created when missing), its shape checked."""
     hooks = settings.setdefault("hooks", {})
     expect(hooks, dict, "hooks", path)
-    stop = hooks.setdefault("Stop", [])
-    expect(stop, list, "hooks.Stop", path)
+    stop = hooks.setdefault(event, [])
+    expect(stop, list, f"hooks.{event}", path)
     entries: list[Any] = stop
     for n, entry in enumerate(entries):
-        expect(entry, dict, f"hooks.Stop[{n}]", path)
+        expect(entry, dict, f"hooks.{event}[{n}]", path)
         inner = entry.get("hooks", [])
-        expect(inner, list, f"hooks.Stop[{n}].hooks", path)
+        expect(inner, list, f"hooks.{event}[{n}].hooks", path)
         for m, hook in enumerate(inner):
-            expect(hook, dict, f"hooks.Stop[{n}].hooks[{m}]", path)
+            expect(hook, dict, f"hooks.{event}[{n}].hooks[{m}]", path)
     return entries
 
 
@@ -85,15 +91,20 @@ def _has_command(entry: dict[str, Any], command: str) -> bool:
 
 
 def install_hook(
-    settings_path: StrPath, command: str, *, replaces: Callable[[str], bool] | None = None
+    settings_path: StrPath,
+    command: str,
+    *,
+    replaces: Callable[[str], bool] | None = None,
+    events: tuple[str, ...] = HOOK_EVENTS,
 ) -> bool:
-    """Add a Stop hook running ``command`` to a Claude Code settings file, keeping everything else.
+    """Add a hook running ``command`` for each of ``events`` (Stop and SubagentStop) to a Claude Code
+    settings file, keeping everything else.
 
-    Returns False when that command is already a Stop hook. A Stop hook whose command
+    Returns False when that command is already every event's hook. A hook whose command
     ``replaces`` accepts (an older form of the same hook) is given ``command`` in its place instead
     of adding a second one. Creates the file and its folder when missing (an empty file counts as
-    ``{}``); ``SettingsError`` when the file is not JSON or not shaped like settings. Written
-    atomically with 2-space indentation.
+    ``{}``); ``SettingsError`` when the file is not JSON or not shaped like settings (checked for
+    every event before anything is written). Written atomically with 2-space indentation.
     """
     import json  # here, like in load_json_object: Stop hooks import this module, never json
 
@@ -101,18 +112,23 @@ def install_hook(
         raise ValueError("command must not be empty")
     path = Path(settings_path)
     settings = load_json_object(path)
-    stop = _stop_entries(settings, path)
-    if any(_has_command(entry, command) for entry in stop):
-        return False
-    older = [
-        hook
-        for entry in stop
-        for hook in entry.get("hooks", [])
-        if replaces is not None and hook.get("type") == "command" and replaces(str(hook.get("command", "")))
-    ]
-    for hook in older:
-        hook["command"] = command
-    if not older:
-        stop.append({"hooks": [{"type": "command", "command": command}]})
-    atomic_write(path, (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-    return True
+    changed = False
+    for entries in [_entries(settings, path, event) for event in events]:
+        if any(_has_command(entry, command) for entry in entries):
+            continue
+        older = [
+            hook
+            for entry in entries
+            for hook in entry.get("hooks", [])
+            if replaces is not None
+            and hook.get("type") == "command"
+            and replaces(str(hook.get("command", "")))
+        ]
+        for hook in older:
+            hook["command"] = command
+        if not older:
+            entries.append({"hooks": [{"type": "command", "command": command}]})
+        changed = True
+    if changed:
+        atomic_write(path, (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    return changed

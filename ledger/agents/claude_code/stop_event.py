@@ -26,7 +26,9 @@ from ledger.storage.journal import Journal, check_session_id, journal_path, utc_
 
 
 class HookInput(msgspec.Struct, frozen=True, kw_only=True):
-    """The Stop hook's stdin (unknown fields are ignored)."""
+    """The Stop (or SubagentStop) hook's stdin (unknown fields are ignored). A SubagentStop's
+    ``session_id`` and ``transcript_path`` are the parent session's; ``agent_id``, ``agent_type``
+    and ``agent_transcript_path`` (its own transcript, under ``subagents/``) name the sub-agent."""
 
     session_id: str = ""
     transcript_path: str | None = ""  # null: no transcript, as when absent
@@ -34,6 +36,9 @@ class HookInput(msgspec.Struct, frozen=True, kw_only=True):
     stop_hook_active: bool = False
     last_assistant_message: str | None = None
     hook_event_name: str = "Stop"
+    agent_id: str | None = None
+    agent_type: str | None = None
+    agent_transcript_path: str | None = None
 
 
 class HookOutcome(msgspec.Struct, frozen=True):
@@ -97,20 +102,26 @@ def ledger_session(claude_session: str, n: int = 1) -> str:
 
 def transcript_problem(data: HookInput) -> tuple[Path | None, str]:
     """The transcript path from stdin, resolved, and ``""``; or None and what is wrong with it
-    (absent, relative, missing, not a regular file: a directory, a FIFO, a device or a symlink
-    loop could block or never end)."""
-    if not data.transcript_path:
-        return None, "the Stop event names no transcript_path"
+    (see :func:`resolve_transcript`)."""
+    return resolve_transcript(data.transcript_path, "transcript_path")
+
+
+def resolve_transcript(given: str | None, key: str) -> tuple[Path | None, str]:
+    """The transcript path stdin gives under ``key``, resolved, and ``""``; or None and what is
+    wrong with it (absent, relative, missing, not a regular file: a directory, a FIFO, a device or
+    a symlink loop could block or never end)."""
+    if not given:
+        return None, f"the {'Stop' if key == 'transcript_path' else 'SubagentStop'} event names no {key}"
     try:
-        path = Path(data.transcript_path).expanduser()
+        path = Path(given).expanduser()
         if not path.is_absolute():
-            return None, f"transcript {data.transcript_path!r} is not an absolute path"
+            return None, f"transcript {given!r} is not an absolute path"
         path = path.resolve()
         if not path.exists():
             return None, f"transcript {path} does not exist"
         return (path, "") if path.is_file() else (None, f"transcript {path} is not a regular file")
     except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte, "~" with no home
-        return None, f"transcript {data.transcript_path!r} cannot be resolved"
+        return None, f"transcript {given!r} cannot be resolved"
 
 
 def transcript_of(data: HookInput) -> Path | None:

@@ -1,6 +1,9 @@
 -- One row per agent turn and its tokens: the one definition of "tokens" that every view, guard and
 -- screen uses. tokens = input + output + cache_creation + cache_read: every token the model read or
 -- wrote in the turn (what the token_budget guard counts); cache = cache_creation + cache_read.
+-- A sub-agent's run (subagent_stopped: Claude Code's SubagentStop) is a turn of its parent loop's
+-- iteration: its tokens count there, beside the agent's own turns. So does a run that hit a usage or
+-- rate limit (rate_limited): not an iteration, but what it spent was spent.
 SELECT
   session_id,
   iteration,
@@ -10,4 +13,4 @@ SELECT
   tokens.cache_creation + tokens.cache_read AS cache,
   tokens.input + tokens.output + tokens.cache_creation + tokens.cache_read AS tokens
 FROM events
-WHERE type = 'agent_turn'
+WHERE type IN ('agent_turn', 'subagent_stopped', 'rate_limited')

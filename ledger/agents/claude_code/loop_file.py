@@ -1,0 +1,82 @@
+"""The ledger-native loop's file, ``.claude/ralph-ledger.local.json``: what ``loop start`` writes and
+which Claude Code session and ledger session a stop claims it for (see ``native``). Light: the
+SubagentStop hook reads it without importing DuckDB."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import msgspec
+
+from ledger.agents.claude_code.stop_event import HookInput, LoopRecord, belongs, loop_session, named_session
+from ledger.core.atomic import atomic_write
+from ledger.core.errors import error_reason
+from ledger.core.home import Home
+
+
+class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
+    """``.claude/ralph-ledger.local.json``: who owns the loop and what was asked.
+
+    ``max_iterations`` and ``completion_promise`` override the configuration
+    when set (a completion promise is then the only one that completes, as
+    with the plugin); ``claude_session_id`` and ``ledger_session`` are empty
+    until the first stop claims the file.
+    """
+
+    prompt: str
+    claude_session_id: str = ""
+    max_iterations: int | None = None
+    completion_promise: str | None = None
+    started_at: str | None = None  # when ``loop start`` wrote it (None: a file from before loop ids)
+    ledger_session: str = ""  # the loop's ledger session, chosen by the first stop
+    agent: str = ""  # loop start --agent: .claude/agents/<agent>.md applies (config.agent_config)
+
+
+class LoopFileError(ValueError):
+    """The loop file is unreadable or malformed; one line naming it."""
+
+
+def read_loop_file(path: Path) -> LoopFile | None:
+    """The loop file, or ``None`` when there is none; ``LoopFileError`` when it is malformed."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LoopFileError(f"{path}: cannot read: {error_reason(exc)}") from None
+    try:
+        loop = msgspec.json.decode(raw, type=LoopFile)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise LoopFileError(f"{path}: not a ralph-ledger loop file: {exc}") from None
+    if not loop.prompt.strip():
+        raise LoopFileError(f"{path}: the prompt is empty")
+    if loop.max_iterations is not None and loop.max_iterations < 1:
+        raise LoopFileError(
+            f"{path}: max_iterations: expected a whole number >= 1, got {loop.max_iterations}"
+        )
+    return loop
+
+
+def write_loop_file(path: Path, loop: LoopFile) -> None:
+    """Write the loop file atomically, readable by its owner only."""
+    atomic_write(path, msgspec.json.format(msgspec.json.encode(loop), indent=2) + b"\n", mode=0o600)
+
+
+def claim(
+    loop: LoopFile, data: HookInput, home: Home, clock: Callable[[], datetime]
+) -> tuple[LoopFile, LoopRecord, int]:
+    """The loop claimed by this stop's session, naming its ledger session; that session's record
+    and where its first turn starts reading the transcript."""
+    sid = loop.ledger_session
+    if sid and belongs(sid, data.session_id):
+        return loop, *named_session(home, data.session_id, sid, clock)
+    claimed = loop.claude_session_id == data.session_id
+
+    def same_loop(record: LoopRecord) -> bool:  # a file claimed before loops had their own session
+        return claimed and loop.started_at is None
+
+    sid, record, carry = loop_session(home, data.session_id, same_loop, clock)
+    claim = msgspec.structs.replace(loop, claude_session_id=data.session_id, ledger_session=sid)
+    return claim, record, carry
