@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,12 @@ class Claude:
     def text(self, text: str, **kw: Any) -> str:
         """An assistant message with one text block."""
         return self.says({"type": "text", "text": text}, **kw)
+
+    def works(self, text: str, **kw: Any) -> str:
+        """An assistant message that runs a command (a tool call, no file edited), then says
+        ``text``: a turn that made progress, as Claude Code's stop-hook block cap counts it."""
+        run = {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:12]}", "name": "Bash"}
+        return self.says({**run, "input": {"command": "pytest -q"}}, {"type": "text", "text": text}, **kw)
 
     def lines(self, *objs: dict[str, Any]) -> None:
         with self.transcript.open("a") as f:

@@ -208,11 +208,11 @@ def test_a_stop_killed_before_any_of_its_effects_leaves_the_journal_agreeing_wit
     runs: list[Run] = []
     for k, name in enumerate(effects, 1):
         text = f"turn killed before {name} #{k}"
-        claude.text(text)
+        claude.works(text)
         run = faulty_stop(project, claude, k)
         assert run.killed_before == "yes", (k, name)
         runs.append(Run(text, name, run.stdout))
-        claude.text(f"turn after {name} #{k}")  # the user goes on; the next stop is unharmed
+        claude.works(f"turn after {name} #{k}")  # the user goes on; the next stop is unharmed
         after = faulty_stop(project, claude)
         runs.append(Run(f"turn after {name} #{k}", "", after.stdout))
         events = journal_lines(project, sid)
@@ -255,7 +255,7 @@ def test_random_kills_lose_no_printed_decision_and_repeat_no_iteration(
     python = str(Path(script("ralph-ledger")).parent / "python")
     for i in range(n):
         text = f"turn {i + 1}"
-        claude.text(text)
+        claude.works(text)
         proc = spawn([python, "-c", FAULTY, "hook", "claude-code"], project.dir, claude.event())
         time.sleep(rng.uniform(0, took * 1.2))
         proc.send_signal(signal.SIGKILL)
@@ -283,9 +283,15 @@ def test_random_kills_lose_no_printed_decision_and_repeat_no_iteration(
 # --- concurrency ----------------------------------------------------------------------------------
 
 
+NO_BLOCK_CAP = clean_env(CLAUDE_CODE_STOP_HOOK_BLOCK_CAP="0")
+"""Claude Code with its stop-hook block cap off: a session's copies stopping at once block again and
+again on one turn (the cap would end that loop, rightly, after 8)."""
+
+
 def simultaneous(project: Project, events: list[str]) -> list[subprocess.CompletedProcess[str]]:
-    """Run one Stop hook per stdin in ``events``, all at once."""
-    procs = [spawn([script("ralph-ledger"), "hook", "claude-code"], project.dir, e) for e in events]
+    """Run one Stop hook per stdin in ``events``, all at once (the block cap off)."""
+    hook = [script("ralph-ledger"), "hook", "claude-code"]
+    procs = [spawn(hook, project.dir, e, env=NO_BLOCK_CAP) for e in events]
     done = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)
@@ -532,7 +538,7 @@ def test_random_kills_of_hooks_served_by_the_warm_worker_lose_no_decision(
         runs: list[Run] = []
         for i in range(n):
             text = f"turn {i + 2}"
-            claude.text(text)
+            claude.works(text)
             proc = spawn([script("ralph-ledger"), "hook", "claude-code"], project.dir, claude.event(), warm)
             time.sleep(rng.uniform(0, took * 1.2))
             proc.send_signal(signal.SIGKILL)

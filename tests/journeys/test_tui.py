@@ -118,11 +118,16 @@ counter.write_text(str(n))
 time.sleep(1.0)
 usage = {"input_tokens": 10, "output_tokens": 20, "cache_creation_input_tokens": 100,
          "cache_read_input_tokens": 5000}
-print(f"iteration {n}" + (" <promise>COMPLETE</promise>" if n == 3 else ""))
-print(json.dumps({"type": "result", "result": f"iteration {n}", "usage": usage}))
+said = f"iteration {n}" + (" <promise>COMPLETE</promise>" if n == 3 else "")
+print(said)
+print(json.dumps({"type": "result", "result": said, "usage": usage}))
 """
 """A scripted agent in Claude Code's ``--output-format json`` shape: three iterations a second apart,
 5,130 tokens each (most of them cache reads), done on the third."""
+
+
+CLAUDE_FORMAT = ("--agent-format", "claude", "--")
+"""The agent is a Python script writing Claude's format: it is read as Claude's (not detected)."""
 
 
 def test_the_session_screen_follows_a_running_loop_and_counts_tokens_one_way(
@@ -135,7 +140,7 @@ def test_the_session_screen_follows_a_running_loop_and_counts_tokens_one_way(
     term = tui(terminals, project)
     term.wait_for(lambda s: "0 sessions" in s)
     loop = subprocess.Popen(
-        [script("ralph-ledger"), "run", "--session", "live-loop", "--", "python3", "agent.py"],
+        [script("ralph-ledger"), "run", "--session", "live-loop", *CLAUDE_FORMAT, "python3", "agent.py"],
         cwd=project.dir,
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,

@@ -118,13 +118,13 @@ def test_a_worker_killed_before_each_of_its_effects_leaves_the_journal_agreeing_
         runs: list[Run] = []
         for k, name in enumerate(effects, 1):
             text = f"turn killed before {name} #{k}"
-            claude.text(text)
+            claude.works(text)
             run = warm_stop(project, claude, k)
             assert worker.killed(), (k, name)
             assert run.printed_block, (k, name, run)  # the hook ran the stop itself
             runs.append(Run(text, name, run.stdout))
             worker.start()
-            claude.text(f"turn after {name} #{k}")
+            claude.works(f"turn after {name} #{k}")
             runs.append(Run(f"turn after {name} #{k}", "", warm_stop(project, claude).stdout))
             iteration = check_invariants(journal_lines(project, sid))[1]
             if mode == "plugin":

@@ -82,13 +82,11 @@ from ledger.agents.claude_code.stop_event import (
     HookOutcome,
     LoopRecord,
     RequesterGone,
-    belongs,
     decision_point,
     ledger_session,
-    loop_session,
-    named_session,
     parse_input,
     read_turn,
+    state_session,
     transcript_problem,
 )
 from ledger.agents.claude_code.transcript import Scan
@@ -369,27 +367,6 @@ def _commit(
 def allowing(exc: BaseException | str) -> str:
     """The one line a stop prints on stderr when ``exc`` (or what it says) makes it allow the stop."""
     return f"ralph-ledger hook: {exc if isinstance(exc, str) else one_line(exc, 300)}; allowing the stop"
-
-
-def state_session(
-    home: Home, claude_session: str, state: LoopState, clock: Callable[[], datetime]
-) -> tuple[str, LoopRecord, int]:
-    """The ledger session of a plugin loop: the one its file names, else :func:`loop_session`'s
-    (the running loop continues when it started with this file's ``started_at`` and the file is
-    not behind its journal, or, recorded before loops had their own session, when it is at this
-    file's iteration)."""
-    if state.ledger_session and belongs(state.ledger_session, claude_session):
-        return state.ledger_session, *named_session(home, claude_session, state.ledger_session, clock)
-
-    def same_loop(record: LoopRecord) -> bool:
-        if "started_at" in record.config:  # started_at has whole seconds: a loop restarted within
-            # the second has the same; but a file is never behind its own loop's journal (the
-            # file is written first), so a fresh file after a block is another loop
-            same = record.config["started_at"] == state.started_at
-            return bool(same and state.iteration >= record.iteration)
-        return state.iteration > 1 and record.iteration == state.iteration
-
-    return loop_session(home, claude_session, same_loop, clock)
 
 
 def _outcome(decision: PluginDecision) -> HookOutcome:

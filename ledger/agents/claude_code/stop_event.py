@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -23,6 +23,9 @@ from ledger.agents.claude_code.transcript import Scan, scan
 from ledger.core.home import Home
 from ledger.storage.fold import events_of
 from ledger.storage.journal import Journal, check_session_id, journal_path, utc_now
+
+if TYPE_CHECKING:
+    from ledger.agents.claude_code.plugin import LoopState
 
 
 class HookInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -249,3 +252,24 @@ class ErrorSink:
                 sid = self._guess()
                 return Journal(journal_path(self._home.journals, sid), clock=self._clock), sid
         return self.journal, self.sid
+
+
+def state_session(
+    home: Home, claude_session: str, state: LoopState, clock: Callable[[], datetime]
+) -> tuple[str, LoopRecord, int]:
+    """The ledger session of a plugin loop: the one its file names, else :func:`loop_session`'s
+    (the running loop continues when it started with this file's ``started_at`` and the file is
+    not behind its journal, or, recorded before loops had their own session, when it is at this
+    file's iteration)."""
+    if state.ledger_session and belongs(state.ledger_session, claude_session):
+        return state.ledger_session, *named_session(home, claude_session, state.ledger_session, clock)
+
+    def same_loop(record: LoopRecord) -> bool:
+        if "started_at" in record.config:  # started_at has whole seconds: a loop restarted within
+            # the second has the same; but a file is never behind its own loop's journal (the
+            # file is written first), so a fresh file after a block is another loop
+            same = record.config["started_at"] == state.started_at
+            return bool(same and state.iteration >= record.iteration)
+        return state.iteration > 1 and record.iteration == state.iteration
+
+    return loop_session(home, claude_session, same_loop, clock)

@@ -30,7 +30,13 @@ from ledger import events as ev
 from ledger.agents.claude_code.locate import LOOP_FILE, STATE_FILE, HookInputError
 from ledger.agents.claude_code.loop_file import LoopFileError, claim, read_loop_file, write_loop_file
 from ledger.agents.claude_code.plugin import StateError, plugin_decision, read_state, write_state
-from ledger.agents.claude_code.stop_event import ErrorSink, HookInput, HookOutcome, resolve_transcript
+from ledger.agents.claude_code.stop_event import (
+    ErrorSink,
+    HookInput,
+    HookOutcome,
+    resolve_transcript,
+    state_session,
+)
 from ledger.agents.claude_code.transcript import Scan, scan
 from ledger.core.errors import error_reason
 from ledger.core.home import Home
@@ -91,7 +97,6 @@ def _plugin_parent(
 ) -> tuple[str, int] | None:
     """The ledger session and iteration of this session's drop-in loop (claiming an unclaimed
     state file as its first stop would), or None."""
-    from ledger.agents.claude_code.hook import state_session
 
     try:
         state = read_state(path)
