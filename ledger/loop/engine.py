@@ -177,10 +177,12 @@ class Engine:
         final: bool = False,
         transcript_offset: int = 0,
         todos: Sequence[Todo] | None = None,
+        model: str = "",
+        cost_usd: float | None = None,
     ) -> ValidateResult:
-        """iteration_validate: run the rules, detect promises, evaluate guards
-        and hooks, resolve the signal and record every step. ``todos`` is the agent's own todo
-        list, for the ``todos`` rule (``None``: not known)."""
+        """iteration_validate: run the rules, detect promises, evaluate guards and hooks, resolve the
+        signal and record every step. ``todos`` is the agent's own todo list, for the ``todos`` rule
+        (``None``: not known); ``model`` and ``cost_usd`` what the agent reported (``""``/``None``: not)."""
         s = self._running(session_id)
         n = s.iteration
         turn = ev.AgentTurn(
@@ -193,6 +195,8 @@ class Engine:
             tokens=tokens or ev.TokenUsage(),
             duration_ms=duration_ms,
             transcript_offset=transcript_offset,
+            model=model,
+            cost_usd=cost_usd,
         )
         detection = detect_promises(
             agent_output, custom=s.config.completion_promises, exclusive=s.config.exclusive_promises
@@ -287,10 +291,9 @@ class Engine:
         notes: str = "",
         lead: Callable[[int, int], Sequence[ev.Event]] | None = None,
     ) -> NextResult:
-        """iteration_next: advance, refusing past the maximum; the latest
-        checkpoint's agent context carries over, validation state does not. ``lead`` gives the
-        events (e.g. the stop decision) that land in the same append, before the new iteration,
-        from its number and the maximum."""
+        """iteration_next: advance, refusing past the maximum; the latest checkpoint's agent context
+        carries over, validation state does not. ``lead`` gives the events (e.g. the stop decision)
+        that land in the same append, before the new iteration, from its number and the maximum."""
         s = self._running(session_id)
         n = s.iteration
         max_it = int(s.row["max_iterations"] or s.config.effective_max_iterations())
@@ -409,10 +412,8 @@ class Engine:
         )
 
     def set_max_iterations(self, session_id: str, max_iterations: int, reason: str = "") -> None:
-        """Change a running loop's maximum iterations, recorded as an ``override`` event.
-
-        Raises ``EngineError`` if ``max_iterations`` < 1 or the session is not running.
-        """
+        """Change a running loop's maximum iterations, recorded as an ``override`` event. Raises
+        ``EngineError`` if ``max_iterations`` < 1 or the session is not running."""
         if max_iterations < 1:
             raise EngineError(f"max iterations must be at least 1, got {max_iterations}")
         s = self._running(session_id)

@@ -83,7 +83,7 @@ class Fold:
 
         self._home = home
         if self._ledger is None or self._ledger[0] != self.generation:
-            self._ledger = (self.generation, Ledger.memory(home))
+            self._ledger = (self.generation, Ledger.memory(home, prices=False))  # no price library
             self._ledger[1].ingest([self.path])
             # from here on it ingests a stop's few lines and answers one session's queries: on one
             # thread, DuckDB spends less on them than on sharing the work (~10% of a warm stop)

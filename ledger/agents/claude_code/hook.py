@@ -124,6 +124,7 @@ def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> li
             stop_reason=turn.stop_reason if turn else "",
             tokens=turn.tokens if turn else ev.TokenUsage(),
             transcript_offset=turn.end if turn else 0,
+            model=turn.model if turn else "",
         )
     )
     custom = [state.completion_promise] if state.completion_promise else []

@@ -249,6 +249,7 @@ def _owned_stop(
         tokens=turn.tokens if turn else None,
         transcript_offset=turn.end if turn else 0,
         todos=todos,
+        model=turn.model if turn else "",
     )
     return msgspec.structs.replace(_decide(engine, loop, path, result), sync=(str(journal.path),))
 

@@ -24,17 +24,18 @@ SELECT
   coalesce(sum(e.input), 0) AS tokens_input,
   coalesce(sum(e.output), 0) AS tokens_output,
   coalesce(sum(e.cache), 0) AS tokens_cache,
-  coalesce(sum(e.tokens), 0) AS tokens_total
+  coalesce(sum(e.tokens), 0) AS tokens_total,
+  sum(e.cost_usd) AS cost_usd  -- as turn_costs defines it: NULL when no turn's cost is known
 FROM (
   -- the turns' tokens come in as extra rows rather than a join (which took twice as long)
   SELECT session_id, iteration, seq, ts, type, files_modified, tool_count, promise, action, signal,
          decision, guard, CAST(NULL AS BIGINT) AS input, CAST(NULL AS BIGINT) AS output,
-         CAST(NULL AS BIGINT) AS cache, CAST(NULL AS BIGINT) AS tokens
+         CAST(NULL AS BIGINT) AS cache, CAST(NULL AS BIGINT) AS tokens, CAST(NULL AS DOUBLE) AS cost_usd
   FROM events
   UNION ALL
   SELECT session_id, iteration, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, input, output,
-         cache, tokens
-  FROM turn_tokens
+         cache, tokens, cost_usd
+  FROM turn_costs
 ) e
 LEFT JOIN iteration_scores s USING (session_id, iteration)
 WHERE e.iteration > 0

@@ -1,0 +1,174 @@
+"""Cost in dollars: ``turn_costs`` (the agent's reported cost, else tokens x genai-prices' prices),
+summed by ``sessions`` and ``iterations``; ``model_prices`` filled at ingest, once per model."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from genai_prices import Usage, calc_price
+
+from ledger import events as E
+from ledger.core.home import Home
+from ledger.storage.database import Ledger
+from ledger.storage.journal import Journal
+
+SONNET = "claude-sonnet-4-5-20250929"  # long-context prices above 200K input tokens
+OPUS = "claude-opus-4-6"
+GPT = "gpt-4o"
+
+
+def library_price(model: str, t: E.TokenUsage) -> float:
+    """The price genai-prices itself computes: its input tokens include the cache tokens."""
+    usage = Usage(
+        input_tokens=t.input + t.cache_read + t.cache_creation,
+        cache_read_tokens=t.cache_read,
+        cache_write_tokens=t.cache_creation,
+        output_tokens=t.output,
+    )
+    price: Decimal = calc_price(usage, model_ref=model).total_price
+    return float(price)
+
+
+def record(home: Home, sid: str, *turns: E.Event) -> None:
+    Journal.for_session(home.journals, sid, fsync=False).append(
+        E.SessionStarted(session_id=sid, task="t"),
+        E.IterationStarted(session_id=sid, iteration=1),
+        *turns,
+    )
+
+
+TURNS = [
+    (SONNET, E.TokenUsage(input=1200, output=800, cache_read=40_000, cache_creation=3_000)),
+    (SONNET, E.TokenUsage(input=10, output=2_000, cache_read=230_000, cache_creation=500)),  # > 200K
+    (OPUS, E.TokenUsage(input=5, output=300, cache_read=12_345, cache_creation=678)),
+    (GPT, E.TokenUsage(input=1000, output=1000, cache_read=5_000)),
+]
+
+
+@pytest.mark.parametrize(("model", "tokens"), TURNS, ids=["sonnet", "sonnet-long", "opus", "gpt"])
+def test_a_turns_cost_is_the_price_librarys_own(home: Home, model: str, tokens: E.TokenUsage) -> None:
+    record(home, "a", E.AgentTurn(session_id="a", iteration=1, model=model, tokens=tokens))
+    ledger = Ledger.memory(home)
+    assert ledger.ingest().notes == []
+    (row,) = ledger.rows("SELECT cost_usd, cost_reported FROM turn_costs")
+    assert row["cost_reported"] is False
+    assert row["cost_usd"] == pytest.approx(library_price(model, tokens), rel=1e-9)
+    assert row["cost_usd"] > 0
+
+
+def test_sessions_and_iterations_sum_the_turns(home: Home) -> None:
+    turns = [
+        E.AgentTurn(session_id="a", iteration=1 + i // 2, model=m, tokens=t) for i, (m, t) in enumerate(TURNS)
+    ]
+    record(home, "a", *turns[:2], E.IterationStarted(session_id="a", iteration=2), *turns[2:])
+    ledger = Ledger.memory(home)
+    ledger.ingest()
+    by_iteration = {
+        r["iteration"]: r["cost_usd"]
+        for r in ledger.rows("SELECT iteration, cost_usd FROM iterations WHERE session_id = 'a'")
+    }
+    first = sum(library_price(m, t) for m, t in TURNS[:2])
+    assert by_iteration[1] == pytest.approx(first, rel=1e-9)
+    assert by_iteration[2] == pytest.approx(sum(library_price(m, t) for m, t in TURNS[2:]), rel=1e-9)
+    (session,) = ledger.rows("SELECT cost_usd FROM sessions")
+    assert session["cost_usd"] == pytest.approx(sum(library_price(m, t) for m, t in TURNS), rel=1e-9)
+
+
+def test_the_cost_the_agent_reported_wins(home: Home) -> None:
+    tokens = E.TokenUsage(input=100, output=100)
+    record(
+        home,
+        "a",
+        E.AgentTurn(session_id="a", iteration=1, model=SONNET, tokens=tokens, cost_usd=1.25),
+        E.AgentTurn(session_id="a", iteration=1, model="", tokens=tokens, cost_usd=0.5),
+    )
+    ledger = Ledger.memory(home)
+    ledger.ingest()
+    rows = ledger.rows("SELECT cost_usd, cost_reported FROM turn_costs ORDER BY seq")
+    assert rows == [{"cost_usd": 1.25, "cost_reported": True}, {"cost_usd": 0.5, "cost_reported": True}]
+    assert ledger.rows("SELECT cost_usd FROM sessions") == [{"cost_usd": 1.75}]
+
+
+def test_an_unknown_model_costs_null_with_one_note(home: Home) -> None:
+    tokens = E.TokenUsage(input=100, output=100)
+    record(home, "a", E.AgentTurn(session_id="a", iteration=1, model="nonesuch-9", tokens=tokens))
+    ledger = Ledger.memory(home)
+    notes = ledger.ingest().notes
+    assert len(notes) == 1 and "nonesuch-9" in notes[0] and "genai-prices" in notes[0]
+    assert ledger.rows("SELECT cost_usd FROM turn_costs") == [{"cost_usd": None}]
+    assert ledger.rows("SELECT cost_usd FROM sessions") == [{"cost_usd": None}]
+    (price,) = ledger.rows("SELECT input, output, note FROM model_prices WHERE model = 'nonesuch-9'")
+    assert price["input"] is None and price["output"] is None and price["note"] == notes[0]
+    Journal.for_session(home.journals, "a", fsync=False).append(
+        E.AgentTurn(session_id="a", iteration=1, model="nonesuch-9", tokens=tokens)
+    )
+    assert ledger.ingest().notes == []  # said once
+
+
+def test_a_turn_without_a_model_costs_null_and_old_lines_decode(home: Home) -> None:
+    line = b'{"type":"agent_turn","session_id":"a","seq":1,"ts":"2025-12-30T10:01:00Z","iteration":1}\n'
+    (home.journals / "a.jsonl").write_bytes(line)
+    event = E.decode(line.strip())
+    assert isinstance(event, E.AgentTurn) and event.model == "" and event.cost_usd is None
+    ledger = Ledger.memory(home)
+    assert ledger.ingest().notes == []
+    assert ledger.rows("SELECT model, cost_usd FROM turn_costs") == [{"model": "", "cost_usd": None}]
+
+
+def test_long_context_prices_apply_above_their_threshold(home: Home) -> None:
+    """Two turns of one model, the same tokens but for the cache read that takes the second past
+    200K input tokens: the second pays genai-prices' higher rate on every token."""
+    small = E.TokenUsage(input=1000, output=1000, cache_read=150_000)
+    large = E.TokenUsage(input=1000, output=1000, cache_read=250_000)
+    record(
+        home,
+        "a",
+        E.AgentTurn(session_id="a", iteration=1, model=SONNET, tokens=small),
+        E.AgentTurn(session_id="a", iteration=1, model=SONNET, tokens=large),
+    )
+    ledger = Ledger.memory(home)
+    ledger.ingest()
+    got = [r["cost_usd"] for r in ledger.rows("SELECT cost_usd FROM turn_costs ORDER BY seq")]
+    want = [library_price(SONNET, small), library_price(SONNET, large)]
+    assert got == pytest.approx(want, rel=1e-9)
+    assert want[1] / want[0] > 250 / 150  # the long-context rate, not only more tokens
+    bands = ledger.rows("SELECT above FROM model_prices WHERE model = ? ORDER BY above", [SONNET])
+    assert [b["above"] for b in bands] == [-1, 200_000]
+
+
+def test_rebuild_derives_the_prices_again(home: Home) -> None:
+    record(home, "a", E.AgentTurn(session_id="a", iteration=1, model=OPUS, tokens=E.TokenUsage(output=9)))
+    with Ledger.open(home) as ledger:
+        ledger.ingest()
+        ledger.con.execute("UPDATE model_prices SET output = 1")  # a stale or damaged price
+        ledger.rebuild()
+        (row,) = ledger.rows("SELECT cost_usd FROM turn_costs")
+    assert row["cost_usd"] == pytest.approx(library_price(OPUS, E.TokenUsage(output=9)), rel=1e-9)
+
+
+def test_the_stop_hooks_ledgers_never_import_the_price_library(tmp_path: Path) -> None:
+    """A session's in-memory ledger (``fold``: what the Stop hook's engine reads) ingests turns that
+    name a model without loading genai-prices (~160 ms); the file ledger's ingest loads it for them."""
+    code = f"""
+import sys
+from pathlib import Path
+from ledger import events as E
+from ledger.core.home import Home
+from ledger.storage.fold import ledger_of
+from ledger.storage.journal import Journal
+home = Home.resolve(Path({str(tmp_path)!r}))
+home.ensure()
+j = Journal.for_session(home.journals, "a", fsync=False)
+j.append(E.AgentTurn(session_id="a", model="{OPUS}", tokens=E.TokenUsage(output=5)))
+rows = ledger_of(j.path, home).rows("SELECT cost_usd FROM turn_costs")
+print(rows, "genai_prices" in sys.modules)
+from ledger.storage.database import Ledger
+Ledger.memory(home).ingest()
+print("genai_prices" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["[{'cost_usd': None}] False", "True"]
