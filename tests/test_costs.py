@@ -3,6 +3,7 @@ summed by ``sessions`` and ``iterations``; ``model_prices`` filled at ingest, on
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from decimal import Decimal
@@ -172,3 +173,61 @@ print("genai_prices" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[:2] == ["[{'cost_usd': None}] False", "True"]
+
+
+# --- shown: show, sessions, stats, the Parquet export -----------------------------------------------
+
+
+def costed_home(home: Home) -> float:
+    """A session of two iterations, one priced turn each, and one session with an unknown model;
+    returns the first session's cost as genai-prices computes it."""
+    a = E.TokenUsage(input=1000, output=500, cache_read=20_000, cache_creation=1_000)
+    b = E.TokenUsage(input=300, output=900, cache_read=60_000)
+    record(
+        home,
+        "priced",
+        E.AgentTurn(session_id="priced", iteration=1, model=SONNET, tokens=a),
+        E.IterationStarted(session_id="priced", iteration=2),
+        E.AgentTurn(session_id="priced", iteration=2, model=SONNET, tokens=b),
+    )
+    record(home, "unpriced", E.AgentTurn(session_id="unpriced", iteration=1, model="nonesuch-9", tokens=a))
+    return library_price(SONNET, a) + library_price(SONNET, b)
+
+
+def test_show_sessions_and_stats_print_the_cost(home: Home, capsys: pytest.CaptureFixture[str]) -> None:
+    from ledger.cli import main
+
+    total = costed_home(home)
+    assert main(["--home", str(home.root), "show", "priced"]) == 0
+    out, err = capsys.readouterr()
+    assert f"cost ${total:.4f}" in out.splitlines()[0]
+    assert "note: no price known for model 'nonesuch-9'" in err  # the first ingest says it, once
+    assert main(["--home", str(home.root), "show", "priced", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["iteration"] for r in rows] == [1, 2] and all(r["cost_usd"] > 0 for r in rows)
+    assert sum(r["cost_usd"] for r in rows) == pytest.approx(total, rel=1e-9)
+    assert main(["--home", str(home.root), "show", "unpriced"]) == 0
+    out, err = capsys.readouterr()
+    assert "cost -" in out.splitlines()[0] and "note" not in err
+    assert main(["--home", str(home.root), "sessions", "--json"]) == 0
+    costs = {r["session_id"]: r["cost_usd"] for r in json.loads(capsys.readouterr().out)}
+    assert costs["unpriced"] is None and costs["priced"] == pytest.approx(total, rel=1e-9)
+    assert main(["--home", str(home.root), "stats", "--json"]) == 0
+    (metrics,) = json.loads(capsys.readouterr().out)["loop_metrics"]
+    assert metrics["cost_usd"] == pytest.approx(total, abs=1e-6)
+
+
+def test_the_parquet_export_carries_the_costs(home: Home, tmp_path: Path) -> None:
+    import duckdb
+
+    from ledger.storage.export import export_parquet, views_bundle
+
+    total = costed_home(home)
+    with Ledger.open(home) as ledger:
+        ledger.ingest()
+        export_parquet(ledger, tmp_path / "fleet", "box")
+    con = duckdb.connect()
+    for _, sql in views_bundle():
+        con.execute(sql.replace("'events/*/", f"'{tmp_path / 'fleet'}/events/*/"))
+    got = dict(con.execute("SELECT session_id, cost_usd FROM sessions").fetchall())
+    assert got["priced"] == pytest.approx(total, rel=1e-9) and got["unpriced"] is None
