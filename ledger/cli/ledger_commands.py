@@ -64,7 +64,8 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
     As a table, a summary line comes first; CSV and JSON hold only the iteration rows. Raises
     ``CliError`` (exit 1) if there is no such session, ``LedgerError`` if the ledger cannot be opened.
     """
-    from ledger.core.output import cell, fetch, render, usd
+    from ledger.core.money import usd
+    from ledger.core.output import cell, fetch, render
     from ledger.storage.ledger_file import interruptible
 
     sql = (

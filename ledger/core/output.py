@@ -328,14 +328,6 @@ def cell(value: Any) -> str:
     return shown if len(shown) <= MAX_CELL else shown[: MAX_CELL - 1] + "…"
 
 
-def usd(value: float | None) -> str:
-    """A cost in US dollars as shown to a person: ``$0.0123`` (four decimals; ``$1,234.50`` from
-    $100), ``-`` when it is not known."""
-    if value is None or not math.isfinite(value):
-        return "-"
-    return f"${value:,.2f}" if abs(value) >= 100 else f"${value:.4f}"
-
-
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """An aligned text table: a header, a dashed rule, one line per row, then the row count."""
     cells = [[cell(v) for v in row] for row in rows]

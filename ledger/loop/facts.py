@@ -23,10 +23,14 @@ def _naive_utc(now: datetime) -> datetime:
 def read_facts(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime) -> Facts:
     """The session as the guards see it, after its latest recorded events."""
     sid = [session_id]
-    row = _one(ledger, "SELECT iteration, max_iterations, tokens FROM sessions WHERE session_id = ?", sid)
+    if cfg.cost_budget.enabled:  # the prices of models new to this ledger (the library only then)
+        ledger.fill_prices()
+    row = _one(
+        ledger, "SELECT iteration, max_iterations, tokens, cost_usd FROM sessions WHERE session_id = ?", sid
+    )
     if row is None:
         raise LookupError(f"no session {session_id!r} in the ledger")
-    iteration, max_iterations, tokens = row
+    iteration, max_iterations, tokens, cost_usd = row
     clock = _one(
         ledger,
         "SELECT elapsed_s, backward_steps, forward_jumps, skipped_s "
@@ -72,6 +76,7 @@ def read_facts(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime)
         elapsed_s=float(elapsed_s),
         clock_skew=(int(back), int(jumps), float(skipped_s)),
         tokens=int(tokens),
+        cost_usd=None if cost_usd is None else float(cost_usd),
         stop_retries=retries,
         circuit=state,
         circuit_open_s=open_s,
