@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     pass
 
 FEEDBACK_LINES = 12
-TIMELINE_TAIL = ("score", "signal", "guards", "promise", "hook", "stop", "tokens", "time")
+TIMELINE_TAIL = ("score", "signal", "guards", "promise", "hook", "stop", "tokens", "cost", "time")
 EVENT_COLOURS = {
     "session_started": fmt.BLUE,
     "iteration_started": fmt.BLUE,
@@ -58,7 +58,8 @@ def timeline_columns(iterations: list[IterationRow]) -> list[str]:
 
 
 def timeline_row(it: IterationRow, rule_names: list[str]) -> list[Any]:
-    """The cells of one iteration: number, one per rule, score, promise, hook, signal, stop, guards."""
+    """The cells of one iteration: number, one per rule, score, signal, guards, promise, hook, stop,
+    tokens, cost and duration."""
     tripped = bool(it.guards)
     rules = {c.rule: (c.passed, c.errored) for c in it.rules}
     number = Text(f"⚠{it.iteration}" if tripped else str(it.iteration), justify="right")
@@ -75,6 +76,7 @@ def timeline_row(it: IterationRow, rule_names: list[str]) -> list[Any]:
         Text(it.hook_action),
         Text(it.stop_decision),
         Text(fmt.tokens(it.tokens_total), justify="right"),
+        fmt.cost_text(it.cost_usd),
         Text("-" if it.duration_s is None else f"{it.duration_s:.0f}s", justify="right"),
     ]
 
@@ -123,6 +125,8 @@ def title_text(session_id: str, row: SessionRow | None) -> Text:
     out.append_text(fmt.score_text(row.last_score))
     if row.tokens:
         out.append(f"  {fmt.tokens(row.tokens)} tokens")
+    if row.cost_usd is not None:
+        out.append(f"  {fmt.cost(row.cost_usd)}")
     out.append(f"  {row.agent}  ")
     out.append(" ".join(row.task.split()), style=fmt.GREY)
     return out
