@@ -141,6 +141,22 @@ def test_long_context_prices_apply_above_their_threshold(home: Home) -> None:
     assert [b["above"] for b in bands] == [-1, 200_000]
 
 
+def test_a_model_first_named_in_a_later_append_is_priced(home: Home) -> None:
+    """A live tail's ingest looks only at the events it added (``IngestReport.seqs``) for new models."""
+    record(home, "a", E.AgentTurn(session_id="a", iteration=1, model=OPUS, tokens=E.TokenUsage(output=9)))
+    record(home, "b", E.AgentTurn(session_id="b", iteration=1, model=OPUS, tokens=E.TokenUsage(output=9)))
+    ledger = Ledger.memory(home)
+    ledger.ingest()
+    tokens = E.TokenUsage(input=50, output=70)
+    Journal.for_session(home.journals, "b", fsync=False).append(
+        E.AgentTurn(session_id="b", iteration=1, model=GPT, tokens=tokens)
+    )
+    report = ledger.ingest(live=True)
+    assert report.seqs == {"b": (3, 4)} and report.notes == []
+    (row,) = ledger.rows("SELECT cost_usd FROM turn_costs WHERE model = ?", [GPT])
+    assert row["cost_usd"] == pytest.approx(library_price(GPT, tokens), rel=1e-9)
+
+
 def test_rebuild_derives_the_prices_again(home: Home) -> None:
     record(home, "a", E.AgentTurn(session_id="a", iteration=1, model=OPUS, tokens=E.TokenUsage(output=9)))
     with Ledger.open(home) as ledger:
@@ -152,27 +168,52 @@ def test_rebuild_derives_the_prices_again(home: Home) -> None:
 
 
 def test_the_stop_hooks_ledgers_never_import_the_price_library(tmp_path: Path) -> None:
-    """A session's in-memory ledger (``fold``: what the Stop hook's engine reads) ingests turns that
-    name a model without loading genai-prices (~160 ms); the file ledger's ingest loads it for them."""
+    """With pricing off, as the Stop hook's processes have it, a session's in-memory ledger (``fold``:
+    what the hook's engine reads) ingests turns that name a model without loading genai-prices
+    (~160 ms); the cost_budget guard's facts load it; any other ledger's ingest prices them."""
     code = f"""
 import sys
 from pathlib import Path
 from ledger import events as E
 from ledger.core.home import Home
-from ledger.storage.fold import ledger_of
+from ledger.loop.facts import read_facts
+from ledger.loop.guards import CostBudget, GuardConfig
+from ledger.storage import fold
 from ledger.storage.journal import Journal
+from datetime import datetime, UTC
+fold.PRICES = False
 home = Home.resolve(Path({str(tmp_path)!r}))
 home.ensure()
 j = Journal.for_session(home.journals, "a", fsync=False)
-j.append(E.AgentTurn(session_id="a", model="{OPUS}", tokens=E.TokenUsage(output=5)))
-rows = ledger_of(j.path, home).rows("SELECT cost_usd FROM turn_costs")
-print(rows, "genai_prices" in sys.modules)
-from ledger.storage.database import Ledger
-Ledger.memory(home).ingest()
-print("genai_prices" in sys.modules)
+turn = E.AgentTurn(session_id="a", model="{OPUS}", tokens=E.TokenUsage(output=5))
+j.append(E.SessionStarted(session_id="a"), turn)
+ledger = fold.ledger_of(j.path, home)
+print(ledger.rows("SELECT cost_usd FROM turn_costs"), "genai_prices" in sys.modules)
+cfg = GuardConfig(cost_budget=CostBudget(enabled=True, max_cost_usd=1.0))
+print(read_facts(ledger, "a", cfg, datetime.now(UTC)).cost_usd, "genai_prices" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split("\n")[:2] == ["[{'cost_usd': None}] False", "True"]
+    first, second, *_ = out.split("\n")
+    assert first == "[{'cost_usd': None}] False"
+    assert second == f"{library_price(OPUS, E.TokenUsage(output=5))} True"
+
+
+def test_the_stop_hooks_entry_points_turn_pricing_off(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import io
+
+    from ledger.agents.claude_code import hook, warm, warm_worker
+    from ledger.storage import fold
+
+    monkeypatch.setattr(fold, "PRICES", True)
+    monkeypatch.setattr(warm, "served", lambda raw, home: None)  # no warm worker: in this process
+    monkeypatch.setattr(hook, "main", lambda raw, home: 7 if fold.PRICES is False else 1)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"{}")))
+    assert warm.hook_main() == 7
+    monkeypatch.setattr(fold, "PRICES", True)
+    monkeypatch.setattr(warm_worker, "serve", lambda *a, **kw: 7 if fold.PRICES is False else 1)
+    assert warm_worker.main([str(tmp_path)]) == 7
 
 
 # --- shown: show, sessions, stats, the Parquet export -----------------------------------------------

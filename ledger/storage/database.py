@@ -216,10 +216,15 @@ class Ledger:
         return self._write(lambda: ingest(self.con, files, self._tmp(), live=live), sweep=not live)
 
     def fill_prices(self, report: IngestReport | None = None) -> IngestReport:
-        """Add the prices of the models new to the ledger (``ledger.storage.prices``); the notes
-        on models without a known price go to ``report``."""
-        report = report if report is not None else IngestReport()
-        report.notes.extend(fill_prices(self.con))
+        """Add the prices of the models new to the ledger (``ledger.storage.prices``): of the events
+        ``report``'s ingest added, or of all; the notes on models without a known price go to it."""
+        if report is None:
+            report = IngestReport()
+            report.notes.extend(fill_prices(self.con))
+        elif not report.reset:  # (a journal read again from its start: look at every event)
+            report.notes.extend(fill_prices(self.con, report.seqs))
+        else:
+            report.notes.extend(fill_prices(self.con))
         return report
 
     def rebuild(self) -> IngestReport:

@@ -19,6 +19,7 @@ hook unless the ``cost_budget`` guard is on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
@@ -33,6 +34,9 @@ MODEL_PRICES_TABLE: Final = """CREATE TABLE IF NOT EXISTS model_prices (
          prices_from VARCHAR, note VARCHAR)"""
 """One row per model (as the turns name it) and price band: rates in USD per token (NULL: not
 known), for turns whose input tokens (cache included) exceed ``above`` (-1: the base band)."""
+
+NARROW_AT_MOST: Final = 32
+"""Sessions up to which ``fill_prices`` looks at an ingest's new events only (a live tail's)."""
 
 COLUMNS: Final = [
     "model",
@@ -49,18 +53,25 @@ COLUMNS: Final = [
 ]
 
 
-def fill_prices(con: duckdb.DuckDBPyConnection) -> list[str]:
+def fill_prices(
+    con: duckdb.DuckDBPyConnection, new: Mapping[str, tuple[int, int]] | None = None
+) -> list[str]:
     """Add the prices of the models the turns name that ``model_prices`` lacks (one statement);
-    returns one note per model the price library does not know."""
-    rows = con.execute(
-        "SELECT DISTINCT model FROM events WHERE type = 'agent_turn' AND model <> '' "
-        "AND model NOT IN (SELECT model FROM model_prices) ORDER BY model"
-    ).fetchall()
+    returns one note per model the price library does not know. ``new`` (an ingest's ``seqs``:
+    session -> last seq before and after) narrows the search to those events when they are few."""
+    where = "type = 'agent_turn' AND model <> '' AND model NOT IN (SELECT model FROM model_prices)"
+    params: list[Any] = []
+    if new is not None and len(new) <= NARROW_AT_MOST:
+        if not new:
+            return []
+        where += " AND (" + " OR ".join(["(session_id = ? AND seq > ? AND seq <= ?)"] * len(new)) + ")"
+        params = [v for sid, (lo, hi) in new.items() for v in (sid, lo, hi)]
+    rows = con.execute(f"SELECT DISTINCT model FROM events WHERE {where} ORDER BY model", params).fetchall()
     if not rows:
         return []
-    new = [band for (model,) in rows for band in price_bands(str(model))]
-    bulk_insert(con, "INSERT INTO model_prices", new, COLUMNS)
-    return [str(r[-1]) for r in new if r[2] is None]
+    bands = [band for (model,) in rows for band in price_bands(str(model))]
+    bulk_insert(con, "INSERT INTO model_prices", bands, COLUMNS)
+    return [str(r[-1]) for r in bands if r[2] is None]
 
 
 def library() -> str:

@@ -25,7 +25,7 @@ SELECT
   coalesce(sum(e.output), 0) AS tokens_output,
   coalesce(sum(e.cache), 0) AS tokens_cache,
   coalesce(sum(e.tokens), 0) AS tokens_total,
-  sum(e.cost_usd) AS cost_usd  -- as turn_costs defines it: NULL when no turn's cost is known
+  round(sum(e.cost_usd), 9) AS cost_usd  -- as turn_costs defines it, and rounded as sessions.cost_usd
 FROM (
   -- the turns' tokens come in as extra rows rather than a join (which took twice as long)
   SELECT session_id, iteration, seq, ts, type, files_modified, tool_count, promise, action, signal,

@@ -21,7 +21,9 @@ SELECT
   arg_max(ts, seq) AS updated_at,
   count(e.seq) AS events,
   coalesce(sum(e.tokens), 0) AS tokens,  -- as turn_tokens defines them
-  sum(e.cost_usd) AS cost_usd  -- as turn_costs defines it: NULL when no turn's cost is known
+  -- as turn_costs defines it, NULL when no turn's cost is known; rounded to a billionth of a dollar,
+  -- since a parallel float sum differs in its last digits from run to run
+  round(sum(e.cost_usd), 9) AS cost_usd
 FROM (
   -- The turns' tokens and the failure streak come in as extra rows rather than joins, so that a filter on session_id
   -- reaches both branches (a LEFT JOIN kept it from the detector's side: 57 ms vs 19 ms for one
