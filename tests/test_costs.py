@@ -157,6 +157,33 @@ def test_a_model_first_named_in_a_later_append_is_priced(home: Home) -> None:
     assert row["cost_usd"] == pytest.approx(library_price(GPT, tokens), rel=1e-9)
 
 
+def test_context_window_use_per_iteration(home: Home) -> None:
+    """The last turn's context (its last request's input tokens, cache included) over the model's
+    window as genai-prices knows it; NULL for a model without a known window."""
+    record(
+        home,
+        "a",
+        E.AgentTurn(session_id="a", iteration=1, model=SONNET, context_tokens=40_000),
+        E.AgentTurn(session_id="a", iteration=1, model=SONNET, context_tokens=150_000),
+        E.IterationStarted(session_id="a", iteration=2),
+        E.AgentTurn(session_id="a", iteration=2, model="nonesuch-9", context_tokens=150_000),
+        E.IterationStarted(session_id="a", iteration=3),
+        E.AgentTurn(session_id="a", iteration=3, model=SONNET),  # no context said
+    )
+    window = calc_price(Usage(input_tokens=1), model_ref=SONNET).model.context_window
+    assert window == 200_000
+    ledger = Ledger.memory(home)
+    ledger.ingest()
+    rows = ledger.rows(
+        "SELECT iteration, context_tokens, context_window, context_used FROM iterations ORDER BY iteration"
+    )
+    assert rows == [
+        {"iteration": 1, "context_tokens": 150_000, "context_window": window, "context_used": 0.75},
+        {"iteration": 2, "context_tokens": 150_000, "context_window": None, "context_used": None},
+        {"iteration": 3, "context_tokens": None, "context_window": None, "context_used": None},
+    ]
+
+
 def test_rebuild_derives_the_prices_again(home: Home) -> None:
     record(home, "a", E.AgentTurn(session_id="a", iteration=1, model=OPUS, tokens=E.TokenUsage(output=9)))
     with Ledger.open(home) as ledger:

@@ -252,6 +252,19 @@ def test_cost_budget(tmp_path: Path) -> None:
     assert trip.evidence["cost_usd"] == pytest.approx(0.006) and trip.detail.startswith("$0.0060 spent")
 
 
+def test_context_window(tmp_path: Path) -> None:
+    """The transcript's last request read 150,000 then 190,000 input tokens of Claude Sonnet 4.5's
+    200,000 (genai-prices): the loop stops before an iteration would start 95% full."""
+    config = flag("tests") + NO_BREAKER + "[guards.context_window]\nenabled = true\n"
+    loop = Loop(tmp_path, config)
+    loop.start()
+    blocked(loop.turn(tokens=150_000, model="claude-sonnet-4-5-20250929"))
+    evs = ended(
+        loop, loop.turn(tokens=190_000, model="claude-sonnet-4-5-20250929"), "BLOCKED", "context_window"
+    )
+    assert [e.context_tokens for e in evs if isinstance(e, E.AgentTurn)] == [150_000, 190_000]
+
+
 def test_error_threshold(tmp_path: Path) -> None:
     broken = "[[rules]]\nname = 'lint'\ntype = 'command'\nargv = ['/nonexistent/linter']\n"
     loop = Loop(tmp_path, broken + NO_BREAKER + "[guards.error_threshold]\nlimit = 2\n")

@@ -163,6 +163,14 @@ def cost_text(usd: float | None) -> Text:
     return Text(cost(usd), justify="right", style="" if usd is not None else GREY)
 
 
+def context_text(used: float | None) -> Text:
+    """How full the context window was, ``45%``, right-aligned: amber from 80%, red from 90%; a grey
+    ``–`` when not known."""
+    if used is None:
+        return Text("–", justify="right", style=GREY)
+    return Text(f"{used:.0%}", justify="right", style=RED if used >= 0.9 else AMBER if used >= 0.8 else "")
+
+
 def truncate(text: str, width: int) -> str:
     """``text`` on one line, cut to ``width`` cells with an ellipsis."""
     line = " ".join(text.split())

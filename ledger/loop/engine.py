@@ -179,10 +179,11 @@ class Engine:
         todos: Sequence[Todo] | None = None,
         model: str = "",
         cost_usd: float | None = None,
+        context_tokens: int = 0,
     ) -> ValidateResult:
         """iteration_validate: run the rules, detect promises, evaluate guards and hooks, resolve the
         signal and record every step. ``todos`` is the agent's own todo list, for the ``todos`` rule
-        (``None``: not known); ``model`` and ``cost_usd`` what the agent reported (``""``/``None``: not)."""
+        (``None``: not known); ``model``, ``cost_usd`` and ``context_tokens`` as ``AgentTurn`` has them."""
         s = self._running(session_id)
         n = s.iteration
         turn = ev.AgentTurn(
@@ -197,6 +198,7 @@ class Engine:
             transcript_offset=transcript_offset,
             model=model,
             cost_usd=cost_usd,
+            context_tokens=context_tokens,
         )
         detection = detect_promises(
             agent_output, custom=s.config.completion_promises, exclusive=s.config.exclusive_promises
@@ -323,8 +325,7 @@ class Engine:
         return NextResult(session_id, n + 1, max_it, cp, f"Advanced to iteration {n + 1} of {max_it}")
 
     def complete(self, session_id: str, promise: str = "", lead: Sequence[ev.Event] = ()) -> CompleteResult:
-        """iteration_complete: finish the loop and clear its hooks; ``lead`` lands first, in the
-        same append."""
+        """iteration_complete: finish the loop and clear its hooks; ``lead`` lands first, same append."""
         s = self._running(session_id)
         history = _history(s.ledger, session_id)
         final = history[-1]["score"] if history else None
@@ -355,8 +356,7 @@ class Engine:
     def hook_register(
         self, session_id: str, hook_type: str, *, enabled: bool = True, metadata: dict[str, Any] | None = None
     ) -> str:
-        """Register a preset hook, or a custom callable given to this Engine
-        by id; recorded as an event, so presets survive a restart."""
+        """Register a preset hook or this Engine's custom callable by id, recorded: presets persist."""
         if hook_type not in PRESET_FNS and hook_type not in self.custom_hooks:
             known = ", ".join([*PRESET_FNS, *self.custom_hooks])
             raise EngineError(f"unknown hook {hook_type!r}: expected one of {known}")
@@ -396,7 +396,7 @@ class Engine:
     # -- overrides (seed 000 §5.4) --------------------------------------------
     def escalate(self, session_id: str, reason: str, guard: str = "", lead: Sequence[ev.Event] = ()) -> None:
         """End a running session as escalated (a caller that cannot go on, e.g. ``next`` refused);
-        ``lead`` lands first, in the same append."""
+        ``lead`` lands first, same append."""
         s = self._running(session_id)
         escalated = ev.SessionEscalated(
             session_id=session_id, iteration=s.iteration, reason=reason, guard=guard

@@ -130,6 +130,8 @@ class IterationRow(msgspec.Struct, frozen=True, kw_only=True):
     rules: list[RuleCell]
     cost_usd: float | None = None
     """US dollars, as the ``turn_costs`` view defines them (``None``: not known)."""
+    context_used: float | None = None
+    """How full the model's context window was at the iteration's last turn (``None``: not known)."""
 
 
 class IterationDetail(msgspec.Struct, frozen=True, kw_only=True):
@@ -237,10 +239,12 @@ def iteration_of(r: dict[str, Any], rules: list[RuleCell]) -> IterationRow:
         tokens_total=int(r["tokens_total"] or 0),
         rules=rules,
         cost_usd=_money(r.get("cost_usd")),
+        context_used=_money(r.get("context_used")),
     )
 
 
 def _money(value: Any) -> float | None:
+    """A nullable number of the views as a float."""
     return None if value is None else float(value)
 
 

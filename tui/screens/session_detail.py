@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     pass
 
 FEEDBACK_LINES = 12
-TIMELINE_TAIL = ("score", "signal", "guards", "promise", "hook", "stop", "tokens", "cost", "time")
+TIMELINE_TAIL = ("score", "signal", "guards", "promise", "hook", "stop", "tokens", "cost", "ctx", "time")
 EVENT_COLOURS = {
     "session_started": fmt.BLUE,
     "iteration_started": fmt.BLUE,
@@ -59,7 +59,7 @@ def timeline_columns(iterations: list[IterationRow]) -> list[str]:
 
 def timeline_row(it: IterationRow, rule_names: list[str]) -> list[Any]:
     """The cells of one iteration: number, one per rule, score, signal, guards, promise, hook, stop,
-    tokens, cost and duration."""
+    tokens, cost, context window use and duration."""
     tripped = bool(it.guards)
     rules = {c.rule: (c.passed, c.errored) for c in it.rules}
     number = Text(f"⚠{it.iteration}" if tripped else str(it.iteration), justify="right")
@@ -77,6 +77,7 @@ def timeline_row(it: IterationRow, rule_names: list[str]) -> list[Any]:
         Text(it.stop_decision),
         Text(fmt.tokens(it.tokens_total), justify="right"),
         fmt.cost_text(it.cost_usd),
+        fmt.context_text(it.context_used),
         Text("-" if it.duration_s is None else f"{it.duration_s:.0f}s", justify="right"),
     ]
 

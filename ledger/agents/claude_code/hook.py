@@ -125,6 +125,7 @@ def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> li
             tokens=turn.tokens if turn else ev.TokenUsage(),
             transcript_offset=turn.end if turn else 0,
             model=turn.model if turn else "",
+            context_tokens=turn.context_tokens if turn else 0,
         )
     )
     custom = [state.completion_promise] if state.completion_promise else []

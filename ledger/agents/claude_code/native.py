@@ -250,6 +250,7 @@ def _owned_stop(
         transcript_offset=turn.end if turn else 0,
         todos=todos,
         model=turn.model if turn else "",
+        context_tokens=turn.context_tokens if turn else 0,
     )
     return msgspec.structs.replace(_decide(engine, loop, path, result), sync=(str(journal.path),))
 

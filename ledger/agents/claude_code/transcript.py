@@ -199,7 +199,8 @@ class Scan(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     and ``files_modified`` lists, first seen first, the files of Edit, Write, MultiEdit and NotebookEdit
     calls. ``last_text`` is the text of the last assistant message with text in the current turn,
     ``stop_reason`` the last non-null one of an assistant line (``""`` if none), ``model`` the last
-    ``message.model`` of one (``""`` if none; sub-agents' lines aside). ``lines`` counts the
+    ``message.model`` of one (``""`` if none; sub-agents' lines aside) and ``context_tokens`` the input
+    tokens, cache included, of the last one's usage: how full the context was. ``lines`` counts the
     complete lines read, ``bad_lines`` those skipped as undecodable or too long.
     """
 
@@ -215,6 +216,7 @@ class Scan(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     last_text: str = ""
     stop_reason: str = ""
     model: str = ""
+    context_tokens: int = 0
 
 
 class _Aggregate:
@@ -232,6 +234,7 @@ class _Aggregate:
         self.last_text = ""
         self.stop_reason = ""
         self.model = ""
+        self.context_tokens = 0
 
     def feed(self, raw: bytes | None) -> None:
         """Count one complete line (``None`` for a line too long to decode)."""
@@ -274,6 +277,14 @@ class _Aggregate:
             self.stop_reason = message.stop_reason
         if message.model:
             self.model = message.model
+        if message.usage is not None:
+            u = message.usage
+            used = (
+                (u.input_tokens or 0)
+                + (u.cache_read_input_tokens or 0)
+                + (u.cache_creation_input_tokens or 0)
+            )
+            self.context_tokens = used or self.context_tokens
         if message.id != self.run_id:
             self.run_id, self.run_texts = message.id, []
         texts = message_texts(message)
@@ -306,6 +317,7 @@ class _Aggregate:
             last_text=self.last_text,
             stop_reason=self.stop_reason,
             model=self.model,
+            context_tokens=self.context_tokens,
         )
 
 

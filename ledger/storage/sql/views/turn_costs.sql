@@ -3,7 +3,8 @@
 -- tokens (turn_tokens) x its model's per-token prices (model_prices, from genai-prices): input,
 -- output, cache reads and cache writes each at their own rate, in the price band of the turn's input
 -- tokens (long-context prices). NULL when neither is known (no model, or one without a known price).
--- context_window is the model's, as the price library knows it (NULL: not known).
+-- context_window is the model's, as the price library knows it (NULL: not known); context_used is
+-- the turn's last request's input tokens (cache included) over it: how full the context was.
 SELECT
   t.session_id,
   t.iteration,
@@ -18,6 +19,8 @@ SELECT
            t.input * p.input + t.output * p.output + t.cache_read * p.cache_read
            + t.cache_write * p.cache_write) AS cost_usd,
   t.reported_cost_usd IS NOT NULL AS cost_reported,
-  p.context_window
+  p.context_window,
+  t.context_tokens,
+  t.context_tokens / p.context_window AS context_used
 FROM turn_tokens t
 ASOF LEFT JOIN model_prices p ON t.model = p.model AND t.prompt > p.above

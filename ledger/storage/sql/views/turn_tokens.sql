@@ -2,7 +2,8 @@
 -- screen uses. tokens = input + output + cache_creation + cache_read: every token the model read or
 -- wrote in the turn (what the token_budget guard counts); cache = cache_creation + cache_read.
 -- prompt = input + cache: the input tokens the model read, cache included (what a price tier and
--- the context window count). model and reported_cost_usd are what the agent said (turn_costs).
+-- the context window count). model, reported_cost_usd and context_tokens (the input tokens, cache
+-- included, of the turn's last request; NULL: not known) are what the agent said (turn_costs).
 SELECT
   session_id,
   iteration,
@@ -15,6 +16,7 @@ SELECT
   tokens.cache_creation AS cache_write,
   tokens.input + tokens.cache_creation + tokens.cache_read AS prompt,
   model,
-  cost_usd AS reported_cost_usd
+  cost_usd AS reported_cost_usd,
+  nullif(context_tokens, 0) AS context_tokens
 FROM events
 WHERE type = 'agent_turn'
