@@ -299,3 +299,15 @@ def test_the_parquet_export_carries_the_costs(home: Home, tmp_path: Path) -> Non
         con.execute(sql.replace("'events/*/", f"'{tmp_path / 'fleet'}/events/*/"))
     got = dict(con.execute("SELECT session_id, cost_usd FROM sessions").fetchall())
     assert got["priced"] == pytest.approx(total, rel=1e-9) and got["unpriced"] is None
+
+
+def test_schema_lists_the_cost_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    from ledger.cli import main
+
+    assert main(["schema"]) == 0
+    out = capsys.readouterr().out
+    views = {block.split("\n", 1)[0]: block for block in out.split("\nview ")}
+    assert "turn_costs" in views and "  cost_usd                 DOUBLE" in views["turn_costs"]
+    for view in ("sessions", "iterations", "loop_metrics"):
+        assert "  cost_usd                 DOUBLE" in views[view], view
+    assert "  context_used             DOUBLE" in views["iterations"]
