@@ -110,6 +110,24 @@ def test_an_unknown_model_costs_null_with_one_note(home: Home) -> None:
     assert ledger.ingest().notes == []  # said once
 
 
+def test_a_price_library_failure_never_fails_the_ingest(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    import genai_prices
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("invalid price data\nsecond line")
+
+    monkeypatch.setattr(genai_prices, "calc_price", broken)
+    record(home, "a", E.AgentTurn(session_id="a", iteration=1, model=OPUS, tokens=E.TokenUsage(output=9)))
+    ledger = Ledger.memory(home)
+    report = ledger.ingest()
+    assert report.events == 3
+    assert report.notes == [
+        f"model {OPUS!r}: cannot price it: invalid price data (genai-prices {genai_prices.__version__}); "
+        "its turns' cost is blank unless the agent reported one"
+    ]
+    assert ledger.rows("SELECT cost_usd FROM turn_costs") == [{"cost_usd": None}]
+
+
 def test_a_turn_without_a_model_costs_null_and_old_lines_decode(home: Home) -> None:
     line = b'{"type":"agent_turn","session_id":"a","seq":1,"ts":"2025-12-30T10:01:00Z","iteration":1}\n'
     (home.journals / "a.jsonl").write_bytes(line)
@@ -269,7 +287,7 @@ def test_show_sessions_and_stats_print_the_cost(home: Home, capsys: pytest.Captu
     assert main(["--home", str(home.root), "show", "priced"]) == 0
     out, err = capsys.readouterr()
     assert f"cost ${total:.4f}" in out.splitlines()[0]
-    assert "note: no price known for model 'nonesuch-9'" in err  # the first ingest says it, once
+    assert "note: model 'nonesuch-9': no price known" in err  # the first ingest says it, once
     assert main(["--home", str(home.root), "show", "priced", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["iteration"] for r in rows] == [1, 2] and all(r["cost_usd"] > 0 for r in rows)

@@ -14,15 +14,17 @@ threshold: genai-prices' tiers) has one more row per tier: a turn takes the row 
 ``above`` below its input tokens. A model the library does not know gets one row with NULL rates and
 a note (the ingest says it once): its turns cost NULL unless the agent reported a cost, never a
 guess. genai-prices is imported only when a new model shows up (it takes ~160 ms): never by the Stop
-hook unless the ``cost_budget`` guard is on.
+hook unless the ``cost_budget`` or ``context_window`` guard is on (``ledger.storage.fold.PRICES``).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
+from ledger.core.errors import one_line
 from ledger.storage.ingest import bulk_insert
 
 if TYPE_CHECKING:
@@ -82,21 +84,33 @@ def library() -> str:
 
 
 def price_bands(model: str) -> list[tuple[Any, ...]]:
-    """The ``model_prices`` rows of ``model`` (in ``COLUMNS`` order), from genai-prices."""
+    """The ``model_prices`` rows of ``model`` (in ``COLUMNS`` order), from genai-prices; one row of
+    NULL rates and a note when the library does not know the model or cannot price it (an ingest
+    never fails for a price)."""
+    try:
+        with warnings.catch_warnings():  # (the library warns of price keys it does not know)
+            warnings.simplefilter("ignore")
+            return _bands(model)
+    except LookupError:
+        why = "no price known"
+    except Exception as exc:  # a price is never worth a failed ingest
+        why = f"cannot price it: {one_line(exc)}"
+    try:
+        source = library()
+    except ImportError:
+        source = "genai-prices is not installed"
+    note = f"model {model!r}: {why} ({source}); its turns' cost is blank unless the agent reported one"
+    return [(model, -1, None, None, None, None, None, None, None, source, note)]
+
+
+def _bands(model: str) -> list[tuple[Any, ...]]:
     from genai_prices import Usage, calc_price
     from genai_prices.types import TieredPrices
 
     def price(n: int, **usage: int) -> Decimal:
         return calc_price(Usage(input_tokens=n, **usage), model_ref=model).total_price
 
-    try:
-        base = calc_price(Usage(input_tokens=0), model_ref=model)
-    except LookupError:
-        note = (
-            f"no price known for model {model!r} ({library()}): "
-            "its turns' cost is blank unless the agent reported one"
-        )
-        return [(model, -1, None, None, None, None, None, None, None, library(), note)]
+    base = calc_price(Usage(input_tokens=0), model_ref=model)
     tiers = {
         tier.start
         for value in vars(base.model_price).values()
