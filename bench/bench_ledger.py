@@ -60,7 +60,8 @@ from ledger.storage.ingest import IngestReport
 from ledger.storage.journal import Journal
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
-GENERATOR_VERSION: Final = 2  # bump when the generated data (or the vocabulary) changes
+GENERATOR_VERSION: Final = 3  # bump when the generated data (or the vocabulary) changes
+MODELS: Final = ("claude-sonnet-4-5-20250929", "claude-opus-4-6", "gpt-4o")  # what the turns name
 COMPLETE_MARKER: Final = "COMPLETE"
 
 VIEWS: Final = ("sessions", "iterations", "rule_results", "hook_decisions", "guard_trips", "checkpoints")
@@ -265,6 +266,7 @@ def add_iteration(b: EventBuilder, rng: random.Random, plan: SessionPlan, it: in
         files_modified=files,
         tool_count=rng.randint(1, 25),
         stop_reason="end_turn",
+        model=MODELS[it % len(MODELS)],  # priced at ingest (model_prices); not drawn: the rng stream stays
         tokens=ev.TokenUsage(
             input=rng.randint(2_000, 60_000),
             output=rng.randint(200, 8_000),

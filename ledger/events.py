@@ -147,6 +147,9 @@ class AgentTurn(Event, frozen=True, kw_only=True, gc=False, tag="agent_turn"):
     tokens: TokenUsage = TokenUsage()
     duration_ms: float = 0.0
     transcript_offset: int = 0  # where the agent's transcript was read up to (stop hooks)
+    model: str = ""  # the model the agent named for the turn ("": not known)
+    cost_usd: float | None = None  # the turn's cost as the agent reported it (None: it reported none)
+    context_tokens: int = 0  # input tokens (cache included) of the turn's last request (0: not known)
 
 
 class PromiseDetected(Event, frozen=True, kw_only=True, gc=False, tag="promise_detected"):

@@ -261,6 +261,27 @@ def test_config_path_is_what_find_config_and_has_config_read(
             "guards.token_budget.tokens: expected a whole number >= 1, got 0",
         ),
         (
+            "[guards.context_window]\nenabled = true\nmax_fraction = 1.5\n",
+            "guards.context_window.max_fraction: expected a fraction > 0 and <= 1, got 1.5",
+        ),
+        (
+            "[guards.context_window]\nmax_fraction = 0.5\n",
+            "guards.context_window.max_fraction: never takes effect while "
+            "guards.context_window.enabled is false",
+        ),
+        (
+            "[guards.cost_budget]\nenabled = true\n",
+            "guards.cost_budget.max_cost_usd: expected a number of US dollars > 0, got 0.0",
+        ),
+        (
+            "[guards.cost_budget]\nenabled = true\nmax_cost_usd = -2\n",
+            "guards.cost_budget.max_cost_usd: expected a number of US dollars > 0, got -2.0",
+        ),
+        (
+            "[guards.cost_budget]\nmax_cost_usd = 5\n",
+            "guards.cost_budget.max_cost_usd: never takes effect while guards.cost_budget.enabled is false",
+        ),
+        (
             "[guards.token_budget]\ntokens = 100000\n",
             "guards.token_budget.tokens: never takes effect while guards.token_budget.enabled is false",
         ),

@@ -216,7 +216,7 @@ def test_an_empty_home_exports_an_empty_but_readable_dataset(
     dest = tmp_path / "fleet"
     assert export(empty, dest, "--source", "idle") == 0
     assert "export: 0 events of 0 sessions" in capsys.readouterr().out
-    assert len(list((dest / "events" / "source=idle").rglob("*.parquet"))) == 1
+    assert len(list((dest / "events" / "source=idle").glob("day=*/*.parquet"))) == 1
     con = dataset(dest, monkeypatch)
     for sql in queries():
         assert rows(con, sql)[1] == [], sql
@@ -330,6 +330,7 @@ CONSTRUCTS = {
     "any_value": r"\bany_value\(",
     "integer / integer": r"count\(\*\)(?:\s+FILTER\s+\((?:[^()]|\([^()]*\))*\))?\s*/",
     "OVER (w ROWS ...)": r"OVER\s+\(\w+\s+ROWS",
+    "ASOF LEFT JOIN": r"\bASOF\b",
     "table macros": r"^--\s*params:|\b(?:failure_streak|quality_regression|thrashing|validation_stall)\(",
 }
 

@@ -147,9 +147,9 @@ def test_one_native_stop_reads_its_journal_once_and_builds_one_ledger(
             whole.append(p)
         return real_chunk(p, offset, line_no, head)
 
-    def memory(home: Home | None = None) -> Ledger:
+    def memory(home: Home | None = None, *, prices: bool = True) -> Ledger:
         built.append(1)
-        return real_memory(home)
+        return real_memory(home, prices=prices)
 
     monkeypatch.setattr(journal_module, "read_chunk", chunk)
     monkeypatch.setattr(store_module.Ledger, "memory", staticmethod(memory))

@@ -12,6 +12,8 @@ import pytest
 from ledger import events as E
 from ledger.loop.facts import read_facts
 from ledger.loop.guards import (
+    ContextWindow,
+    CostBudget,
     Facts,
     GuardConfig,
     TokenBudget,
@@ -46,6 +48,9 @@ def session(
     files: list[list[str]] | None = None,
     max_iterations: int = 15,
     tokens: int = 0,
+    model: str = "",
+    cost: float | None = None,
+    context: int = 0,
     step: timedelta = timedelta(minutes=1),
 ) -> list[E.Event]:
     """A loop whose iteration n validates with outcomes[n-1] ('p'/'f'/'e' per rule)."""
@@ -60,6 +65,9 @@ def session(
                 ts=ts,
                 files_modified=(files or [[]] * n)[n - 1],
                 tokens=E.TokenUsage(input=tokens),
+                model=model,
+                cost_usd=cost,
+                context_tokens=context,
             )
         )
         results = rr(outcome)
@@ -199,6 +207,45 @@ def test_token_budget_is_off_by_default() -> None:
     assert TokenBudget().enabled is False
 
 
+@pytest.mark.parametrize(("per_turn", "fires"), [(0.2, False), (0.49, False), (0.5, True), (0.75, True)])
+def test_cost_budget_counts_the_cost_the_agent_reported(per_turn: float, fires: bool) -> None:
+    cfg = only("cost_budget", max_cost_usd=1.0)
+    assert tripped(session(["f", "f"], cost=per_turn), cfg) == (["cost_budget"] if fires else [])
+
+
+@pytest.mark.parametrize(("tokens", "fires"), [(100_000, False), (166_666, False), (166_667, True)])
+def test_cost_budget_prices_tokens_when_no_cost_was_reported(tokens: int, fires: bool) -> None:
+    """Claude Sonnet 4.5 input costs $3 per million tokens (genai-prices): two turns of 166,667
+    input tokens cost just over $1."""
+    cfg = only("cost_budget", max_cost_usd=1.0)
+    evs = session(["f", "f"], tokens=tokens, model="claude-sonnet-4-5-20250929")
+    assert tripped(evs, cfg) == (["cost_budget"] if fires else [])
+
+
+@pytest.mark.parametrize(("context", "fires"), [(150_000, False), (179_999, False), (180_000, True)])
+def test_context_window_trips_when_the_next_iteration_would_start_too_full(context: int, fires: bool) -> None:
+    """Claude Sonnet 4.5's window is 200,000 tokens (genai-prices): 90% is 180,000."""
+    cfg = only("context_window")
+    evs = session(["f", "f"], context=context, model="claude-sonnet-4-5-20250929")
+    assert tripped(evs, cfg) == (["context_window"] if fires else [])
+    assert facts_after(evs, cfg).context == (context, 200_000)
+
+
+def test_context_window_is_off_by_default_and_an_unknown_window_never_trips_it() -> None:
+    assert ContextWindow().enabled is False and ContextWindow().max_fraction == 0.9
+    full = session(["f"], context=10**9, model="nonesuch-9")
+    assert tripped(full, only("context_window", max_fraction=0.1)) == []
+    assert tripped(session(["f"], context=199_000, model="claude-sonnet-4-5-20250929"), ALL_OFF) == []
+
+
+def test_cost_budget_is_off_by_default_and_an_unknown_cost_never_trips_it() -> None:
+    assert CostBudget().enabled is False
+    assert tripped(session(["f"], cost=5.0), ALL_OFF) == []
+    unknown = session(["f", "f"], tokens=10**9, model="nonesuch-9")
+    assert tripped(unknown, only("cost_budget", max_cost_usd=0.01)) == []
+    assert facts_after(unknown, only("cost_budget", max_cost_usd=0.01)).cost_usd is None
+
+
 @pytest.mark.parametrize(("blocks", "fires"), [(2, False), (3, True)])
 def test_max_stop_retries_counts_blocks_within_one_iteration(blocks: int, fires: bool) -> None:
     evs = session(["f", "f"])
@@ -281,9 +328,15 @@ def test_trip_signals() -> None:
         stall=(20, 80),
         elapsed_s=99999,
         tokens=10,
+        cost_usd=2.5,
+        context=(95, 100),
         stop_retries=5,
     )
-    cfg = GuardConfig(token_budget=TokenBudget(enabled=True, tokens=1))
+    cfg = GuardConfig(
+        token_budget=TokenBudget(enabled=True, tokens=1),
+        cost_budget=CostBudget(enabled=True, max_cost_usd=1),
+        context_window=ContextWindow(enabled=True),
+    )
     assert {t.guard: t.signal for t in check(f, cfg)} == {
         "max_iterations": "ESCALATE",
         "circuit_breaker": "ESCALATE",
@@ -292,6 +345,8 @@ def test_trip_signals() -> None:
         "validation_stall": "ESCALATE",
         "time_limit": "BLOCKED",
         "token_budget": "ESCALATE",
+        "cost_budget": "ESCALATE",
+        "context_window": "BLOCKED",
         "max_stop_retries": "ESCALATE",
         "error_threshold": "ESCALATE",
     }

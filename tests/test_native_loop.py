@@ -52,11 +52,13 @@ class Loop:
             os.chdir(cwd)
         return "ok"
 
-    def say(self, text: str, *, edits: tuple[str, ...] = (), tokens: int = 10) -> None:
+    def say(self, text: str, *, edits: tuple[str, ...] = (), tokens: int = 10, model: str = "") -> None:
         """Append one turn: the user's prompt, a text block, then one Edit per file."""
         self.turns += 1
         n = self.turns
         msg: dict[str, Any] = {"id": f"msg_{n}", "role": "assistant", "usage": {"input_tokens": tokens}}
+        if model:
+            msg["model"] = model
         lines: list[dict[str, Any]] = [{"type": "user", "message": {"role": "user", "content": f"go {n}"}}]
         lines.append({"type": "assistant", "message": {**msg, "content": [{"type": "text", "text": text}]}})
         for path in edits:
@@ -235,6 +237,32 @@ def test_token_budget(tmp_path: Path) -> None:
     loop.start()
     blocked(loop.turn(tokens=1000))
     ended(loop, loop.turn(tokens=600), "ESCALATE", "token_budget")
+
+
+def test_cost_budget(tmp_path: Path) -> None:
+    """The turns' model comes from the transcript; 1,000 input tokens of Claude Sonnet 4.5 cost
+    $0.003 (genai-prices), so the second turn reaches a $0.005 budget."""
+    config = flag("tests") + NO_BREAKER + "[guards.cost_budget]\nenabled = true\nmax_cost_usd = 0.005\n"
+    loop = Loop(tmp_path, config)
+    loop.start()
+    blocked(loop.turn(tokens=1000, model="claude-sonnet-4-5-20250929"))
+    evs = ended(loop, loop.turn(tokens=1000, model="claude-sonnet-4-5-20250929"), "ESCALATE", "cost_budget")
+    assert [e.model for e in evs if isinstance(e, E.AgentTurn)] == ["claude-sonnet-4-5-20250929"] * 2
+    (trip,) = [e for e in evs if isinstance(e, E.GuardTripped)]
+    assert trip.evidence["cost_usd"] == pytest.approx(0.006) and trip.detail.startswith("$0.0060 spent")
+
+
+def test_context_window(tmp_path: Path) -> None:
+    """The transcript's last request read 150,000 then 190,000 input tokens of Claude Sonnet 4.5's
+    200,000 (genai-prices): the loop stops before an iteration would start 95% full."""
+    config = flag("tests") + NO_BREAKER + "[guards.context_window]\nenabled = true\n"
+    loop = Loop(tmp_path, config)
+    loop.start()
+    blocked(loop.turn(tokens=150_000, model="claude-sonnet-4-5-20250929"))
+    evs = ended(
+        loop, loop.turn(tokens=190_000, model="claude-sonnet-4-5-20250929"), "BLOCKED", "context_window"
+    )
+    assert [e.context_tokens for e in evs if isinstance(e, E.AgentTurn)] == [150_000, 190_000]
 
 
 def test_error_threshold(tmp_path: Path) -> None:

@@ -265,11 +265,26 @@ def test_only_turn_tokens_adds_up_a_turns_tokens() -> None:
     sql = [
         str(path.relative_to(SQL))
         for path in SQL.rglob("*.sql")
-        if "cache_read" in path.read_text(encoding="utf-8")
-        or "tokens.input" in path.read_text(encoding="utf-8")
+        if re.search(r"tokens\.(input|output|cache_read|cache_creation)\b", path.read_text(encoding="utf-8"))
     ]
     assert sql == ["views/turn_tokens.sql"]
     assert [name for name, text in sources("tui") if "cache_read" in text or "cache_creation" in text] == []
+
+
+def test_only_turn_costs_prices_a_turn() -> None:
+    """A turn's cost (reported, else tokens x prices) is computed in ``turn_costs.sql`` alone: no other
+    view reads the prices or the reported cost (``sessions`` and ``iterations`` sum its column), and
+    nothing in Python multiplies tokens by prices."""
+    sql = sorted(
+        str(path.relative_to(SQL))
+        for path in SQL.rglob("*.sql")
+        if re.search(r"\bmodel_prices\b|reported_cost_usd|\bp\.cache_read", path.read_text(encoding="utf-8"))
+    )
+    assert sql == ["views/turn_costs.sql", "views/turn_tokens.sql"]  # turn_tokens only names the column
+    tokens_sql = (SQL / "views" / "turn_tokens.sql").read_text(encoding="utf-8")
+    assert "model_prices" not in tokens_sql
+    priced = [name for name, text in sources("ledger", "tui") if "calc_price" in text]
+    assert priced == ["ledger/storage/prices.py"]  # the rates come from the library, once
 
 
 # --- one-line error text: ledger.core.errors.one_line / error_reason -------------------------------

@@ -31,6 +31,7 @@ ORDER = {
     "success_by_iterations": "agent, iterations",
     "validation_stall": "session_id, iteration",
     "turn_tokens": "session_id, seq",
+    "turn_costs": "session_id, seq",
     "session_elapsed": "session_id",
 }
 

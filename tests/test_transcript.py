@@ -169,6 +169,21 @@ def test_fixture_totals_match_the_json_oracle(path: Path) -> None:
     assert s.lines == data.count(b"\n")
     assert s.bad_lines == 0
     assert s.session_id == [o["sessionId"] for o in json_objects(data) if o.get("sessionId")][-1]
+    models = [
+        o["message"]["model"]
+        for o in json_objects(data)
+        if o.get("type") == "assistant" and not o.get("isSidechain") and o["message"].get("model")
+    ]
+    assert s.model == models[-1] and s.model.startswith("claude-")
+    usage = [
+        o["message"]["usage"]
+        for o in json_objects(data)
+        if o.get("type") == "assistant" and not o.get("isSidechain") and o["message"].get("usage")
+    ][-1]
+    context = sum(
+        usage.get(k) or 0 for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
+    assert s.context_tokens == context > 0
 
 
 @pytest.mark.parametrize("path", FIXTURE_PARAMS)

@@ -668,14 +668,22 @@ def test_tokens_are_one_number_in_the_chart_the_timeline_the_title_and_the_table
             in_timeline = [plain(timeline.get_cell(str(n), "tokens")) for n in numbers]
             bars = session.query_one(TokenBars)
             legend, *lines = bars.render().plain.splitlines()
-            assert legend.split() == ["█in", "█out", "█cache", "=", "tokens"]
-            assert [line.split()[-1] for line in lines] == in_timeline == ["58.4k", "220.3k", "97.0k"]
+            assert legend.split() == ["█in", "█out", "█cache", "=", "tokens", "$", "cost"]
+            assert [line.split()[-2] for line in lines] == in_timeline == ["58.4k", "220.3k", "97.0k"]
             total = sum(it.tokens_total for it in session.iterations)
             assert total == app.sessions_screen.rows[CC_SAMPLE].tokens
-            assert f"{fmt.tokens(total)} tokens" in session.query_one("#title").render().plain  # type: ignore[union-attr]
-            assert plain(
-                app.sessions_screen.render_row(CC_SAMPLE)[COLUMN_KEYS.index("tokens")]
-            ) == fmt.tokens(total)
+            title = session.query_one("#title").render().plain  # type: ignore[union-attr]
+            assert f"{fmt.tokens(total)} tokens" in title
+            row = app.sessions_screen.render_row(CC_SAMPLE)
+            assert plain(row[COLUMN_KEYS.index("tokens")]) == fmt.tokens(total)
+            # and so is the cost: per iteration in the chart and the timeline, summed in the title and table
+            costs = [it.cost_usd for it in session.iterations]
+            assert all(c is not None and c > 0 for c in costs)
+            in_timeline = [plain(timeline.get_cell(str(n), "cost")) for n in numbers]
+            assert [line.split()[-1] for line in lines] == in_timeline == [fmt.cost(c) for c in costs]
+            spent = app.sessions_screen.rows[CC_SAMPLE].cost_usd
+            assert spent == pytest.approx(sum(c for c in costs if c is not None))
+            assert plain(row[COLUMN_KEYS.index("cost")]) == fmt.cost(spent) and fmt.cost(spent) in title
 
     asyncio.run(scenario())
 

@@ -130,6 +130,14 @@ def test_session_screen(journals: Path, svg: SnapshotAssertion, session_id: str)
     assert shoot(app_for(journals), (100, 30), session_steps(session_id)) == svg
 
 
+def test_session_screen_with_costs(journals: Path, svg: SnapshotAssertion) -> None:
+    """The recorded Claude Code session names its model: its cost in dollars in the title, per
+    iteration in the timeline (wide enough to show the column) and beside the token bars."""
+    assert (
+        shoot(app_for(journals), (150, 36), session_steps("cc-5c0375b4-57a5-4f26-b12d-d022ee4e51b7")) == svg
+    )
+
+
 def test_session_screen_80x24(journals: Path, svg: SnapshotAssertion) -> None:
     assert shoot(app_for(journals), (80, 24), session_steps("thrashing")) == svg
 

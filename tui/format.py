@@ -147,6 +147,30 @@ def tokens(n: int) -> str:
     return f"{n / 1_000_000:.1f}M"
 
 
+def cost(usd: float | None) -> str:
+    """US dollars in at most 7 cells: ``$0.012``, ``$12.34``, ``$12.3k``; ``–`` when not known."""
+    if usd is None:
+        return "–"
+    if usd < 10:
+        return f"${usd:.3f}"
+    if usd < 1000:
+        return f"${usd:.2f}"
+    return f"${usd / 1000:.1f}k"
+
+
+def cost_text(usd: float | None) -> Text:
+    """``cost(usd)`` right-aligned in a table cell, grey when not known."""
+    return Text(cost(usd), justify="right", style="" if usd is not None else GREY)
+
+
+def context_text(used: float | None) -> Text:
+    """How full the context window was, ``45%``, right-aligned: amber from 80%, red from 90%; a grey
+    ``–`` when not known."""
+    if used is None:
+        return Text("–", justify="right", style=GREY)
+    return Text(f"{used:.0%}", justify="right", style=RED if used >= 0.9 else AMBER if used >= 0.8 else "")
+
+
 def truncate(text: str, width: int) -> str:
     """``text`` on one line, cut to ``width`` cells with an ellipsis."""
     line = " ".join(text.split())

@@ -27,7 +27,8 @@ class CliError(Exception):
 
 
 def report_ingest(report: IngestReport) -> None:
-    """Say on stderr which journals an ingest re-read and which bad lines it skipped (the first few)."""
+    """Say on stderr which journals an ingest re-read, which bad lines it skipped (the first few)
+    and its notes (a model whose price is not known)."""
     for name in report.reset:
         print(f"ralph-ledger: journal {name} was truncated or replaced; re-ingested it", file=sys.stderr)
     for bad in report.bad_lines[:MAX_BAD_SHOWN]:
@@ -35,6 +36,8 @@ def report_ingest(report: IngestReport) -> None:
     more = len(report.bad_lines) - MAX_BAD_SHOWN
     if more > 0:
         print(f"ralph-ledger: ... and {more} more bad lines (SELECT * FROM ingest_errors)", file=sys.stderr)
+    for note in report.notes:  # a model without a known price, said once
+        print(f"ralph-ledger: note: {note}", file=sys.stderr)
 
 
 def open_current(home: Home, wait: float) -> Ledger:

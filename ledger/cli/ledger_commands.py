@@ -51,7 +51,7 @@ def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
         params = [args.status] if args.status else None
         sql = (
             "SELECT session_id, status, agent, task, iteration, max_iterations, last_score, "
-            f"last_signal, consecutive_failures, tokens, updated_at FROM sessions {where} "
+            f"last_signal, consecutive_failures, tokens, cost_usd, updated_at FROM sessions {where} "
             "ORDER BY updated_at DESC, session_id"
         )
         rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, params))
@@ -64,12 +64,13 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
     As a table, a summary line comes first; CSV and JSON hold only the iteration rows. Raises
     ``CliError`` (exit 1) if there is no such session, ``LedgerError`` if the ledger cannot be opened.
     """
+    from ledger.core.money import usd
     from ledger.core.output import cell, fetch, render
     from ledger.storage.ledger_file import interruptible
 
     sql = (
         "SELECT iteration, score, rules_passed, rules_failed, rules_errored, files_modified, "
-        "promise, hook_action, signal, guards, duration_s, tokens_total FROM iterations "
+        "promise, hook_action, signal, guards, duration_s, tokens_total, cost_usd FROM iterations "
         "WHERE session_id = ? ORDER BY iteration"
     )
     with open_current(home, args.wait) as ledger:
@@ -86,7 +87,7 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
             f"session {s['session_id']}: {s['status']}, iteration {s['iteration']}/"
             f"{s['max_iterations']}, agent {s['agent'] or '-'}, task {cell(s['task'] or '-')}, "
             f"last score {cell(s['last_score'])}, last signal {s['last_signal'] or '-'}, "
-            f"{s['tokens']} tokens\n"
+            f"{s['tokens']} tokens, cost {usd(s['cost_usd'])}\n"
         )
     emit(render(rows, args.fmt))
 

@@ -227,6 +227,12 @@ def _check_guards(guards: GuardConfig, bad: Callable[[str, str], ConfigError], r
                 problem = f"expected a whole number >= 2 (a fall takes two scores), got {value}"
             elif name == "token_budget" and not guard.enabled:
                 problem = None if value >= 0 else f"expected a whole number >= 1, got {value}"
+            elif name == "context_window":
+                fine = math.isfinite(value) and 0 < value <= 1
+                problem = None if fine else f"expected a fraction > 0 and <= 1, got {value}"
+            elif name == "cost_budget":
+                fine = (not guard.enabled and value == 0) or (math.isfinite(value) and value > 0)
+                problem = None if fine else f"expected a number of US dollars > 0, got {value}"
             else:
                 problem = _positive(value, isinstance(value, int))
             if problem:

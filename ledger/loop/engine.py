@@ -177,10 +177,13 @@ class Engine:
         final: bool = False,
         transcript_offset: int = 0,
         todos: Sequence[Todo] | None = None,
+        model: str = "",
+        cost_usd: float | None = None,
+        context_tokens: int = 0,
     ) -> ValidateResult:
-        """iteration_validate: run the rules, detect promises, evaluate guards
-        and hooks, resolve the signal and record every step. ``todos`` is the agent's own todo
-        list, for the ``todos`` rule (``None``: not known)."""
+        """iteration_validate: run the rules, detect promises, evaluate guards and hooks, resolve the
+        signal and record every step. ``todos`` is the agent's own todo list, for the ``todos`` rule
+        (``None``: not known); ``model``, ``cost_usd`` and ``context_tokens`` as ``AgentTurn`` has them."""
         s = self._running(session_id)
         n = s.iteration
         turn = ev.AgentTurn(
@@ -193,6 +196,9 @@ class Engine:
             tokens=tokens or ev.TokenUsage(),
             duration_ms=duration_ms,
             transcript_offset=transcript_offset,
+            model=model,
+            cost_usd=cost_usd,
+            context_tokens=context_tokens,
         )
         detection = detect_promises(
             agent_output, custom=s.config.completion_promises, exclusive=s.config.exclusive_promises
@@ -287,10 +293,9 @@ class Engine:
         notes: str = "",
         lead: Callable[[int, int], Sequence[ev.Event]] | None = None,
     ) -> NextResult:
-        """iteration_next: advance, refusing past the maximum; the latest
-        checkpoint's agent context carries over, validation state does not. ``lead`` gives the
-        events (e.g. the stop decision) that land in the same append, before the new iteration,
-        from its number and the maximum."""
+        """iteration_next: advance, refusing past the maximum; the latest checkpoint's agent context
+        carries over, validation state does not. ``lead`` gives the events (e.g. the stop decision)
+        that land in the same append, before the new iteration, from its number and the maximum."""
         s = self._running(session_id)
         n = s.iteration
         max_it = int(s.row["max_iterations"] or s.config.effective_max_iterations())
@@ -320,8 +325,7 @@ class Engine:
         return NextResult(session_id, n + 1, max_it, cp, f"Advanced to iteration {n + 1} of {max_it}")
 
     def complete(self, session_id: str, promise: str = "", lead: Sequence[ev.Event] = ()) -> CompleteResult:
-        """iteration_complete: finish the loop and clear its hooks; ``lead`` lands first, in the
-        same append."""
+        """iteration_complete: finish the loop and clear its hooks; ``lead`` lands first, same append."""
         s = self._running(session_id)
         history = _history(s.ledger, session_id)
         final = history[-1]["score"] if history else None
@@ -352,8 +356,7 @@ class Engine:
     def hook_register(
         self, session_id: str, hook_type: str, *, enabled: bool = True, metadata: dict[str, Any] | None = None
     ) -> str:
-        """Register a preset hook, or a custom callable given to this Engine
-        by id; recorded as an event, so presets survive a restart."""
+        """Register a preset hook or this Engine's custom callable by id, recorded: presets persist."""
         if hook_type not in PRESET_FNS and hook_type not in self.custom_hooks:
             known = ", ".join([*PRESET_FNS, *self.custom_hooks])
             raise EngineError(f"unknown hook {hook_type!r}: expected one of {known}")
@@ -393,7 +396,7 @@ class Engine:
     # -- overrides (seed 000 §5.4) --------------------------------------------
     def escalate(self, session_id: str, reason: str, guard: str = "", lead: Sequence[ev.Event] = ()) -> None:
         """End a running session as escalated (a caller that cannot go on, e.g. ``next`` refused);
-        ``lead`` lands first, in the same append."""
+        ``lead`` lands first, same append."""
         s = self._running(session_id)
         escalated = ev.SessionEscalated(
             session_id=session_id, iteration=s.iteration, reason=reason, guard=guard
@@ -409,10 +412,8 @@ class Engine:
         )
 
     def set_max_iterations(self, session_id: str, max_iterations: int, reason: str = "") -> None:
-        """Change a running loop's maximum iterations, recorded as an ``override`` event.
-
-        Raises ``EngineError`` if ``max_iterations`` < 1 or the session is not running.
-        """
+        """Change a running loop's maximum iterations, recorded as an ``override`` event. Raises
+        ``EngineError`` if ``max_iterations`` < 1 or the session is not running."""
         if max_iterations < 1:
             raise EngineError(f"max iterations must be at least 1, got {max_iterations}")
         s = self._running(session_id)

@@ -23,10 +23,14 @@ def _naive_utc(now: datetime) -> datetime:
 def read_facts(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime) -> Facts:
     """The session as the guards see it, after its latest recorded events."""
     sid = [session_id]
-    row = _one(ledger, "SELECT iteration, max_iterations, tokens FROM sessions WHERE session_id = ?", sid)
+    if cfg.cost_budget.enabled or cfg.context_window.enabled:  # the library only then (hook ledgers)
+        ledger.fill_prices()
+    row = _one(
+        ledger, "SELECT iteration, max_iterations, tokens, cost_usd FROM sessions WHERE session_id = ?", sid
+    )
     if row is None:
         raise LookupError(f"no session {session_id!r} in the ledger")
-    iteration, max_iterations, tokens = row
+    iteration, max_iterations, tokens, cost_usd = row
     clock = _one(
         ledger,
         "SELECT elapsed_s, backward_steps, forward_jumps, skipped_s "
@@ -53,6 +57,14 @@ def read_facts(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime)
         "SELECT score, best_before FROM validation_stall(session := ?, span := ?) WHERE iteration = ?",
         [session_id, cfg.validation_stall.span, iteration],
     )
+    context = None
+    if cfg.context_window.enabled:
+        context = _one(
+            ledger,
+            "SELECT context_tokens, context_window FROM turn_costs WHERE session_id = ? "
+            "AND context_tokens IS NOT NULL AND context_window > 0 ORDER BY seq DESC LIMIT 1",
+            sid,
+        )
     stops = ledger.con.execute(
         "SELECT iteration, decision FROM events WHERE session_id = ? AND type = 'stop_decided' ORDER BY seq",
         sid,
@@ -72,6 +84,8 @@ def read_facts(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime)
         elapsed_s=float(elapsed_s),
         clock_skew=(int(back), int(jumps), float(skipped_s)),
         tokens=int(tokens),
+        cost_usd=None if cost_usd is None else float(cost_usd),
+        context=(int(context[0]), int(context[1])) if context else None,
         stop_retries=retries,
         circuit=state,
         circuit_open_s=open_s,

@@ -15,6 +15,9 @@ guard that fires returns a ``Trip`` with its evidence and the signal it forces.
 | validation_stall   | `span` iterations without beating the best score    | ESCALATE | on, 3       |
 | time_limit         | time run since the loop's start event > limit       | BLOCKED  | on, 1800 s  |
 | token_budget       | tokens used >= budget                               | ESCALATE | off         |
+| cost_budget        | dollars spent (``turn_costs``) >= max_cost_usd      | ESCALATE | off         |
+| context_window     | the next iteration would start with the context     | BLOCKED  | off, 0.9    |
+|                    | window >= max_fraction full (the last turn's)       |          |             |
 | max_stop_retries   | stops blocked in a row within one iteration >= N    | ESCALATE | on, 3       |
 | error_threshold    | validation runs with an errored rule in a row >= N  | ESCALATE | on, 3       |
 
@@ -30,6 +33,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ledger.core.money import usd
 from ledger.events import Signal
 from ledger.loop.signals import Trip
 
@@ -83,6 +87,21 @@ class TokenBudget(_Guard, frozen=True, kw_only=True, forbid_unknown_fields=True)
     tokens: int = 0
 
 
+class CostBudget(_Guard, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Cost budget settings: at most ``max_cost_usd`` US dollars spent (``turn_costs``); off by default."""
+
+    enabled: bool = False
+    max_cost_usd: float = 0.0
+
+
+class ContextWindow(_Guard, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Context window settings: stop before an iteration starts with the model's context window at
+    least ``max_fraction`` full (the last request's input tokens, cache included); off by default."""
+
+    enabled: bool = False
+    max_fraction: float = 0.9
+
+
 class Count(_Guard, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Settings of a guard with a count ``limit`` (``max_stop_retries``, ``error_threshold``)."""
 
@@ -99,6 +118,8 @@ class GuardConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     validation_stall: ValidationStall = ValidationStall()
     time_limit: TimeLimit = TimeLimit()
     token_budget: TokenBudget = TokenBudget()
+    cost_budget: CostBudget = CostBudget()
+    context_window: ContextWindow = ContextWindow()
     max_stop_retries: Count = Count()
     error_threshold: Count = Count()
 
@@ -117,6 +138,8 @@ class Facts:
     elapsed_s: float = 0.0  # time worked by the session's own clock (``session_elapsed.sql``)
     clock_skew: tuple[int, int, float] = (0, 0, 0.0)  # (steps back, jumps ahead, seconds set aside)
     tokens: int = 0
+    cost_usd: float | None = None  # dollars spent, as far as known (None: no turn's cost is known)
+    context: tuple[int, int] | None = None  # the last turn's (context tokens, model's window), if known
     stop_retries: int = 0
     circuit: CircuitState = "closed"
     circuit_open_s: float = 0.0  # seconds since it opened
@@ -223,6 +246,28 @@ def token_budget(f: Facts, cfg: GuardConfig) -> Trip | None:
     return None
 
 
+def cost_budget(f: Facts, cfg: GuardConfig) -> Trip | None:
+    """ESCALATE when the dollars spent reach ``cost_budget.max_cost_usd`` (a session whose cost is
+    not known at all never trips it)."""
+    budget = cfg.cost_budget.max_cost_usd
+    if f.cost_usd is not None and f.cost_usd >= budget:
+        return Trip("cost_budget", "ESCALATE", f"{usd(f.cost_usd)} spent, budget {usd(budget)}")
+    return None
+
+
+def context_window(f: Facts, cfg: GuardConfig) -> Trip | None:
+    """BLOCKED when the last turn left the context window ``max_fraction`` full or more: the next
+    iteration would start there (a session whose context or window is not known never trips it)."""
+    if f.context is None:
+        return None
+    used, window = f.context
+    limit = cfg.context_window.max_fraction
+    if used / window >= limit:
+        detail = f"context window {used / window:.0%} full ({used:,} of {window:,} tokens), limit {limit:.0%}"
+        return Trip("context_window", "BLOCKED", detail)
+    return None
+
+
 def max_stop_retries(f: Facts, cfg: GuardConfig) -> Trip | None:
     """ESCALATE when the stop was blocked ``limit`` or more times in a row."""
     limit = cfg.max_stop_retries.limit
@@ -253,6 +298,8 @@ GUARDS: dict[str, Callable[[Facts, GuardConfig], Trip | None]] = {
     "validation_stall": validation_stall,
     "time_limit": time_limit,
     "token_budget": token_budget,
+    "cost_budget": cost_budget,
+    "context_window": context_window,
     "max_stop_retries": max_stop_retries,
     "error_threshold": error_threshold,
 }
@@ -280,6 +327,8 @@ def evidence(f: Facts, guard: str, cfg: GuardConfig) -> dict[str, Any]:
         "validation_stall": {"score_and_best": list(f.stall or ())},
         "time_limit": {"elapsed_s": round(f.elapsed_s, 3), **_clock_skew(f)},
         "token_budget": {"tokens": f.tokens},
+        "cost_budget": {"cost_usd": f.cost_usd},
+        "context_window": {"context_tokens_and_window": list(f.context or ())},
         "max_stop_retries": {"stop_retries": f.stop_retries},
         "error_threshold": {"error_streak": f.error_streak},
     }

@@ -64,6 +64,8 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     consecutive_failures: int
     tokens: int
     """As the ``turn_tokens`` view defines them (input + output + cache), summed over the session."""
+    cost_usd: float | None = None
+    """US dollars, as the ``turn_costs`` view defines them, summed (``None``: not known)."""
     started_at: datetime | None
     updated_at: datetime | None
     stop_requested: bool
@@ -126,6 +128,10 @@ class IterationRow(msgspec.Struct, frozen=True, kw_only=True):
     tokens_cache: int
     tokens_total: int
     rules: list[RuleCell]
+    cost_usd: float | None = None
+    """US dollars, as the ``turn_costs`` view defines them (``None``: not known)."""
+    context_used: float | None = None
+    """How full the model's context window was at the iteration's last turn (``None``: not known)."""
 
 
 class IterationDetail(msgspec.Struct, frozen=True, kw_only=True):
@@ -207,6 +213,7 @@ def session_of(r: dict[str, Any]) -> SessionRow:
         last_signal=str(r["last_signal"] or ""),
         consecutive_failures=int(r["consecutive_failures"] or 0),
         tokens=int(r["tokens"] or 0),
+        cost_usd=_money(r.get("cost_usd")),
         started_at=aware(r["started_at"]),
         updated_at=aware(r["updated_at"]),
         stop_requested=bool(r["stop_requested"]),
@@ -231,7 +238,14 @@ def iteration_of(r: dict[str, Any], rules: list[RuleCell]) -> IterationRow:
         tokens_cache=int(r["tokens_cache"] or 0),
         tokens_total=int(r["tokens_total"] or 0),
         rules=rules,
+        cost_usd=_money(r.get("cost_usd")),
+        context_used=_money(r.get("context_used")),
     )
+
+
+def _money(value: Any) -> float | None:
+    """A nullable number of the views as a float."""
+    return None if value is None else float(value)
 
 
 def summary_of(r: dict[str, Any]) -> str:

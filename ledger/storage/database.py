@@ -38,6 +38,7 @@ from ledger.storage.ledger_file import (
     sweep_builds,
     unwritable,
 )
+from ledger.storage.prices import MODEL_PRICES_TABLE, fill_prices
 from ledger.storage.schema import SCHEMA_VERSION as EVENTS_VERSION
 from ledger.storage.schema import create_events_sql
 from ledger.storage.sql import load_definitions
@@ -49,6 +50,7 @@ TABLES: Final = (
          last_seq BIGINT, head VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS ingest_errors (
          journal VARCHAR, line_no BIGINT, reason VARCHAR, excerpt VARCHAR)""",
+    MODEL_PRICES_TABLE,
 )
 # A ledger file of another layout is emptied and re-ingested on open.
 SCHEMA_VERSION: Final = hashlib.sha256((EVENTS_VERSION + "".join(TABLES)).encode()).hexdigest()[:16]
@@ -106,8 +108,11 @@ class Ledger:
         *,
         writable: bool = True,
         path: Path | None = None,
+        prices: bool = True,
     ) -> None:
         self.con = con
+        self.prices = prices
+        """Whether an ingest fills ``model_prices`` for new models (``ledger.storage.prices``)."""
         self.home = home
         self.path = path
         self.writable = writable
@@ -124,9 +129,10 @@ class Ledger:
 
     # -- opening -----------------------------------------------------------
     @classmethod
-    def memory(cls, home: Home | None = None) -> Ledger:
-        """A new, empty in-memory ledger; ``ingest`` reads ``home``'s journals if given."""
-        return cls(connect(None), home)
+    def memory(cls, home: Home | None = None, *, prices: bool = True) -> Ledger:
+        """A new, empty in-memory ledger; ``ingest`` reads ``home``'s journals if given, and fills
+        ``model_prices`` unless ``prices`` is false (the Stop hook's ledgers: no price library)."""
+        return cls(connect(None), home, prices=prices)
 
     @classmethod
     def open(
@@ -194,7 +200,7 @@ class Ledger:
         rows = self.con.execute("SELECT value FROM ledger_meta WHERE key = 'schema_version'").fetchall()
         row = rows[0] if rows else None
         if row is not None and row[0] != SCHEMA_VERSION:
-            for table in ("events", "ingest_positions", "ingest_errors"):
+            for table in ("events", "ingest_positions", "ingest_errors", "model_prices"):
                 self.con.execute(f"DROP TABLE IF EXISTS {table}")
         for ddl in TABLES[1:]:
             self.con.execute(ddl)
@@ -209,6 +215,18 @@ class Ledger:
         # (a live tail's frequent small ingests leave the scratch sweep to the others)
         return self._write(lambda: ingest(self.con, files, self._tmp(), live=live), sweep=not live)
 
+    def fill_prices(self, report: IngestReport | None = None) -> IngestReport:
+        """Add the prices of the models new to the ledger (``ledger.storage.prices``): of the events
+        ``report``'s ingest added, or of all; the notes on models without a known price go to it."""
+        if report is None:
+            report = IngestReport()
+            report.notes.extend(fill_prices(self.con))
+        elif not report.reset:  # (a journal read again from its start: look at every event)
+            report.notes.extend(fill_prices(self.con, report.seqs))
+        else:
+            report.notes.extend(fill_prices(self.con))
+        return report
+
     def rebuild(self) -> IngestReport:
         """Forget everything ingested and read every journal again."""
 
@@ -218,6 +236,7 @@ class Ledger:
             con.execute("DELETE FROM events")
             con.execute("DELETE FROM ingest_positions")
             con.execute("DELETE FROM ingest_errors")
+            con.execute("DELETE FROM model_prices")
             con.execute("COMMIT")
             return ingest(self.con, self._journals(), self._tmp())
 
@@ -243,7 +262,8 @@ class Ledger:
                 sweep_builds(self.path)
         where = f"ingesting into {self.path}" if self.path is not None else "ingesting"
         with operation(where), self._private():
-            return self._mending(work)
+            report = self._mending(work)
+            return self.fill_prices(report) if self.prices else report
 
     def _private(self) -> contextlib.AbstractContextManager[None]:
         """``owner_only()`` around writes to a ledger file (they may create its WAL)."""

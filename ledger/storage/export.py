@@ -4,8 +4,9 @@
 
     events/source=build-01/day=2026-01-05/part-0.parquet   one home's events, one folder per UTC day
     events/source=build-01/_export.json                    who wrote that folder (readers skip it)
+    events/source=build-01/_model_prices.parquet           the prices its costs were computed with
     events/source=laptop/day=2026-01-06/part-0.parquet     another home's export, left untouched
-    views/00-events.sql, views/01-<name>.sql, ...          the views and detectors as DuckDB SQL
+    views/00-events.sql, 00-model_prices.sql, 01-<name>.sql, ...  the views and detectors as SQL
     .staging/                                              exports in progress, and their locks
 
 A home writes only its own ``source=NAME`` folder and replaces it whole: exports of several homes
@@ -36,12 +37,21 @@ SOURCE_RE: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 MANIFEST: Final = "_export.json"
 STAGING: Final = ".staging"
 EVENTS_GLOB: Final = "events/*/*/*.parquet"
+PRICES: Final = "_model_prices.parquet"
 EVENTS_VIEW: Final = f"""-- The events of every home exported to this dataset. The path is relative to the
 -- directory DuckDB runs in: run it from the dataset's directory, or put the dataset's
 -- location instead (for example 's3://bucket/ralph/{EVENTS_GLOB}').
 CREATE OR REPLACE VIEW events AS
 SELECT * FROM read_parquet('{EVENTS_GLOB}', hive_partitioning = true, union_by_name = true,
                            hive_types = {{'source': VARCHAR, 'day': DATE}});
+"""
+PRICES_VIEW: Final = f"""-- The model prices the exporting homes computed costs with (turn_costs), one row
+-- per model and price band (the first found where homes' prices differ). The path is relative,
+-- as in 00-events.sql.
+CREATE OR REPLACE VIEW model_prices AS
+SELECT DISTINCT ON (model, above) *
+FROM read_parquet('events/*/{PRICES}', hive_partitioning = false, union_by_name = true)
+ORDER BY model, above;
 """
 
 
@@ -75,12 +85,13 @@ def check_source(name: str) -> str:
 
 
 def views_bundle() -> tuple[tuple[str, str], ...]:
-    """(file name, DuckDB SQL) of ``00-events.sql`` and every view and detector, in install order.
+    """(file name, DuckDB SQL) of ``00-events.sql``, ``00-model_prices.sql`` and every view and
+    detector, in install order.
 
     Each file holds one statement, generated from the ``ledger/sql`` file of the same name: run
     them in name order in any DuckDB to get the ledger's views over an exported dataset.
     """
-    files = [("00-events.sql", EVENTS_VIEW)]
+    files = [("00-events.sql", EVENTS_VIEW), ("00-model_prices.sql", PRICES_VIEW)]
     for i, d in enumerate(install_order(), start=1):
         folder = "views" if d.kind == "view" else "detectors"
         head = f"-- Generated from ledger/storage/sql/{folder}/{d.name}.sql by ralph-ledger; do not edit.\n"
@@ -215,6 +226,8 @@ def _write_events(ledger: Ledger, folder: Path) -> int:
         empty.mkdir(parents=True, exist_ok=True)
         target = str(empty / "part-0.parquet").replace("'", "''")
         ledger.con.execute(f"COPY (SELECT * FROM events LIMIT 0) TO '{target}' (FORMAT parquet)")
+    prices = str(folder / PRICES).replace("'", "''")
+    ledger.con.execute(f"COPY (FROM model_prices ORDER BY model, above) TO '{prices}' (FORMAT parquet)")
     return n
 
 

@@ -33,6 +33,10 @@ KEEP: Final = 64
 """Journals whose events a process keeps (the least recently used go first)."""
 KEEP_LEDGERS: Final = 8
 """Of those, the most recently used whose in-memory ledger it keeps (each is a DuckDB database)."""
+PRICES = True
+"""Whether the ledgers made here price the turns' models (``model_prices``). The Stop hook's
+processes turn it off: genai-prices takes ~160 ms to import; the ``cost_budget`` guard, when on,
+fills the prices itself (``ledger.loop.facts``)."""
 
 
 class Fold:
@@ -83,7 +87,7 @@ class Fold:
 
         self._home = home
         if self._ledger is None or self._ledger[0] != self.generation:
-            self._ledger = (self.generation, Ledger.memory(home))
+            self._ledger = (self.generation, Ledger.memory(home, prices=PRICES))
             self._ledger[1].ingest([self.path])
             # from here on it ingests a stop's few lines and answers one session's queries: on one
             # thread, DuckDB spends less on them than on sharing the work (~10% of a warm stop)

@@ -57,9 +57,8 @@ class Position:
 class IngestReport:
     """What one ingest did: events inserted, journals given, bad lines, journals found truncated or
     replaced (``reset``, re-read from the start), wall-clock seconds, ``exact_batches`` (1 when
-    the line-by-line exact path was needed), and ``seqs``: for each session that gained events,
-    its last seq before and after.
-    """
+    the line-by-line exact path was needed), ``seqs``: for each session that gained events, its
+    last seq before and after, and ``notes`` (a model whose price is not known, once)."""
 
     events: int = 0
     journals: int = 0
@@ -68,6 +67,7 @@ class IngestReport:
     seconds: float = 0.0
     exact_batches: int = 0
     seqs: dict[str, tuple[int, int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import Any, ClassVar, Final
 
 from rich.text import Text
 from textual import on
@@ -22,9 +22,6 @@ from ledger.monitor import Fleet, SessionRow, SessionStatus, fleet_of
 from tui import format as fmt
 from tui.messages import OpenSession, ralph_app
 from tui.widgets.table import Column, VirtualTable
-
-if TYPE_CHECKING:
-    pass
 
 NEVER: Final = datetime.min.replace(tzinfo=UTC)
 TREND_POINTS: Final = 10
@@ -71,6 +68,7 @@ SORTS: Final[tuple[SortKey, ...]] = (
     SortKey("failures", "fails", lambda r: r.consecutive_failures, True),
     SortKey("tokens", "tokens", lambda r: r.tokens, True),
     SortKey("agent", "agent", lambda r: r.agent, False),
+    SortKey("cost", "cost", lambda r: -1.0 if r.cost_usd is None else r.cost_usd, True),
 )
 
 ID_WIDTH: Final = 24
@@ -83,6 +81,7 @@ COLUMNS: Final[tuple[Column, ...]] = (
     Column("signal", "signal", 8),
     Column("fails", "fails", 5),
     Column("tokens", "tokens", 6),
+    Column("cost", "cost", 7),
     Column("age", "age", 4),
     Column("agent", "agent", 12),
     Column("task", "task", 48),
@@ -107,6 +106,7 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
             style=fmt.RED if row.consecutive_failures >= 3 else "" if row.consecutive_failures else fmt.GREY,
         ),
         "tokens": Text(fmt.tokens(row.tokens), justify="right"),
+        "cost": fmt.cost_text(row.cost_usd),
         "age": Text(fmt.age(row.updated_at, now), justify="right"),
         "agent": Text(fmt.truncate(row.agent, 12)),
         "task": Text(fmt.truncate(row.task, 48)),
@@ -122,7 +122,8 @@ def matches(row: SessionRow, needle: str) -> bool:
 
 
 class SessionsScreen(Screen[None]):
-    """All sessions: status (colour and symbol), iteration, score and trend, signal, failures, tokens, age."""
+    """All sessions: status (colour and symbol), iteration, score and trend, signal, failures, tokens, cost,
+    age."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter"),

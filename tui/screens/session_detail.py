@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     pass
 
 FEEDBACK_LINES = 12
-TIMELINE_TAIL = ("score", "signal", "guards", "promise", "hook", "stop", "tokens", "time")
+TIMELINE_TAIL = ("score", "signal", "guards", "promise", "hook", "stop", "tokens", "cost", "ctx", "time")
 EVENT_COLOURS = {
     "session_started": fmt.BLUE,
     "iteration_started": fmt.BLUE,
@@ -59,7 +59,8 @@ def timeline_columns(iterations: list[IterationRow]) -> list[str]:
 
 
 def timeline_row(it: IterationRow, rule_names: list[str]) -> list[Any]:
-    """The cells of one iteration: number, one per rule, score, promise, hook, signal, stop, guards."""
+    """The cells of one iteration: number, one per rule, score, signal, guards, promise, hook, stop,
+    tokens, cost, context window use and duration."""
     tripped = bool(it.guards)
     rules = {c.rule: (c.passed, c.errored) for c in it.rules}
     number = Text(f"⚠{it.iteration}" if tripped else str(it.iteration), justify="right")
@@ -76,6 +77,8 @@ def timeline_row(it: IterationRow, rule_names: list[str]) -> list[Any]:
         Text(it.hook_action),
         Text(it.stop_decision),
         Text(fmt.tokens(it.tokens_total), justify="right"),
+        fmt.cost_text(it.cost_usd),
+        fmt.context_text(it.context_used),
         Text("-" if it.duration_s is None else f"{it.duration_s:.0f}s", justify="right"),
     ]
 
@@ -124,6 +127,8 @@ def title_text(session_id: str, row: SessionRow | None) -> Text:
     out.append_text(fmt.score_text(row.last_score))
     if row.tokens:
         out.append(f"  {fmt.tokens(row.tokens)} tokens")
+    if row.cost_usd is not None:
+        out.append(f"  {fmt.cost(row.cost_usd)}")
     out.append(f"  {row.agent}  ")
     out.append(" ".join(row.task.split()), style=fmt.GREY)
     return out

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from ledger.monitor import Checkpoint, Heat, IterationRow
-from tui.format import AMBER, BLOCKS, GREY, RED, score_colour, tokens, truncate_left
+from tui.format import AMBER, BLOCKS, GREY, RED, cost, score_colour, tokens, truncate_left
 
 EIGHTHS = " " + BLOCKS  # index 0..8: how many eighths of a cell are filled
 
@@ -112,13 +112,15 @@ TOKEN_PARTS: Final = (("in", "#5b8def"), ("out", "#b07cd8"), ("cache", "#5f8f8f"
 
 class TokenBars(Widget):
     """Tokens per iteration as horizontal bars: input, output and cache stacked, labelled with their
-    total (input + output + cache: the same number as the timeline, the title and the sessions table)."""
+    total (input + output + cache: the same number as the timeline, the title and the sessions table)
+    and, when any iteration's is known, the iteration's cost (``turn_costs``; ``–`` not known)."""
 
     DEFAULT_CSS = "TokenBars { height: auto; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rows: list[tuple[int, tuple[int, int, int], int]] = []
+        self.costs: list[float | None] = []
 
     def show(self, iterations: Sequence[IterationRow]) -> None:
         """Draw these iterations' token counts."""
@@ -126,20 +128,22 @@ class TokenBars(Widget):
             (i.iteration, (i.tokens_input, i.tokens_output, i.tokens_cache), i.tokens_total)
             for i in iterations
         ]
+        self.costs = [i.cost_usd for i in iterations]
         self.refresh(layout=True)
 
     def render(self) -> Text:
-        """A legend, then ``  3 ██████░░ 12.3k`` per iteration."""
+        """A legend, then ``  3 ██████░░ 12.3k $0.012`` per iteration."""
         if not self.rows or not any(total for _, _, total in self.rows):
             return Text("no token usage recorded", style=GREY)
         top = max(max(total, sum(parts)) for _, parts, total in self.rows)
-        width = max(4, self.size.width - 11)
+        priced = any(c is not None for c in self.costs)
+        width = max(4, self.size.width - (19 if priced else 11))
         out = Text(no_wrap=True, overflow="crop")
         for name, colour in TOKEN_PARTS:
             out.append("█", style=colour)
             out.append(f"{name} ", style=GREY)
-        out.append("= tokens\n", style=GREY)
-        for n, parts, total in self.rows:
+        out.append("= tokens" + ("  $ cost\n" if priced else "\n"), style=GREY)
+        for (n, parts, total), usd in zip(self.rows, self.costs, strict=True):
             out.append(f"{n:>3} ", style=GREY)
             drawn = 0
             for count, (_, colour) in zip(parts, TOKEN_PARTS, strict=True):
@@ -147,7 +151,9 @@ class TokenBars(Widget):
                 out.append("█" * cells, style=colour)
                 drawn += cells
             out.append(" " * max(0, width - drawn))
-            out.append(f" {tokens(total):>6}\n")
+            out.append(f" {tokens(total):>6}")
+            out.append(f" {cost(usd):>7}" if priced else "", style="" if usd is not None else GREY)
+            out.append("\n")
         out.rstrip()
         return out
 

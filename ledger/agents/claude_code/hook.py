@@ -151,6 +151,8 @@ def _turn(stop: _Stop) -> ev.AgentTurn:
         stop_reason=turn.stop_reason if turn else "",
         tokens=turn.tokens if turn else ev.TokenUsage(),
         transcript_offset=turn.end if turn else 0,
+        model=turn.model if turn else "",
+        context_tokens=turn.context_tokens if turn else 0,
     )
 
 

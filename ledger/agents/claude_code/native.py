@@ -187,6 +187,8 @@ def _owned_stop(
         tokens=turn.tokens if turn else None,
         transcript_offset=turn.end if turn else 0,
         todos=todos,
+        model=turn.model if turn else "",
+        context_tokens=turn.context_tokens if turn else 0,
     )
     cap, warning = block_cap.block_cap()
     count = block_cap.cap_reached(events_of(journal.path), cap) if result.signal == "CONTINUE" else 0

@@ -96,6 +96,7 @@ class Message(msgspec.Struct, gc=False):
     content: str | list[_Block] | None = None
     usage: _Usage | None = None
     stop_reason: str | None = None
+    model: str | None = None
 
 
 class _Line(msgspec.Struct, gc=False, rename="camel"):
@@ -197,7 +198,9 @@ class Scan(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     one scan over the whole file. ``messages`` counts the distinct ids. ``tool_count`` counts tool_use blocks
     and ``files_modified`` lists, first seen first, the files of Edit, Write, MultiEdit and NotebookEdit
     calls. ``last_text`` is the text of the last assistant message with text in the current turn,
-    ``stop_reason`` the last non-null one of an assistant line (``""`` if none). ``lines`` counts the
+    ``stop_reason`` the last non-null one of an assistant line (``""`` if none), ``model`` the last
+    ``message.model`` of one (``""`` if none; sub-agents' lines aside) and ``context_tokens`` the input
+    tokens, cache included, of the last one's usage: how full the context was. ``lines`` counts the
     complete lines read, ``bad_lines`` those skipped as undecodable or too long.
     """
 
@@ -212,6 +215,8 @@ class Scan(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     tokens: TokenUsage = TokenUsage()
     last_text: str = ""
     stop_reason: str = ""
+    model: str = ""
+    context_tokens: int = 0
 
 
 class _Aggregate:
@@ -228,6 +233,8 @@ class _Aggregate:
         self.run_texts: list[str] = []
         self.last_text = ""
         self.stop_reason = ""
+        self.model = ""
+        self.context_tokens = 0
 
     def feed(self, raw: bytes | None) -> None:
         """Count one complete line (``None`` for a line too long to decode)."""
@@ -268,6 +275,16 @@ class _Aggregate:
     def _feed_main(self, message: Message) -> None:
         if message.stop_reason:
             self.stop_reason = message.stop_reason
+        if message.model:
+            self.model = message.model
+        if message.usage is not None:
+            u = message.usage
+            used = (
+                (u.input_tokens or 0)
+                + (u.cache_read_input_tokens or 0)
+                + (u.cache_creation_input_tokens or 0)
+            )
+            self.context_tokens = used or self.context_tokens
         if message.id != self.run_id:
             self.run_id, self.run_texts = message.id, []
         texts = message_texts(message)
@@ -299,6 +316,8 @@ class _Aggregate:
             tokens=self.tokens(counted),
             last_text=self.last_text,
             stop_reason=self.stop_reason,
+            model=self.model,
+            context_tokens=self.context_tokens,
         )
 
 

@@ -287,5 +287,8 @@ def hook_main(home_arg: str | None = None) -> int:
     if answer is not None:
         return deliver(answer)
     from ledger.agents.claude_code.hook import main
+    from ledger.storage import fold
+
+    fold.PRICES = False  # never the price library on a stop's path (unless a cost guard needs it)
 
     return main(raw=raw, home=home_arg)

@@ -292,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    from ledger.storage import fold
+
+    fold.PRICES = False  # never the price library on a stop's path (unless a cost guard needs it)
     return serve(Path(args[0]), idle, native=native)
 
 

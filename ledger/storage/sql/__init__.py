@@ -79,12 +79,15 @@ def load_definitions(con: duckdb.DuckDBPyConnection) -> list[Definition]:
 
 @cache
 def install_order() -> tuple[Definition, ...]:
-    """Every definition, each after the ones it uses (installed once over an empty ``events`` table)."""
+    """Every definition, each after the ones it uses (installed once over empty ``events`` and
+    ``model_prices`` tables)."""
+    from ledger.storage.prices import MODEL_PRICES_TABLE
     from ledger.storage.schema import create_events_sql
 
     con = duckdb.connect(":memory:")
     try:
         con.execute(create_events_sql())
+        con.execute(MODEL_PRICES_TABLE)
         return tuple(load_definitions(con))
     finally:
         con.close()

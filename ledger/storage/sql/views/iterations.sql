@@ -24,17 +24,24 @@ SELECT
   coalesce(sum(e.input), 0) AS tokens_input,
   coalesce(sum(e.output), 0) AS tokens_output,
   coalesce(sum(e.cache), 0) AS tokens_cache,
-  coalesce(sum(e.tokens), 0) AS tokens_total
+  coalesce(sum(e.tokens), 0) AS tokens_total,
+  round(sum(e.cost_usd), 9) AS cost_usd,  -- as turn_costs defines it, and rounded as sessions.cost_usd
+  -- the context at the iteration's last turn that said it (turn_costs): tokens, window, fraction used
+  arg_max(e.context_tokens, e.turn) FILTER (WHERE e.context_tokens IS NOT NULL) AS context_tokens,
+  arg_max(e.context_window, e.turn) FILTER (WHERE e.context_tokens IS NOT NULL) AS context_window,
+  arg_max(e.context_used, e.turn) FILTER (WHERE e.context_tokens IS NOT NULL) AS context_used
 FROM (
   -- the turns' tokens come in as extra rows rather than a join (which took twice as long)
   SELECT session_id, iteration, seq, ts, type, files_modified, tool_count, promise, action, signal,
          decision, guard, CAST(NULL AS BIGINT) AS input, CAST(NULL AS BIGINT) AS output,
-         CAST(NULL AS BIGINT) AS cache, CAST(NULL AS BIGINT) AS tokens
+         CAST(NULL AS BIGINT) AS cache, CAST(NULL AS BIGINT) AS tokens, CAST(NULL AS DOUBLE) AS cost_usd,
+         CAST(NULL AS BIGINT) AS turn, CAST(NULL AS BIGINT) AS context_tokens,
+         CAST(NULL AS BIGINT) AS context_window, CAST(NULL AS DOUBLE) AS context_used
   FROM events
   UNION ALL
   SELECT session_id, iteration, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, input, output,
-         cache, tokens
-  FROM turn_tokens
+         cache, tokens, cost_usd, seq, context_tokens, context_window, context_used
+  FROM turn_costs
 ) e
 LEFT JOIN iteration_scores s USING (session_id, iteration)
 WHERE e.iteration > 0

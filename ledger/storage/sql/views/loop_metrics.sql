@@ -4,8 +4,9 @@
 -- autonomously when no human override was recorded in it.
 -- completion_rate: completed / ended (the TUI's fleet line shows the same over all agents);
 -- autonomous_completion_rate: completed with no override / ended. Both NULL before a loop ended.
--- Means are rounded to 4 decimals: a parallel float sum differs in its last digits from run to
--- run, and the same ledger must print the same numbers.
+-- Means are rounded to 4 decimals (costs to 6): a parallel float sum differs in its last digits
+-- from run to run, and the same ledger must print the same numbers. cost_usd: the sessions' costs
+-- (sessions.cost_usd, NULL when none is known); mean_cost_to_completion: over completed loops.
 SELECT
   coalesce(nullif(s.agent, ''), '-') AS agent,
   count(*) AS sessions,
@@ -19,7 +20,9 @@ SELECT
   round(avg(s.iteration) FILTER (WHERE s.status = 'complete'), 4) AS mean_iterations_to_completion,
   round(avg(q.last_score - q.first_score), 4) AS mean_quality_improvement,
   round(avg(q.first_score), 4) AS mean_first_score,
-  round(avg(q.last_score), 4) AS mean_final_score
+  round(avg(q.last_score), 4) AS mean_final_score,
+  round(sum(s.cost_usd), 6) AS cost_usd,
+  round(avg(s.cost_usd) FILTER (WHERE s.status = 'complete'), 6) AS mean_cost_to_completion
 FROM sessions s
 LEFT JOIN (SELECT session_id, count(*) AS overrides FROM events WHERE type = 'override' GROUP BY ALL) o
   USING (session_id)

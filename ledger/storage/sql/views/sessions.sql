@@ -20,19 +20,22 @@ SELECT
   arg_min(ts, seq) AS started_at,  -- the first and last events by seq, whatever their clocks said
   arg_max(ts, seq) AS updated_at,
   count(e.seq) AS events,
-  coalesce(sum(e.tokens), 0) AS tokens  -- as turn_tokens defines them
+  coalesce(sum(e.tokens), 0) AS tokens,  -- as turn_tokens defines them
+  -- as turn_costs defines it, NULL when no turn's cost is known; rounded to a billionth of a dollar,
+  -- since a parallel float sum differs in its last digits from run to run
+  round(sum(e.cost_usd), 9) AS cost_usd
 FROM (
   -- The turns' tokens and the failure streak come in as extra rows rather than joins, so that a filter on session_id
   -- reaches both branches (a LEFT JOIN kept it from the detector's side: 57 ms vs 19 ms for one
   -- session of a 1M-event ledger).
   SELECT session_id, type, seq, agent, task, iteration, max_iterations, score, signal, kind, reason, ts,
-         CAST(NULL AS HUGEINT) AS tokens, CAST(NULL AS BIGINT) AS streak
+         CAST(NULL AS HUGEINT) AS tokens, CAST(NULL AS BIGINT) AS streak, CAST(NULL AS DOUBLE) AS cost_usd
   FROM events
   UNION ALL
-  SELECT session_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, tokens, NULL
-  FROM turn_tokens
+  SELECT session_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, tokens, NULL, cost_usd
+  FROM turn_costs
   UNION ALL
-  SELECT session_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, streak
+  SELECT session_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, streak, NULL
   FROM failure_streak()
 ) e
 GROUP BY e.session_id

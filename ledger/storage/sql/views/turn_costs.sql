@@ -1,0 +1,26 @@
+-- One row per agent turn and its cost in USD: the one definition of "cost" that every view, guard and
+-- screen uses. cost_usd = the cost the agent reported for the turn when it reported one, else its
+-- tokens (turn_tokens) x its model's per-token prices (model_prices, from genai-prices): input,
+-- output, cache reads and cache writes each at their own rate, in the price band of the turn's input
+-- tokens (long-context prices). NULL when neither is known (no model, or one without a known price).
+-- context_window is the model's, as the price library knows it (NULL: not known); context_used is
+-- the turn's last request's input tokens (cache included) over it: how full the context was.
+SELECT
+  t.session_id,
+  t.iteration,
+  t.seq,
+  t.model,
+  t.input,
+  t.output,
+  t.cache,
+  t.tokens,
+  t.prompt,
+  coalesce(t.reported_cost_usd,
+           t.input * p.input + t.output * p.output + t.cache_read * p.cache_read
+           + t.cache_write * p.cache_write) AS cost_usd,
+  t.reported_cost_usd IS NOT NULL AS cost_reported,
+  p.context_window,
+  t.context_tokens,
+  t.context_tokens / p.context_window AS context_used
+FROM turn_tokens t
+ASOF LEFT JOIN model_prices p ON t.model = p.model AND t.prompt > p.above
