@@ -245,6 +245,8 @@ class _Loop:
                 tokens=spoken.tokens,
                 stop_reason=_stop_reason(run),
                 duration_ms=run.duration_ms,
+                model=spoken.model,
+                cost_usd=spoken.cost_usd,
             )
             self.unrecorded = None
             self.say(f"[ralph-ledger] {sid}: iteration {n}: {result.signal} ({result.reason})\n")

@@ -80,7 +80,8 @@ class Engine:
     def _append(self, session_id: str, *events: ev.Event) -> None:
         self.journal(session_id).append(*events)
 
-    def _load(self, session_id: str) -> SessionView:
+    def view(self, session_id: str) -> SessionView:
+        """The session as a call sees it: its events, configuration, rules and ``sessions`` row."""
         path = journal_path(self.home.journals, session_id)
         if not path.exists():
             raise EngineError(no_session(session_id, self.home.root))
@@ -109,12 +110,8 @@ class Engine:
         """The session's in-memory ledger, up to date (``ledger.storage.fold``: only new lines ingested)."""
         return fold(journal_path(self.home.journals, session_id)).ledger(self.home)
 
-    def view(self, session_id: str) -> SessionView:
-        """The session as a call sees it: its events, configuration, rules and ``sessions`` row."""
-        return self._load(session_id)
-
     def _running(self, session_id: str) -> SessionView:
-        s = self._load(session_id)
+        s = self.view(session_id)
         if s.status != "running":
             raise EngineError(f"session {session_id!r} is {s.status}; it takes no more iterations")
         return s
@@ -380,12 +377,12 @@ class Engine:
 
     def hook_list(self, session_id: str) -> list[dict[str, Any]]:
         """The session's hooks in evaluation order."""
-        registry = Registry.from_events(self._load(session_id).events, self.custom_hooks)
+        registry = Registry.from_events(self.view(session_id).events, self.custom_hooks)
         return [{"id": h.hook_id, "type": h.hook_type, "enabled": h.enabled} for h in registry.hooks()]
 
     def hook_clear(self, session_id: str) -> int:
         """Clear every hook of the session; returns how many there were."""
-        s = self._load(session_id)
+        s = self.view(session_id)
         ids = [h.hook_id for h in Registry.from_events(s.events).hooks()]
         if ids:
             self._append(
@@ -431,7 +428,7 @@ class Engine:
     # -- reading state ---------------------------------------------------------
     def status(self, session_id: str) -> dict[str, Any]:
         """iteration_status: the session's row of the ``sessions`` view."""
-        return self._load(session_id).row
+        return self.view(session_id).row
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """One row of the ``iterations`` view per iteration."""
