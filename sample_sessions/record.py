@@ -53,6 +53,7 @@ from ledger import events as ev
 from ledger.agents.claude_code import hook as stop_hook
 from ledger.agents.claude_code.last_text import find_last_text
 from ledger.agents.claude_code.plugin import new_state, parse_loop_args, write_state
+from ledger.agents.formats import named
 from ledger.agents.runner import RunResult, run_loop
 from ledger.core.home import Home, journals_in
 from ledger.loop.config import LoopConfig
@@ -440,6 +441,7 @@ def run(
     custom_hooks: Callable[[Sandbox], dict[str, HookFn]] | None = None,
     watch: Callable[[Engine], Mapping[str, Callable[[], None]]] | None = None,
     echo: bool = False,
+    agent_format: str | None = None,
 ) -> Run:
     """Run the real loop: a repository, an engine with a fixed clock and timer, the scripted agent."""
     make_repo(sb, repo or {})
@@ -462,6 +464,7 @@ def run(
         iteration_timeout_s=ITERATION_TIMEOUT_S,
         out=out,
         timer=stepping(AGENT_SECONDS),
+        agent_format=named(agent_format) if agent_format else None,
     )
     return Run(engine, result)
 
@@ -1371,6 +1374,42 @@ class Scenario:
         return f"{self.session_id}.jsonl"
 
 
+AGENT_FIXTURES: Final = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "agents"
+"""Real output of each agent, from its own repository (``tests/fixtures/agents/README.md``)."""
+AGENT_SAMPLES: Final = {
+    "claude": ("claude/sample-turns.jsonl", "Claude Code (claude -p --output-format stream-json)", 10),
+    "codex": ("codex/exec-docs.jsonl", "Codex CLI (codex exec --json)", 20),
+    "gemini": ("gemini/headless-docs.jsonl", "Gemini CLI (gemini --output-format stream-json)", 30),
+}
+
+
+def agent_sample(name: str) -> Callable[[Sandbox, bool], bytes]:
+    """A loop whose agent prints ``name``'s real sample, read in that agent's format: one
+    iteration (the sample holds no promise, so the iteration limit ends it), its tokens, tools and
+    cost as the sample reports them."""
+
+    def scenario(sb: Sandbox, echo: bool) -> bytes:
+        fixture, title, minute = AGENT_SAMPLES[name]
+        output = (AGENT_FIXTURES / fixture).read_text(encoding="utf-8")
+        sid = f"agent-{name}"
+        r = run(
+            sb,
+            sid,
+            start=at(17, minute),
+            config=LoopConfig(max_iterations=1, agent=name),
+            prompt=f"Replay of {title}'s real output.\n",
+            turns=[Turn(output)],
+            agent_format=name,
+            echo=echo,
+        )
+        return expect(
+            sb, sid, ends_with="session_escalated", iterations=1, guard="max_iterations", result=r.result
+        )
+
+    scenario.__name__ = f"agent_{name}"
+    return scenario
+
+
 SCENARIOS: Final[tuple[Scenario, ...]] = (
     Scenario("tdd-success", "TDD in 3 iterations, then COMPLETE", tdd_success),
     Scenario("circuit-breaker", "3 failed validations in a row: circuit breaker", circuit_breaker),
@@ -1387,6 +1426,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         f"cc-{CLAUDE_SESSION}", "Claude Code Stop hook, drop-in mode", claude_code_hook, needs_shared=True
     ),
     Scenario("torn-last-line", "a crash mid-append leaves a torn last line", torn_last_line),
+    *(Scenario(f"agent-{n}", f"{AGENT_SAMPLES[n][1]}'s real output", agent_sample(n)) for n in AGENT_SAMPLES),
 )
 
 

@@ -332,6 +332,34 @@ def check_torn_last_line(ledger: Ledger, sid: str) -> None:
     assert session(ledger, sid)["status"] == "running"
 
 
+def check_agent_sample(ledger: Ledger, sid: str) -> None:
+    """An agent's real output replayed: the session's tokens and tool calls are the sample's own,
+    summed here from the fixture with plain JSON (``tests/test_agent_formats.py``'s readings)."""
+    from tests.test_agent_formats import (
+        CLAUDE,
+        CODEX,
+        GEMINI_DOCS,
+        expected_claude,
+        expected_codex,
+        expected_gemini,
+    )
+
+    name = sid.removeprefix("agent-")
+    path, expected = {"claude": (CLAUDE, expected_claude), "codex": (CODEX, expected_codex)}.get(
+        name, (GEMINI_DOCS, expected_gemini)
+    )
+    report = expected(path)
+    row = session(ledger, sid)
+    assert (row["status"], row["agent"], row["iteration"]) == ("escalated", name, 1)
+    tokens = report.tokens
+    assert row["tokens"] == tokens.input + tokens.output + tokens.cache_creation + tokens.cache_read > 0
+    (turn,) = ledger.rows(
+        "SELECT tool_count, output_excerpt FROM events WHERE session_id = ? AND type = 'agent_turn'", [sid]
+    )
+    assert turn["tool_count"] == report.tool_count
+    assert turn["output_excerpt"] == report.text[-2000:]
+
+
 KEY_FACTS: dict[str, Callable[[Ledger, str], None]] = {
     "tdd-success": check_tdd_success,
     "circuit-breaker": check_circuit_breaker,
@@ -346,6 +374,9 @@ KEY_FACTS: dict[str, Callable[[Ledger, str], None]] = {
     "manual-stop": check_manual_stop,
     CC: check_claude_code,
     "torn-last-line": check_torn_last_line,
+    "agent-claude": check_agent_sample,
+    "agent-codex": check_agent_sample,
+    "agent-gemini": check_agent_sample,
 }
 
 
