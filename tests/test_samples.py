@@ -358,6 +358,24 @@ def check_agent_sample(ledger: Ledger, sid: str) -> None:
     )
     assert turn["tool_count"] == report.tool_count
     assert turn["output_excerpt"] == report.text[-2000:]
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip().startswith("{")]
+    reported = [x["total_cost_usd"] for x in lines if x.get("type") == "result" and "total_cost_usd" in x]
+    models = {str(x["model"]) for x in lines if isinstance(x.get("model"), str)}
+    if reported:  # the agent's own total (Claude's result line)
+        assert row["cost_usd"] == pytest.approx(sum(reported))
+    elif models:  # else the price library's own calculation for the sample's model
+        from genai_prices import Usage, calc_price
+
+        (model,) = models
+        usage = Usage(
+            input_tokens=tokens.input + tokens.cache_read + tokens.cache_creation,
+            cache_read_tokens=tokens.cache_read,
+            cache_write_tokens=tokens.cache_creation,
+            output_tokens=tokens.output,
+        )
+        assert row["cost_usd"] == pytest.approx(float(calc_price(usage, model_ref=model).total_price))
+    else:  # no model named, no cost reported: no guess
+        assert row["cost_usd"] is None
 
 
 KEY_FACTS: dict[str, Callable[[Ledger, str], None]] = {

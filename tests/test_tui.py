@@ -33,7 +33,16 @@ from tui.widgets.charts import HeatGrid, ScorePlot, TokenBars
 from tui.widgets.table import VirtualTable
 
 ESCALATED_SQL = "SELECT session_id, status FROM sessions WHERE status = 'escalated' ORDER BY 1"
-ESCALATED = ["circuit-breaker", "hook-failure", "max-iterations", "quality-regression", "validation-stall"]
+ESCALATED = [
+    "agent-claude",
+    "agent-codex",
+    "agent-gemini",
+    "circuit-breaker",
+    "hook-failure",
+    "max-iterations",
+    "quality-regression",
+    "validation-stall",
+]
 
 
 def plain(value: Any) -> str:
@@ -108,7 +117,7 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
             screen = app.sessions_screen
             # 1. replay: the recordings are copied line by line into the watched directory and the
             #    live-tail path shows them
-            await until(pilot, lambda: app.replay_done and fleet_tuple(app) == (13, 1, 3, 4, 5))
+            await until(pilot, lambda: app.replay_done and fleet_tuple(app) == (16, 1, 3, 4, 8))
             assert app.replay_lines == app.replay_total == count_lines(SAMPLE_FILES)
             for f in SAMPLE_FILES:
                 assert (replay_dir / f.name).read_bytes() == f.read_bytes()
@@ -116,8 +125,9 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
             assert 0.5 in waits  # a recorded 10 s gap at speed 20
             assert "tdd-success complete after 3 iteration(s)" in app.alerts
             assert any(a.startswith("thrashing: guard thrashing tripped") for a in app.alerts)
-            assert screen.table.row_count == 13 and screen.fleet.completion_rate == pytest.approx(0.25)
-            assert screen.visible_ids()[0] == "cc-5c0375b4-57a5-4f26-b12d-d022ee4e51b7"  # latest activity
+            assert screen.table.row_count == len(SAMPLE_FILES)
+            assert screen.fleet.completion_rate == pytest.approx(3 / (len(SAMPLE_FILES) - 1))  # 1 running
+            assert screen.visible_ids()[0] == "agent-gemini"  # latest activity
             assert plain(screen.table.get_cell("thrashing", "status")) == "■ blocked"
             assert plain(screen.table.get_cell("quality-regression", "trend")) == "█▆▅"  # scores 100, 75, 50
 
@@ -135,7 +145,7 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
             assert sorted(screen.visible_ids()) == ESCALATED
             assert app.focused is screen.table
             await pilot.press("escape")
-            assert screen.filter_text == "" and screen.table.row_count == 13
+            assert screen.filter_text == "" and screen.table.row_count == len(SAMPLE_FILES)
             await pilot.press("slash", *"thrash", "enter")
             await settle(pilot, lambda: screen.visible_ids() == ["thrashing"])
 
@@ -161,7 +171,7 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
             await pilot.press("escape")
             assert app.screen is screen
             await pilot.press("escape")  # clears the filter
-            assert screen.table.row_count == 13
+            assert screen.table.row_count == len(SAMPLE_FILES)
 
             # 5. the SQL console: a result, a refusal and a syntax error on one line, an example
             await pilot.press("s")
@@ -185,7 +195,9 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
             assert "Traceback" not in sql.error
             await pilot.press("ctrl+l", "enter")  # the first example query
             await settle(pilot, lambda: sql.runs == 4)
-            assert sql.error == "" and sql.result_columns[0] == "agent" and sql.result_rows == 3
+            assert (
+                sql.error == "" and sql.result_columns[0] == "agent" and sql.result_rows == 6
+            )  # me, do, claude-code and the three replayed agents
             await pilot.press("escape")
             assert app.screen is screen
 
@@ -436,11 +448,12 @@ def test_a_large_ledger_shows_its_latest_sessions_and_totals_first(
 
             screen.apply = recording  # type: ignore[method-assign]
             await settle(pilot, lambda: app.loaded)
-            assert screen.table.row_count == 13
+            assert screen.table.row_count == len(SAMPLE_FILES)
 
     asyncio.run(scenario())
-    assert applied[0] == (3, 13)  # three rows, the totals of all thirteen
-    assert (13, 13) in applied
+    n = len(SAMPLE_FILES)
+    assert applied[0] == (3, n)  # three rows, the totals of all of them
+    assert (n, n) in applied
 
 
 # -- a fresh home, bad lines, rewritten journals, quitting, screenshots -------------------------------------
@@ -778,3 +791,16 @@ def test_the_session_panels_grow_with_the_terminal(tmp_path: Path) -> None:
             assert len(plot.render().plain.splitlines()) == plot.size.height  # the plot is drawn to its size
 
     asyncio.run(scenario())
+
+
+def test_a_cost_reads_as_dollars_and_never_as_free_when_it_is_not() -> None:
+    assert [fmt.cost(x) for x in (None, 0.0, 0.000085, 0.0005, 0.0347, 12.345, 12_345.0)] == [
+        "–",
+        "$0.000",
+        "<$0.001",
+        "$0.001",
+        "$0.035",
+        "$12.35",
+        "$12.3k",
+    ]
+    assert all(len(fmt.cost(x)) <= 7 for x in (0.000085, 9.999, 999.99, 99_999.0))

@@ -14,7 +14,7 @@ from textual.coordinate import Coordinate
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, TextArea
 
-from tests.test_tui_support import copy_samples, fixed_clock, screen_text, settle, until
+from tests.test_tui_support import SAMPLE_FILES, copy_samples, fixed_clock, screen_text, settle, until
 from tui.app import RalphApp
 from tui.screens.fleet import SessionsScreen
 from tui.screens.query import MAX_ROWS, SqlScreen
@@ -114,7 +114,7 @@ def test_an_error_clears_the_old_result(tmp_path: Path) -> None:
         async with app.run_test(size=(100, 30)) as pilot:
             sql = await open_console(pilot)
             await run(pilot, "SELECT session_id FROM sessions ORDER BY 1", sql)
-            assert sql.table.row_count == 13
+            assert sql.table.row_count == len(SAMPLE_FILES)
             await run(pilot, "SELEC 1", sql)
             assert sql.error.startswith("SQL error")
             assert sql.table.row_count == 0 and len(sql.table.columns) == 0

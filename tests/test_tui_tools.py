@@ -125,7 +125,7 @@ def test_alerts_are_kept_in_a_history_screen_and_enter_opens_the_session(tmp_pat
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 30)) as pilot:
-            await until(pilot, lambda: app.replay_done and len(app.sessions_screen.rows) == 13)
+            await until(pilot, lambda: app.replay_done and len(app.sessions_screen.rows) == len(SAMPLE_FILES))
             await until(pilot, lambda: any("tdd-success complete" in a for a in app.alerts))
             await pilot.press("a")
             screen = app.screen
@@ -217,7 +217,7 @@ def test_status_colours_are_readable_on_the_cursor_row_and_in_both_themes(tmp_pa
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 30)) as pilot:
-            await settle(pilot, lambda: app.loaded and len(app.sessions_screen.rows) == 13)
+            await settle(pilot, lambda: app.loaded and len(app.sessions_screen.rows) == len(SAMPLE_FILES))
             screen = app.sessions_screen
             table = screen.table
             by_status: dict[str, str] = {}

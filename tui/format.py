@@ -148,9 +148,12 @@ def tokens(n: int) -> str:
 
 
 def cost(usd: float | None) -> str:
-    """US dollars in at most 7 cells: ``$0.012``, ``$12.34``, ``$12.3k``; ``–`` when not known."""
+    """US dollars in at most 7 cells: ``$0.012``, ``$12.34``, ``$12.3k``, ``<$0.001`` for a cost
+    too small to show (never ``$0.000``, which reads as free); ``–`` when not known."""
     if usd is None:
         return "–"
+    if 0 < usd < 0.0005:
+        return "<$0.001"
     if usd < 10:
         return f"${usd:.3f}"
     if usd < 1000:

@@ -15,6 +15,8 @@ import pytest
 from tests.journeys.conftest import Project, Terminal, clean_env, script
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_sessions"
+ALL = f"{len(list(SAMPLES.glob('*.jsonl')))} sessions"
+"""The fleet's count with every sample loaded."""
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a real terminal")
 
@@ -89,7 +91,7 @@ def test_the_sql_console_in_a_terminal_types_runs_exports_and_goes_back(
     shutil.copytree(SAMPLES, project.home / "journals", ignore=shutil.ignore_patterns("*.py", "*.md"))
     terminal = Terminal([script("ralph-tui")], cwd=project.dir)
     try:
-        terminal.wait_for(lambda s: "13 sessions" in s)
+        terminal.wait_for(lambda s: ALL in s)
         terminal.press("s")
         terminal.wait_for(lambda s: "SQL console" in s)
         terminal.press("-", "-", "q", "t", " ")  # text, not the q (quit) and t (theme) keys
@@ -109,7 +111,7 @@ def test_the_sql_console_in_a_terminal_types_runs_exports_and_goes_back(
         header = (project.dir / "agents.csv").read_text().splitlines()[0]
         assert header == "agent,sessions,completed,completion_pct,autonomous_pct,mean_iterations"
         terminal.press("Escape")
-        terminal.wait_for(lambda s: "13 sessions" in s)
+        terminal.wait_for(lambda s: ALL in s)
         terminal.press("q")
         assert terminal.exit_code() == 0
     finally:
