@@ -10,8 +10,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.journeys.conftest import Project, clean_env, script
-from tests.journeys.test_run import TASK, Loop, wait_for_file
+from tests.journeys.conftest import Project
+from tests.journeys.test_run import TASK, Loop, resume, wait_for_file
 
 LIMITED = """\
 import json, time
@@ -81,15 +81,7 @@ def test_ctrl_c_while_waiting_ends_the_loop_and_resume_goes_on(project: Project,
     assert "waiting 360" in out  # an hour and the margin
     assert loop.types()[-2:] == ["rate_limited", "override"]
     assert project.journal("s1")[-1]["kind"] == "interrupted"
-    resumed = subprocess.run(
-        [script("ralph-ledger"), "run", "--resume", "s1"],
-        cwd=project.dir,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    resumed = resume(project)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert project.sessions()[0]["status"] == "complete"
     shown = json.loads(

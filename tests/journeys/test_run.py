@@ -78,6 +78,19 @@ class Loop:
         return [e["type"] for e in self.project.journal("s1")]
 
 
+def resume(project: Project, session: str = "s1") -> subprocess.CompletedProcess[str]:
+    """``ralph-ledger run --resume SESSION`` as a user types it: nothing on stdin, nothing else."""
+    return subprocess.run(
+        [script("ralph-ledger"), "run", "--resume", session],
+        cwd=project.dir,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def wait_for(path: Path, proc: subprocess.Popen[Any], seconds: float = 20) -> list[int]:
     """The pids written to ``path`` once it appears (while ``proc`` still runs)."""
     end = time.monotonic() + seconds
@@ -279,15 +292,7 @@ def test_a_signal_while_the_agent_runs_ends_it_records_and_resumes(
     (row,) = project.sessions()
     assert (row["status"], row["task"], row["agent"]) == ("running", TASK, Path(sys.executable).name)
 
-    resumed = subprocess.run(
-        [script("ralph-ledger"), "run", "--resume", "s1"],
-        cwd=project.dir,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    resumed = resume(project)
     assert resumed.returncode == 0, resumed.stderr
     assert "s1: COMPLETE after 1 iteration(s)" in resumed.stdout
     assert (loop.state / "prompt2.txt").read_text() == TASK  # the recorded prompt, given again
