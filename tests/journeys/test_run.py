@@ -377,6 +377,10 @@ def test_a_configuration_that_would_fail_never_starts_the_agent(
         ),
         (["--session", "../x"], "ralph-ledger run: argument --session: '../x': expected 1-128 characters"),
         (["--resume", "../x"], "ralph-ledger run: argument --resume: '../x': expected 1-128 characters"),
+        (
+            ["--rate-limit-wait", "0"],
+            "ralph-ledger run: argument --rate-limit-wait: expected a number of seconds > 0, got '0'",
+        ),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(
