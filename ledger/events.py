@@ -298,7 +298,8 @@ class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_
     """A sub-agent of the loop's agent finished (Claude Code's ``SubagentStop``), recorded in the parent
     loop's session at its current iteration: which sub-agent (``agent_id``, ``agent_type``), its own
     transcript (``transcript_path``, read up to ``transcript_offset``) and what it did there. Its
-    ``tokens`` count in the session's tokens (``sql/views/turn_tokens.sql``); it never decides a stop.
+    ``tokens`` count in the session's tokens and, priced at its ``model`` (its transcript's), in its
+    cost (``sql/views/turn_tokens.sql``, ``turn_costs.sql``); it never decides a stop.
     """
 
     agent_id: str = ""
@@ -309,6 +310,7 @@ class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_
     tool_count: int = 0
     files_modified: list[str] = []
     output_excerpt: str = ""
+    model: str = ""
 
 
 AnyEvent = (

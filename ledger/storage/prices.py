@@ -61,7 +61,10 @@ def fill_prices(
     """Add the prices of the models the turns name that ``model_prices`` lacks (one statement);
     returns one note per model the price library does not know. ``new`` (an ingest's ``seqs``:
     session -> last seq before and after) narrows the search to those events when they are few."""
-    where = "type = 'agent_turn' AND model <> '' AND model NOT IN (SELECT model FROM model_prices)"
+    where = (
+        "type IN ('agent_turn', 'subagent_stopped') AND model <> '' "
+        "AND model NOT IN (SELECT model FROM model_prices)"
+    )
     params: list[Any] = []
     if new is not None and len(new) <= NARROW_AT_MOST:
         if not new:

@@ -11,10 +11,13 @@ from typing import Any
 
 import pytest
 
+from ledger import events as E
 from tests.journeys.conftest import Project, clean_env
 from tests.journeys.test_claude_code import CLAUDE, Claude, block, by_id, ledger_project, start
+from tests.test_costs import SONNET, library_price
 
 SID = f"cc-{CLAUDE}"
+HAIKU = "claude-haiku-4-5-20251001"
 CAP = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"
 
 
@@ -54,10 +57,27 @@ def usage(i: int, o: int) -> dict[str, int]:
     return {"input_tokens": i, "output_tokens": o}
 
 
-def assistant(claude: Claude, mid: str, tokens: dict[str, int], *blocks: dict[str, Any]) -> None:
+def assistant(
+    claude: Claude,
+    mid: str,
+    tokens: dict[str, int],
+    *blocks: dict[str, Any],
+    model: str = "",
+    side: bool = False,
+) -> None:
+    """Lines of one assistant message (``side``: a sub-agent's, marked ``isSidechain`` as Claude Code
+    marks every line of a sub-agent's own transcript)."""
     for b in blocks:
-        message = {"id": mid, "role": "assistant", "content": [b], "usage": tokens}
-        claude.lines({"type": "assistant", "sessionId": claude.session, "message": message})
+        message = {
+            "id": mid,
+            "role": "assistant",
+            "content": [b],
+            "usage": tokens,
+            **({"model": model} if model else {}),
+        }
+        claude.lines(
+            {"type": "assistant", "sessionId": claude.session, "isSidechain": side, "message": message}
+        )
 
 
 # --- last_assistant_message first; the transcript's lag caught up at the next stop --------------------
@@ -103,15 +123,14 @@ def test_a_subagents_tokens_appear_under_the_parent_loop(project: Project, mode:
     start(project, "Research it", "--max-iterations", "5", "--mode", mode)
     claude = Claude(project)
     claude.prompt("go")
-    assistant(claude, "m1", usage(500, 20), {"type": "tool_use", "name": "Task", "input": {}})
+    assistant(claude, "m1", usage(500, 20), {"type": "tool_use", "name": "Task", "input": {}}, model=SONNET)
     agent = claude.transcript.parent / claude.session / "subagents" / "agent-a7f3.jsonl"
     agent.parent.mkdir(parents=True)
     sub = Claude(project, session=claude.session)
     sub.transcript = agent
     edit = {"type": "tool_use", "name": "Write", "input": {"file_path": str(project.dir / "notes.md")}}
-    assistant(
-        sub, "s1", {**usage(4000, 300), "cache_read_input_tokens": 1200}, {"type": "text", "text": "ok"}, edit
-    )
+    sub_usage = {**usage(4000, 300), "cache_read_input_tokens": 1200}
+    assistant(sub, "s1", sub_usage, {"type": "text", "text": "ok"}, edit, model=HAIKU, side=True)
     subagent = claude.event(
         hook_event_name="SubagentStop",
         agent_id="a7f3",
@@ -121,16 +140,22 @@ def test_a_subagents_tokens_appear_under_the_parent_loop(project: Project, mode:
     )
     proc = as_claude_runs_it(project, stop_command, subagent)
     assert (proc.stdout, proc.stderr) == ("", "")  # a SubagentStop never blocks
-    assistant(claude, "m2", usage(600, 30), {"type": "text", "text": "Read the notes."})
+    assistant(claude, "m2", usage(600, 30), {"type": "text", "text": "Read the notes."}, model=SONNET)
     block(as_claude_runs_it(project, stop_command, claude.event()))
     row = by_id(project)[SID]
     assert row["tokens"] == (500 + 20 + 600 + 30) + (4000 + 300 + 1200)
+    # each priced at its own model, as the price library prices it: the sub-agent's at Haiku's rates
+    own = library_price(SONNET, E.TokenUsage(input=1100, output=50))
+    sub_cost = library_price(HAIKU, E.TokenUsage(input=4000, output=300, cache_read=1200))
+    assert row["cost_usd"] == pytest.approx(own + sub_cost, rel=1e-6)
+    assert sub_cost > 0.001  # not lost in the rounding
     assert show(project)[0]["tokens_total"] == row["tokens"]  # under the loop's iteration 1
     proc = project.cli("show", SID)
     assert f"{row['tokens']} tokens" in proc.stdout
     (event,) = [e for e in project.journal(SID) if e["type"] == "subagent_stopped"]
     assert (event["agent_id"], event["agent_type"], event["iteration"]) == ("a7f3", "Explore", 1)
     assert (event["tool_count"], event["files_modified"]) == (1, [str(project.dir / "notes.md")])
+    assert event["model"] == HAIKU
 
 
 def test_a_subagent_stop_with_no_loop_records_nothing(project: Project) -> None:

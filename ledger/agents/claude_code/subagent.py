@@ -145,6 +145,7 @@ def _event(data: HookInput, sid: str, iteration: int, journal: Journal) -> tuple
         tool_count=turn.tool_count if turn else 0,
         files_modified=turn.files_modified if turn else [],
         output_excerpt=text[-2000:],
+        model=turn.model if turn else "",
     )
     return event, problem
 

@@ -199,7 +199,8 @@ class Scan(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     and ``files_modified`` lists, first seen first, the files of Edit, Write, MultiEdit and NotebookEdit
     calls. ``last_text`` is the text of the last assistant message with text in the current turn,
     ``stop_reason`` the last non-null one of an assistant line (``""`` if none), ``model`` the last
-    ``message.model`` of one (``""`` if none; sub-agents' lines aside) and ``context_tokens`` the input
+    ``message.model`` of one (``""`` if none; sub-agents' lines aside, unless the range holds only
+    theirs: a sub-agent's own transcript) and ``context_tokens`` the input
     tokens, cache included, of the last one's usage: how full the context was. ``lines`` counts the
     complete lines read, ``bad_lines`` those skipped as undecodable or too long.
     """
@@ -234,6 +235,7 @@ class _Aggregate:
         self.last_text = ""
         self.stop_reason = ""
         self.model = ""
+        self.sidechain_model = ""
         self.context_tokens = 0
 
     def feed(self, raw: bytes | None) -> None:
@@ -271,6 +273,8 @@ class _Aggregate:
                     self.files[path] = None
         if not sidechain:
             self._feed_main(message)
+        elif message.model:
+            self.sidechain_model = message.model
 
     def _feed_main(self, message: Message) -> None:
         if message.stop_reason:
@@ -316,7 +320,7 @@ class _Aggregate:
             tokens=self.tokens(counted),
             last_text=self.last_text,
             stop_reason=self.stop_reason,
-            model=self.model,
+            model=self.model or self.sidechain_model,
             context_tokens=self.context_tokens,
         )
 
