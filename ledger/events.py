@@ -129,12 +129,15 @@ class HooksCleared(Event, frozen=True, kw_only=True, gc=False, tag="hooks_cleare
 
 class IterationStarted(Event, frozen=True, kw_only=True, gc=False, tag="iteration_started"):
     """An iteration began: appended by ``Engine.start`` (iteration 1, with ``max_iterations``) and by
-    ``Engine.next`` (with the caller's ``notes``).
+    ``Engine.next`` (with the caller's ``notes``). ``guidance`` is what a human steered the loop
+    with (``steer`` / ``unblock`` overrides since the previous iteration began): this iteration's
+    prompt carries it (``ledger.loop.steering``).
     """
 
     max_iterations: int | None = None
     checkpoint_id: str = ""
     notes: str = ""
+    guidance: str = ""
 
 
 class AgentTurn(Event, frozen=True, kw_only=True, gc=False, tag="agent_turn"):
@@ -232,8 +235,11 @@ class CheckpointExpired(Event, frozen=True, kw_only=True, gc=False, tag="checkpo
 
 
 class Override(Event, frozen=True, kw_only=True, gc=False, tag="override"):
-    """A human intervened: ``kind`` is ``manual_stop``, ``max_iterations`` or ``interrupted`` (the loop
-    runner was stopped by a signal; the session stays resumable)."""
+    """A human intervened: ``kind`` is ``manual_stop``, ``max_iterations``, ``interrupted`` (the loop
+    runner was stopped by a signal; the session stays resumable), or one of the steering kinds
+    (``ledger.loop.steering``): ``pause`` and ``resume``, ``steer`` (``reason`` is the guidance for
+    the next iteration's prompt) and ``unblock`` (a blocked or escalated session goes on, up to
+    ``max_iterations``, with ``reason`` as its guidance)."""
 
     kind: str
     reason: str = ""

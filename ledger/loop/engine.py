@@ -23,13 +23,21 @@ from ledger.core.errors import no_session
 from ledger.core.home import Home
 from ledger.loop.checks import refusals, run_rules
 from ledger.loop.config import LoopConfig, recorded_config
-from ledger.loop.engine_types import CompleteResult, EngineError, NextResult, SessionView, ValidateResult
+from ledger.loop.engine_types import (
+    CompleteResult,
+    EngineError,
+    NextResult,
+    Paused,
+    SessionView,
+    ValidateResult,
+)
 from ledger.loop.facts import read_facts
 from ledger.loop.guards import check, exhausted
 from ledger.loop.promises import detect_promises, strongest, to_event
 from ledger.loop.rules import CustomRule, Rule, RuleContext, parse_rules, spec
 from ledger.loop.score import validation_score
 from ledger.loop.signals import Inputs, resolve
+from ledger.loop.steering import paused_message, pending_guidance
 from ledger.loop.stop_policies import (
     NO_HOOKS,
     PRESET_FNS,
@@ -41,7 +49,7 @@ from ledger.loop.stop_policies import (
 from ledger.loop.todos import Todo
 from ledger.loop.validation_events import validation_events
 from ledger.storage.database import Ledger
-from ledger.storage.fold import fold
+from ledger.storage.fold import fold, only_errors
 from ledger.storage.journal import Journal, journal_path, utc_now
 
 
@@ -123,7 +131,7 @@ class Engine:
         """iteration_start: record the loop's configuration (and the ``prompt`` and agent ``command``
         a runner feeds and starts each iteration) and begin iteration 1."""
         path = journal_path(self.home.journals, session_id)
-        if path.exists() and not _only_errors(path):
+        if path.exists() and not only_errors(path):
             raise EngineError(f"session {session_id!r} already exists")
         rules = [*parse_rules(config.rules, "configuration"), *self.custom_rules]
         max_it = config.effective_max_iterations()
@@ -292,8 +300,11 @@ class Engine:
     ) -> NextResult:
         """iteration_next: advance, refusing past the maximum; the latest checkpoint's agent context
         carries over, validation state does not. ``lead`` gives the events (e.g. the stop decision)
-        that land in the same append, before the new iteration, from its number and the maximum."""
+        that land in the same append, before the new iteration, from its number and the maximum.
+        Raises ``Paused`` for a paused session; a human's pending guidance starts the iteration."""
         s = self._running(session_id)
+        if s.paused:
+            raise Paused(paused_message(session_id))
         n = s.iteration
         max_it = int(s.row["max_iterations"] or s.config.effective_max_iterations())
         if n >= max_it:
@@ -304,11 +315,11 @@ class Engine:
         for e in s.events:
             if isinstance(e, ev.CheckpointCreated):
                 context = e.agent_context or context
-        cp = f"{session_id}-cp{n + 1}"
+        cp, guidance = f"{session_id}-cp{n + 1}", pending_guidance(s.events)
         self._append(
             session_id,
             *(lead(n + 1, max_it) if lead is not None else ()),
-            ev.IterationStarted(session_id=session_id, iteration=n + 1, notes=notes),
+            ev.IterationStarted(session_id=session_id, iteration=n + 1, notes=notes, guidance=guidance),
             ev.CheckpointCreated(
                 session_id=session_id,
                 iteration=n + 1,
@@ -319,7 +330,9 @@ class Engine:
                 agent_context=context,
             ),
         )
-        return NextResult(session_id, n + 1, max_it, cp, f"Advanced to iteration {n + 1} of {max_it}")
+        return NextResult(
+            session_id, n + 1, max_it, cp, f"Advanced to iteration {n + 1} of {max_it}", guidance
+        )
 
     def complete(self, session_id: str, promise: str = "", lead: Sequence[ev.Event] = ()) -> CompleteResult:
         """iteration_complete: finish the loop and clear its hooks; ``lead`` lands first, same append."""
@@ -395,18 +408,14 @@ class Engine:
         """End a running session as escalated (a caller that cannot go on, e.g. ``next`` refused);
         ``lead`` lands first, same append."""
         s = self._running(session_id)
-        escalated = ev.SessionEscalated(
-            session_id=session_id, iteration=s.iteration, reason=reason, guard=guard
-        )
-        self._append(session_id, *lead, escalated)
+        end = ev.SessionEscalated(session_id=session_id, iteration=s.iteration, reason=reason, guard=guard)
+        self._append(session_id, *lead, end)
 
     def stop(self, session_id: str, reason: str = "") -> None:
         """Ask a running loop to stop; honoured at its next validate."""
         s = self._running(session_id)
-        self._append(
-            session_id,
-            ev.Override(session_id=session_id, iteration=s.iteration, kind="manual_stop", reason=reason),
-        )
+        stop = ev.Override(session_id=session_id, iteration=s.iteration, kind="manual_stop", reason=reason)
+        self._append(session_id, stop)
 
     def set_max_iterations(self, session_id: str, max_iterations: int, reason: str = "") -> None:
         """Change a running loop's maximum iterations, recorded as an ``override`` event. Raises
@@ -433,14 +442,6 @@ class Engine:
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """One row of the ``iterations`` view per iteration."""
         return _history(self._ledger(session_id), session_id)
-
-
-def _only_errors(path: Path) -> bool:
-    """Whether a journal holds only ``error_recorded`` and ``subagent_stopped`` events: a Stop hook
-    that failed open before its loop could start (a bad ``ralph.toml``, say) leaves one, and the loop
-    must start once mended; a sub-agent that ran before the loop's first stop leaves the other."""
-    read = fold(path)
-    return not read.bad and all(isinstance(e, ev.ErrorRecorded | ev.SubagentStopped) for e in read.events)
 
 
 def _history(ledger: Ledger, session_id: str) -> list[dict[str, Any]]:

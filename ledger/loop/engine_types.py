@@ -18,6 +18,10 @@ class EngineError(Exception):
     """A lifecycle call that cannot be made now; the message is one line."""
 
 
+class Paused(EngineError):
+    """``next`` refused: a human paused the session (``ledger.loop.steering``); not an ending."""
+
+
 @dataclass(frozen=True, slots=True)
 class ValidateResult:
     """iteration_validate's answer (seed 000 Appendix A)."""
@@ -44,6 +48,7 @@ class NextResult:
     max_iterations: int
     checkpoint_id: str
     message: str
+    guidance: str = ""  # what a human steered the loop with: the new iteration's prompt carries it
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +89,8 @@ class SessionView:
     def stop_requested(self) -> str | None:
         """The reason of a pending ``ralph-ledger stop`` ("" when none was given); None when none."""
         return str(self.row["stop_reason"] or "") if self.row["stop_requested"] else None
+
+    @property
+    def paused(self) -> bool:
+        """Whether a human paused the session (``ralph-ledger pause``) and has not resumed it."""
+        return bool(self.row.get("paused"))

@@ -41,21 +41,25 @@ def read_facts(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime)
     streak = _one(ledger, "SELECT streak FROM failure_streak(session := ?)", sid)
     errors = _one(ledger, "SELECT streak FROM failure_streak(session := ?, errors := TRUE)", sid)
     qr = cfg.quality_regression
+    since = _unblocked(ledger, session_id)  # the windowed detectors look only from there on
     regression = _one(
         ledger,
         "SELECT first_score, score FROM quality_regression(session := ?, span := ?, "
-        "min_drop := ?) WHERE iteration = ?",
-        [session_id, qr.span, qr.min_drop, iteration],
+        "min_drop := ?) WHERE iteration = ? AND iteration - ? >= ?",
+        [session_id, qr.span, qr.min_drop, iteration, qr.span - 1, since],
     )
     thrash = ledger.con.execute(
-        "SELECT file, times FROM thrashing(session := ?, min_iterations := ?) WHERE tripped_at <= ? "
-        "ORDER BY times DESC, file",
-        [session_id, cfg.thrashing.min_iterations, iteration],
+        "SELECT file, len(list_filter(iterations, lambda i: i >= $since)) AS n "
+        "FROM thrashing(session := $s, min_iterations := $m) WHERE tripped_at <= $i AND n >= $m "
+        "ORDER BY n DESC, file",
+        {"s": session_id, "m": cfg.thrashing.min_iterations, "i": iteration, "since": since},
     ).fetchall()
+    span = cfg.validation_stall.span
     stall = _one(
         ledger,
-        "SELECT score, best_before FROM validation_stall(session := ?, span := ?) WHERE iteration = ?",
-        [session_id, cfg.validation_stall.span, iteration],
+        "SELECT score, best_before FROM validation_stall(session := ?, span := ?) "
+        "WHERE iteration = ? AND iteration - ? >= ?",
+        [session_id, span, iteration, span - 1, since],
     )
     context = None
     if cfg.context_window.enabled:
@@ -93,12 +97,14 @@ def read_facts(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime)
 
 
 def _circuit(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime) -> tuple[Any, float]:
-    """The breaker's state before the latest validation run."""
+    """The breaker's state before the latest validation run (an ``unblock`` closes it)."""
     trips = [
         r[0]
         for r in ledger.con.execute(
-            "SELECT ts FROM guard_trips WHERE session_id = ? AND guard = 'circuit_breaker' ORDER BY seq",
-            [session_id],
+            "SELECT ts FROM guard_trips WHERE session_id = $s AND guard = 'circuit_breaker' AND seq > "
+            "coalesce((SELECT max(seq) FROM events WHERE session_id = $s AND type = 'override' "
+            "AND kind = 'unblock'), 0) ORDER BY seq",
+            {"s": session_id},
         ).fetchall()
     ]
     if not trips:
@@ -114,3 +120,14 @@ def _circuit(ledger: Ledger, session_id: str, cfg: GuardConfig, now: datetime) -
         {"s": session_id},
     )
     return circuit_state(trips, bool(row and row[0]), now, cfg)
+
+
+def _unblocked(ledger: Ledger, session_id: str) -> int:
+    """The first iteration after the session's latest ``unblock`` (0: never unblocked): the guards
+    that count failures, stalls, regressions or edits over a window count from there."""
+    row = _one(
+        ledger,
+        "SELECT max(iteration) FROM events WHERE session_id = ? AND type = 'override' AND kind = 'unblock'",
+        [session_id],
+    )
+    return int(row[0]) + 1 if row and row[0] is not None else 0

@@ -12,7 +12,11 @@ guards) it does not already say::
     Fix the failing validation rules: tests: 1 failed
     - thrashing: app.py modified in 5 iterations
 
-With nothing learned, the prompt is the task unchanged.
+With nothing learned, the prompt is the task unchanged. Guidance a human gave with
+``ralph-ledger steer`` (or ``unblock``) comes last, once, in the iteration that consumed it::
+
+    Guidance from the person running this loop:
+    Use the sqlite backend, not postgres.
 """
 
 from __future__ import annotations
@@ -37,14 +41,22 @@ class Learned(Protocol):
         """The tripped guards' details and the failing rules' messages."""
 
 
-def next_prompt(task: str, result: Learned) -> str:
+def next_prompt(task: str, result: Learned, *, guidance: str = "") -> str:
     """The prompt of the iteration after ``result``: ``task``, then the hooks' next prompt and the
-    feedback lines it does not already contain (``task`` alone when there is neither)."""
+    feedback lines it does not already contain (``task`` alone when there is neither), then the
+    ``guidance`` a human steered the loop with (``ledger.loop.steering``), when there is some."""
     hint = result.next_prompt.strip()
     if hint == task.strip():
         hint = ""  # a hook that answers with the task itself adds nothing
     learned = [hint] if hint else []
     learned += [f"- {line}" for line in result.feedback if line.strip() and line not in hint]
-    if not learned:
-        return task
-    return f"{task.rstrip()}\n\nFeedback from iteration {result.iteration}:\n" + "\n".join(learned)
+    prompt = task
+    if learned:
+        prompt = f"{task.rstrip()}\n\nFeedback from iteration {result.iteration}:\n" + "\n".join(learned)
+    if guidance.strip():
+        prompt = f"{prompt.rstrip()}\n\n{GUIDANCE_HEADING}\n{guidance.strip()}"
+    return prompt
+
+
+GUIDANCE_HEADING = "Guidance from the person running this loop:"
+"""The line before a human's guidance in a prompt (``ralph-ledger steer`` / ``unblock``)."""

@@ -150,3 +150,11 @@ def forget(path: Path | None = None) -> None:
         _FOLDS.clear()
     else:
         _FOLDS.pop(path.absolute(), None)
+
+
+def only_errors(path: Path) -> bool:
+    """Whether a journal holds only ``error_recorded`` and ``subagent_stopped`` events: a Stop hook
+    that failed open before its loop could start (a bad ``ralph.toml``, say) leaves one, and the loop
+    must start once mended; a sub-agent that ran before the loop's first stop leaves the other."""
+    read = fold(path)
+    return not read.bad and all(isinstance(e, ev.ErrorRecorded | ev.SubagentStopped) for e in read.events)

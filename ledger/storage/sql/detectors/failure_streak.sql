@@ -2,7 +2,8 @@
 -- Consecutive failed validation runs at the end of each session (the circuit
 -- breaker's count): the failed runs since the last passing one. With
 -- `errors := TRUE`, runs in which a rule errored (timeout, missing program)
--- since the last run without one (the error threshold's count).
+-- since the last run without one (the error threshold's count). An `unblock`
+-- override starts both counts again: the human gave the loop more iterations.
 SELECT
   session_id,
   count(*) FILTER (WHERE NOT ok AND seq > last_ok) AS streak,
@@ -15,10 +16,12 @@ FROM (
          coalesce(max(seq) FILTER (WHERE ok) OVER (PARTITION BY session_id), 0) AS last_ok
   FROM (
     SELECT session_id, iteration, seq, results,
-           CASE WHEN errors THEN NOT coalesce(list_bool_or([r.errored FOR r IN results]), FALSE)
+           CASE WHEN type = 'override' THEN TRUE
+                WHEN errors THEN NOT coalesce(list_bool_or([r.errored FOR r IN results]), FALSE)
                 ELSE passed END AS ok
     FROM events
-    WHERE type = 'validation_ran' AND (session IS NULL OR session_id = session)
+    WHERE (type = 'validation_ran' OR (type = 'override' AND kind = 'unblock'))
+      AND (session IS NULL OR session_id = session)
   )
 )
 GROUP BY session_id

@@ -15,7 +15,9 @@ SELECT
   arg_max(score, seq) FILTER (WHERE type = 'validation_ran') AS last_score,
   arg_max(signal, seq) FILTER (WHERE type IN ('signal_resolved', 'guard_tripped')) AS last_signal,
   coalesce(any_value(e.streak), 0) AS consecutive_failures,
-  bool_or(type = 'override' AND kind = 'manual_stop') AS stop_requested,
+  -- a stop request and a pause hold until an unblock (and a pause until a resume) lifts them
+  coalesce(arg_max(kind, seq) FILTER (WHERE type = 'override' AND kind IN ('manual_stop', 'unblock'))
+           = 'manual_stop', FALSE) AS stop_requested,
   arg_max(reason, seq) FILTER (WHERE type = 'override' AND kind = 'manual_stop') AS stop_reason,
   arg_min(ts, seq) AS started_at,  -- the first and last events by seq, whatever their clocks said
   arg_max(ts, seq) AS updated_at,
@@ -23,7 +25,9 @@ SELECT
   coalesce(sum(e.tokens), 0) AS tokens,  -- as turn_tokens defines them
   -- as turn_costs defines it, NULL when no turn's cost is known; rounded to a billionth of a dollar,
   -- since a parallel float sum differs in its last digits from run to run
-  round(sum(e.cost_usd), 9) AS cost_usd
+  round(sum(e.cost_usd), 9) AS cost_usd,
+  coalesce(arg_max(kind, seq) FILTER (WHERE type = 'override' AND kind IN ('pause', 'resume', 'unblock'))
+           = 'pause', FALSE) AS paused
 FROM (
   -- The turns' tokens and the failure streak come in as extra rows rather than joins, so that a filter on session_id
   -- reaches both branches (a LEFT JOIN kept it from the detector's side: 57 ms vs 19 ms for one
