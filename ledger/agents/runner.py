@@ -24,7 +24,12 @@ tool calls and edited files are recorded, and promises are looked for in its
 final text only (never in the prompt a stream echoes, nor in tool output).
 
 Every iteration's prompt is the task plus what the previous iteration taught
-the loop (``ledger.loop.prompts.next_prompt``, shared with the Claude Code hook).
+the loop (``ledger.loop.prompts.next_prompt``, shared with the Claude Code hook),
+plus the guidance a human gave with ``ralph-ledger steer`` (once). A loop paused
+with ``ralph-ledger pause`` finishes its iteration, says so in one line, and waits
+(polling the journal) for ``ralph-ledger resume``; a ``stop`` meanwhile ends it
+blocked (``ledger.loop.steering``). ``--resume`` of an unblocked session runs the
+iteration the unblock began, with its guidance.
 
 An interruption (SIGINT, SIGTERM or SIGHUP) kills the agent's process group,
 or the running validation rule's, records the agent's turn so far (its output,
@@ -56,10 +61,11 @@ from ledger.agents.changes import files_changed, snapshot
 from ledger.agents.formats import AgentFormat, detect
 from ledger.agents.rate_limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
 from ledger.core.errors import no_session
+from ledger.loop import steering
 from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
-from ledger.loop.engine_types import EngineError
-from ledger.loop.prompts import next_prompt
+from ledger.loop.engine_types import EngineError, Paused
+from ledger.loop.prompts import Learned, next_prompt
 from ledger.storage.journal import Cursor, read_new
 
 EXIT_COMPLETE: Final = 0
@@ -71,6 +77,9 @@ EXIT_BLOCKED: Final = 3
 EXIT_ESCALATED: Final = 4
 
 EXIT_INTERRUPTED: Final = 130
+
+PAUSE_POLL_S: Final = 0.5
+"""How often a paused loop reads its journal for a resume or a stop, in seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,29 +107,6 @@ def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
     if not started:
         raise EngineError(no_session(session_id, engine.home.root, path))
     return started[-1].prompt or started[-1].task, list(started[-1].command)
-
-
-@dataclass(frozen=True, slots=True)
-class _Learned:
-    """What an iteration taught the loop, as read back from the journal (``ledger.loop.prompts.Learned``)."""
-
-    iteration: int
-    next_prompt: str
-    feedback: list[str]
-
-
-def _learned(engine: Engine, session_id: str, iteration: int) -> _Learned:
-    """What iteration ``iteration`` of the session taught the loop: the deciding hook's next prompt
-    and the feedback of its last validate (nothing for iteration 0)."""
-    hint, feedback = "", list[str]()
-    for e in read_new(engine.journal(session_id).path, Cursor()).events:
-        if e.iteration != iteration:
-            continue
-        if isinstance(e, ev.HookDecided):
-            hint = e.next_prompt
-        elif isinstance(e, ev.SignalResolved):
-            feedback = list(e.feedback)
-    return _Learned(iteration, hint, feedback)
 
 
 def run_loop(
@@ -158,7 +144,9 @@ def run_loop(
         if ev.session_status(row["status"]) != "running":
             raise EngineError(f"session {session_id!r} is {row['status']}; only a running session resumes")
         n, max_it = int(row["iteration"]), int(row["max_iterations"] or config.effective_max_iterations())
-        stdin_text = next_prompt(prompt, _learned(engine, session_id, n - 1))
+        events = read_new(engine.journal(session_id).path, Cursor()).events
+        stdin_text = steering.prompt_of(prompt, events, n)  # the guidance an unblock gave, too
+        advance = steering.validated(events, n)  # paused (or killed) between its validate and next
     else:
         config = msgspec.structs.replace(
             config,
@@ -168,10 +156,15 @@ def run_loop(
         )
         started = engine.start(session_id, config, prompt=prompt, command=agent_cmd)
         n, max_it = started.iteration, started.max_iterations
-        stdin_text = prompt
+        stdin_text, advance, events = prompt, False, []
     loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
     with interrupts() as pending:
         try:
+            if advance:  # the iteration was validated: the loop goes on from the next one
+                going = loop.advance(n, prompt, steering.learned(events, n))
+                if isinstance(going, RunResult):
+                    return going
+                n, max_it, stdin_text = going
             return loop.iterate(n, max_it, stdin_text, prompt, agent_cmd, iteration_timeout_s, timer)
         except KeyboardInterrupt as exc:
             pending.close()  # a second signal must not cut the recording short
@@ -257,13 +250,39 @@ class _Loop:
                 return RunResult(sid, EXIT_BLOCKED, result.signal, n, result.reason)
             if result.signal == "ESCALATE":
                 return RunResult(sid, EXIT_ESCALATED, result.signal, n, result.reason)
+            going = self.advance(n, prompt, result)
+            if isinstance(going, RunResult):
+                return going
+            n, max_it, stdin_text = going
+
+    def advance(self, n: int, prompt: str, result: Learned) -> tuple[int, int, str] | RunResult:
+        """Begin the iteration after ``n`` (validated, CONTINUE): its number, the maximum (``ralph-ledger
+        set`` may have changed it) and its prompt; or how the loop ended. While the session is paused,
+        wait, polling the journal, for a resume (or a stop: the loop ends blocked)."""
+        engine, sid = self.engine, self.session_id
+        paused = False
+        while True:
             try:
-                advanced = engine.next(sid)  # the maximum too: `ralph-ledger set` may have changed it
-                n, max_it = advanced.iteration, advanced.max_iterations
+                advanced = engine.next(sid)
+                break
+            except Paused:
+                if not paused:
+                    paused = True
+                    self.say(
+                        f"[ralph-ledger] {sid}: paused after iteration {n}; resume it with "
+                        f"`ralph-ledger resume {sid}` (Ctrl-C stops; --resume goes on)\n"
+                    )
+                if engine.view(sid).stop_requested() is not None:
+                    reason = steering.halt(engine, sid)
+                    return RunResult(sid, EXIT_BLOCKED, "BLOCKED", n, reason)
+                time.sleep(PAUSE_POLL_S)
             except EngineError as exc:
                 engine.escalate(sid, str(exc))
                 return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, str(exc))
-            stdin_text = next_prompt(prompt, result)
+        if paused:
+            self.say(f"[ralph-ledger] {sid}: resumed\n")
+        prompt = next_prompt(prompt, result, guidance=advanced.guidance)
+        return advanced.iteration, advanced.max_iterations, prompt
 
     def wait_out(self, limit: RateLimit, attempt: int, tokens: ev.TokenUsage) -> None:
         """Record a rate-limited run and sleep until the limit resets (or a back-off); a signal

@@ -40,6 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "loop": ("claude_code_commands", "cmd_loop"),
     "stop": ("loop_commands", "cmd_override"),
     "set": ("loop_commands", "cmd_override"),
+    "pause": ("steering_commands", "cmd_steering"),
+    "resume": ("steering_commands", "cmd_steering"),
+    "steer": ("steering_commands", "cmd_steering"),
+    "unblock": ("steering_commands", "cmd_steering"),
     "run": ("loop_commands", "cmd_run"),
     "checkpoint": ("checkpoint_commands", "cmd_checkpoint"),
     "mcp": ("mcp_commands", "cmd_mcp"),
@@ -187,7 +191,7 @@ def _drop_stdout() -> None:
 
 # The commands that read a home: one given with --home or $RALPH_HOME must exist (a typo is not a new,
 # empty home). stop and set need the session's journal there.
-NEEDS_HOME = (*LEDGER_COMMANDS, "stop", "set", "checkpoint")
+NEEDS_HOME = (*LEDGER_COMMANDS, "stop", "set", "checkpoint", "pause", "resume", "steer", "unblock")
 
 
 def _check_home(home: Home, args: argparse.Namespace) -> None:

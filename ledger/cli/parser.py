@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ledger.cli.common import CliError
 from ledger.storage.journal import JournalError
@@ -178,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("session", help="session id")
     s.add_argument("--max-iterations", type=positive_int, required=True, metavar="N")
     s.add_argument("--reason", default="", help="why (recorded in the ledger)")
+    _add_steering(sub)
     s = sub.add_parser("checkpoint", help="a session's checkpoints: list, show, resume, prune")
     acts = s.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=Parser)
     actions = {
@@ -318,3 +319,22 @@ def positive_seconds(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
     return value
+
+
+def _add_steering(sub: Any) -> None:
+    """``pause`` / ``resume`` / ``steer`` / ``unblock``: a human steering a loop (``loop.steering``)."""
+    s = sub.add_parser("pause", help="pause a running loop once its current iteration ends")
+    s.add_argument("session", help="session id")
+    s.add_argument("--reason", default="", help="why (recorded in the ledger)")
+    s = sub.add_parser("resume", help="resume a paused loop from its next iteration")
+    s.add_argument("session", help="session id")
+    s.add_argument("--reason", default="", help="why (recorded in the ledger)")
+    s = sub.add_parser("steer", help="add guidance to the next iteration's prompt of a running loop")
+    s.add_argument("session", help="session id")
+    s.add_argument("guidance", help="the text the agent is given, once, in its next prompt")
+    s = sub.add_parser("unblock", help="give a blocked or escalated loop more iterations, with guidance")
+    s.add_argument("session", help="session id")
+    s.add_argument("guidance", nargs="?", default="", help="the text its next prompt carries")
+    s.add_argument(
+        "--iterations", type=positive_int, default=5, metavar="N", help="how many more (default 5)"
+    )

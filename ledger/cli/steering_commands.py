@@ -1,0 +1,62 @@
+"""``pause`` / ``resume`` / ``steer`` / ``unblock``: a human steering a loop without stopping it
+(``ledger.loop.steering``), each recorded as an ``override`` event in the session's journal."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ledger.cli.common import CliError, unknown_session
+from ledger.core.home import Home
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ledger.loop.engine import Engine
+
+
+def cmd_steering(home: Home, args: argparse.Namespace) -> None:
+    """Record the override and print one line saying what happens next.
+
+    Raises ``CliError``: exit 2 for empty guidance, exit 1 for a session the home does not hold,
+    one that has ended (for ``unblock``: one that is not blocked or escalated), or a home that
+    cannot be written.
+    """
+    from ledger.loop import steering
+    from ledger.loop.engine import Engine
+    from ledger.loop.engine_types import EngineError
+    from ledger.storage.journal import journal_path
+    from ledger.storage.ledger_file import unwritable
+
+    sid, command = args.session, args.command
+    guidance = getattr(args, "guidance", "") or ""
+    if command == "steer" and not guidance.strip():
+        raise CliError("ralph-ledger steer: the guidance is empty: give the text for the next prompt", 2)
+    if not journal_path(home.journals, sid).exists():  # JournalError for an invalid id
+        raise unknown_session(sid, home)
+    if why := unwritable(home):
+        raise CliError(f"ralph-ledger: cannot {command} session {sid!r}: cannot write in {home.root} ({why})")
+    engine = Engine(home)
+    try:
+        if command == "pause":
+            n = steering.pause(engine, sid, args.reason)
+            print(f"{sid}: pausing once iteration {n} ends; resume it with `ralph-ledger resume {sid}`")
+        elif command == "resume":
+            n = steering.resume(engine, sid, args.reason)
+            print(f"{sid}: resumed; the loop goes on after iteration {n}")
+        elif command == "steer":
+            n = steering.steer(engine, sid, guidance)
+            print(f"{sid}: guidance recorded; the prompt of iteration {n + 1} carries it")
+        else:
+            step = steering.unblock(engine, sid, guidance, args.iterations)
+            begins = f"iteration {step.iteration} of {step.max_iterations} begins"
+            print(f"{sid}: unblocked; {begins}{_how(engine, sid)}")
+    except EngineError as exc:
+        raise CliError(f"ralph-ledger {command}: {exc}") from None
+
+
+def _how(engine: Engine, sid: str) -> str:
+    """How an unblocked loop goes on, for a session a runner drove (it recorded its agent command)."""
+    from ledger.agents.runner import recorded
+
+    _, command = recorded(engine, sid)
+    return f" (continue it with `ralph-ledger run --resume {sid}`)" if command else ""
