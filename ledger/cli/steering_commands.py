@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.cli.common import CliError, unknown_session
@@ -55,8 +56,19 @@ def cmd_steering(home: Home, args: argparse.Namespace) -> None:
 
 
 def _how(engine: Engine, sid: str) -> str:
-    """How an unblocked loop goes on, for a session a runner drove (it recorded its agent command)."""
+    """How an unblocked loop goes on: a runner's (it recorded its agent command) with ``run
+    --resume``; a ledger-native Claude Code loop at its next stop, its loop file written again in
+    the project (``loop_file.restore``)."""
+    import os
+
+    from ledger.agents.claude_code.loop_file import restore
     from ledger.agents.runner import recorded
+    from ledger.core.project import project_root
 
     _, command = recorded(engine, sid)
-    return f" (continue it with `ralph-ledger run --resume {sid}`)" if command else ""
+    if command:
+        return f" (continue it with `ralph-ledger run --resume {sid}`)"
+    project = os.environ.get("CLAUDE_PROJECT_DIR") or project_root(os.getcwd())
+    if restore(Path(project), engine.home, sid) is not None:
+        return "; the next stop of its Claude Code session goes on with it"
+    return ""

@@ -37,7 +37,7 @@ from ledger.loop.promises import detect_promises, strongest, to_event
 from ledger.loop.rules import CustomRule, Rule, RuleContext, parse_rules, spec
 from ledger.loop.score import validation_score
 from ledger.loop.signals import Inputs, resolve
-from ledger.loop.steering import paused_message, pending_guidance
+from ledger.loop.steering_events import is_paused, paused_message, pending_guidance
 from ledger.loop.stop_policies import (
     NO_HOOKS,
     PRESET_FNS,
@@ -303,7 +303,7 @@ class Engine:
         that land in the same append, before the new iteration, from its number and the maximum.
         Raises ``Paused`` for a paused session; a human's pending guidance starts the iteration."""
         s = self._running(session_id)
-        if s.paused:
+        if is_paused(s.events):
             raise Paused(paused_message(session_id))
         n = s.iteration
         max_it = int(s.row["max_iterations"] or s.config.effective_max_iterations())

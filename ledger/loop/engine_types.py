@@ -89,8 +89,3 @@ class SessionView:
     def stop_requested(self) -> str | None:
         """The reason of a pending ``ralph-ledger stop`` ("" when none was given); None when none."""
         return str(self.row["stop_reason"] or "") if self.row["stop_requested"] else None
-
-    @property
-    def paused(self) -> bool:
-        """Whether a human paused the session (``ralph-ledger pause``) and has not resumed it."""
-        return bool(self.row.get("paused"))

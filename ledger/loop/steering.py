@@ -22,16 +22,46 @@ hold, is refused with one line (``EngineError``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ledger import events as ev
-from ledger.loop.engine_types import EngineError, NextResult, SessionView
-from ledger.loop.prompts import next_prompt
+from ledger.core.errors import no_session
+from ledger.loop.engine_types import EngineError, NextResult
+from ledger.loop.steering_events import (
+    is_paused,
+    iteration_guidance,
+    learned,
+    let_go,
+    paused_line,
+    paused_message,
+    pending_guidance,
+    prompt_of,
+    validated,
+)
+from ledger.storage.fold import fold
+from ledger.storage.journal import journal_path
 
 if TYPE_CHECKING:
     from ledger.loop.engine import Engine
+
+__all__ = [
+    "KINDS",
+    "UNBLOCK_ITERATIONS",
+    "halt",
+    "is_paused",
+    "iteration_guidance",
+    "learned",
+    "let_go",
+    "pause",
+    "paused_line",
+    "paused_message",
+    "pending_guidance",
+    "prompt_of",
+    "resume",
+    "steer",
+    "unblock",
+    "validated",
+]
 
 KINDS: Final = ("pause", "resume", "steer", "unblock")
 """The ``override`` kinds that steer a loop."""
@@ -40,83 +70,52 @@ UNBLOCK_ITERATIONS: Final = 5
 """How many more iterations ``unblock`` gives when not told."""
 
 
-def paused_message(session_id: str) -> str:
-    """The one sentence a paused session's refusal says."""
-    return f"task {session_id} is paused; resume it with `ralph-ledger resume {session_id}`"
-
-
-def pending_guidance(events: Iterable[ev.AnyEvent]) -> str:
-    """The guidance of the ``steer`` overrides since the latest iteration began (one per line, in
-    order; ``""`` when there is none): what the next iteration's prompt will carry."""
-    pending: list[str] = []
-    for e in events:
-        if isinstance(e, ev.IterationStarted):
-            pending = []
-        elif isinstance(e, ev.Override) and e.kind == "steer" and e.reason.strip():
-            pending.append(e.reason.strip())
-    return "\n".join(pending)
-
-
-def iteration_guidance(events: Iterable[ev.AnyEvent], iteration: int) -> str:
-    """The guidance iteration ``iteration`` began with (``""``: none)."""
-    guidance = ""
-    for e in events:
-        if isinstance(e, ev.IterationStarted) and e.iteration == iteration:
-            guidance = e.guidance
-    return guidance
-
-
-@dataclass(frozen=True, slots=True)
-class Learned:
-    """What an iteration taught the loop, as read back from the journal (``prompts.Learned``)."""
-
-    iteration: int
-    next_prompt: str
-    feedback: list[str]
-
-
-def learned(events: Iterable[ev.AnyEvent], iteration: int) -> Learned:
-    """What iteration ``iteration`` taught the loop: the deciding hook's next prompt and the feedback
-    of its last validate (nothing for iteration 0, or one not validated)."""
-    hint, feedback = "", list[str]()
-    for e in events:
-        if e.iteration != iteration:
-            continue
-        if isinstance(e, ev.HookDecided):
-            hint = e.next_prompt
-        elif isinstance(e, ev.SignalResolved):
-            feedback = list(e.feedback)
-    return Learned(iteration, hint, feedback)
-
-
-def prompt_of(task: str, events: Sequence[ev.AnyEvent], iteration: int) -> str:
-    """The prompt iteration ``iteration`` was (or is to be) given, from the journal: what resuming
-    a loop gives the agent again."""
-    return next_prompt(task, learned(events, iteration - 1), guidance=iteration_guidance(events, iteration))
-
-
-def validated(events: Iterable[ev.AnyEvent], iteration: int) -> bool:
-    """Whether iteration ``iteration`` has been validated (a signal resolved for it)."""
-    return any(isinstance(e, ev.SignalResolved) and e.iteration == iteration for e in events)
-
-
 # ----------------------------------------------------------------------------- the overrides
-def _live(engine: Engine, session_id: str, verb: str) -> SessionView:
-    """The session's view when it is running; else ``EngineError`` saying why it cannot be ``verb``."""
-    s = engine.view(session_id)
+class _Seen(NamedTuple):
+    """A session as a steering command reads it: its events and its ``sessions`` row (whatever
+    drives it: a runner, the engine, the Claude Code drop-in hook with its own configuration)."""
+
+    events: list[ev.AnyEvent]
+    row: dict[str, Any]
+
+    @property
+    def status(self) -> str:
+        return str(self.row["status"])
+
+    @property
+    def iteration(self) -> int:
+        return int(self.row["iteration"] or 0)
+
+
+def _seen(engine: Engine, session_id: str) -> _Seen:
+    """The session; ``EngineError`` (one line) when the home holds no such session."""
+    path = journal_path(engine.home.journals, session_id)
+    if not path.exists():
+        raise EngineError(no_session(session_id, engine.home.root))
+    read = fold(path)
+    events = list(read.events)
+    if not any(isinstance(e, ev.SessionStarted) for e in events):
+        raise EngineError(no_session(session_id, engine.home.root, path))
+    rows = read.ledger(engine.home).rows("SELECT * FROM sessions WHERE session_id = ?", [session_id])
+    return _Seen(events, dict(rows[0]))
+
+
+def _live(engine: Engine, session_id: str, verb: str) -> _Seen:
+    """The session when it is running; else ``EngineError`` saying why it cannot be ``verb``."""
+    s = _seen(engine, session_id)
     if s.status != "running":
         raise EngineError(f"session {session_id!r} is {s.status}; it cannot be {verb}")
     return s
 
 
-def _override(s: SessionView, session_id: str, kind: str, reason: str, **more: Any) -> ev.Override:
+def _override(s: _Seen, session_id: str, kind: str, reason: str, **more: Any) -> ev.Override:
     return ev.Override(session_id=session_id, iteration=s.iteration, kind=kind, reason=reason, **more)
 
 
 def pause(engine: Engine, session_id: str, reason: str = "") -> int:
     """Pause a running loop after the iteration under way; returns that iteration."""
     s = _live(engine, session_id, "paused")
-    if s.paused:
+    if is_paused(s.events):
         raise EngineError(f"session {session_id!r} is already paused")
     engine.journal(session_id).append(_override(s, session_id, "pause", reason))
     return s.iteration
@@ -125,7 +124,7 @@ def pause(engine: Engine, session_id: str, reason: str = "") -> int:
 def resume(engine: Engine, session_id: str, reason: str = "") -> int:
     """Resume a paused loop; returns its iteration."""
     s = _live(engine, session_id, "resumed")
-    if not s.paused:
+    if not is_paused(s.events):
         raise EngineError(f"session {session_id!r} is not paused")
     engine.journal(session_id).append(_override(s, session_id, "resume", reason))
     return s.iteration
@@ -148,7 +147,7 @@ def unblock(
     next one now, its prompt carrying ``guidance`` (and any pending ``steer``)."""
     if iterations < 1:
         raise EngineError(f"--iterations must be at least 1, got {iterations}")
-    s = engine.view(session_id)
+    s = _seen(engine, session_id)
     if s.status not in ("blocked", "escalated"):
         raise EngineError(
             f"session {session_id!r} is {s.status}; only a blocked or escalated session is unblocked"
@@ -179,8 +178,8 @@ def unblock(
 def halt(engine: Engine, session_id: str) -> str:
     """End a paused session that was asked to stop (``ralph-ledger stop``): blocked, as the stop
     would have been at the next validate. Returns the reason recorded."""
-    s = engine.view(session_id)
-    reason = f"manual stop: {s.stop_requested() or ''}".rstrip(": ")
+    s = _seen(engine, session_id)
+    reason = f"manual stop: {s.row['stop_reason'] or ''}".rstrip(": ")
     engine.journal(session_id).append(
         ev.SessionBlocked(session_id=session_id, iteration=s.iteration, reason=reason)
     )

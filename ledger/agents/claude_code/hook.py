@@ -36,6 +36,12 @@ loop and never blocks (``ledger.agents.claude_code.subagent``). Claude Code ends
 after ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` blocks in a row without a tool call: the loop keeps the
 count and stops itself at the cap, escalated (``ledger.agents.claude_code.block_cap``).
 
+Steering (``ledger.loop.steering``): while a person has paused the loop (``ralph-ledger pause``)
+a stop the plugin would block is allowed ("paused") and the state file keeps its iteration, so
+the first stop after ``ralph-ledger resume`` goes on as the plugin would; guidance given with
+``ralph-ledger steer`` is added once to the next block's prompt. (``unblock`` does not restore a
+plugin loop: start it again with ``/ralph-loop``.)
+
 A transcript the drop-in cannot read (no path, a relative one, missing, not a
 regular file, unreadable) stops the loop as the plugin does: one line on stderr
 naming it, the state file deleted, the session escalated.
@@ -94,7 +100,9 @@ from ledger.core.errors import error_reason, one_line, os_error
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.core.sync import sync_file
+from ledger.loop import steering_events
 from ledger.loop.promises import detect_promises, to_event
+from ledger.loop.prompts import next_prompt
 from ledger.storage.fold import events_of
 from ledger.storage.journal import Journal, JournalError, journal_path, utc_now
 
@@ -102,7 +110,7 @@ from ledger.storage.journal import Journal, JournalError, journal_path, utc_now
 def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> list[ev.Event]:
     """The events one stop appends, in order (without how the loop goes on or ends when not
     ``ending``)."""
-    sid, state, text, _, started, data, capped = stop
+    sid, state, text, _, started, data, capped, _ = stop
     n = state.iteration
     text = text or ""
     out: list[ev.Event] = []
@@ -135,7 +143,7 @@ def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> li
         )
     )
     if ending:
-        out += _ending(sid, state, decision, capped)
+        out += _ending(sid, state, decision, capped, stop.guidance)
     return out
 
 
@@ -156,8 +164,12 @@ def _turn(stop: _Stop) -> ev.AgentTurn:
     )
 
 
-def _ending(sid: str, state: LoopState, decision: PluginDecision, capped: tuple[int, int]) -> list[ev.Event]:
+def _ending(
+    sid: str, state: LoopState, decision: PluginDecision, capped: tuple[int, int], guidance: str
+) -> list[ev.Event]:
     n = state.iteration
+    if decision.outcome == "paused":  # the loop stays at its iteration until `ralph-ledger resume`
+        return []
     if decision.outcome == "block_cap":  # Claude Code would have dropped this block: see block_cap
         trip = block_cap.trip(sid, n, *capped)
         return [trip, ev.SessionEscalated(session_id=sid, iteration=n, guard=trip.guard, reason=trip.detail)]
@@ -165,7 +177,10 @@ def _ending(sid: str, state: LoopState, decision: PluginDecision, capped: tuple[
         nxt = decision.next_state
         return [
             ev.IterationStarted(
-                session_id=sid, iteration=nxt.iteration, max_iterations=nxt.max_iterations or None
+                session_id=sid,
+                iteration=nxt.iteration,
+                max_iterations=nxt.max_iterations or None,
+                guidance=guidance,
             )
         ]
     if decision.completed:
@@ -251,10 +266,31 @@ def _drop_in(
         stop = _Stop(sid, state, text, turn, record.started, data)
         warning = ""
         if decision.action == "block":
+            decision, stop = _steered(decision, stop, journal)
+        if decision.action == "block":
             decision, stop, warning = _capped(decision, stop, journal)
         notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
         outcome = _commit(state_path, read, journal, decision, notes, stop)
         return replace(outcome, stderr=outcome.stderr + warning + "\n") if warning else outcome
+
+
+def _steered(decision: PluginDecision, stop: _Stop, journal: Journal) -> tuple[PluginDecision, _Stop]:
+    """A block as a person steered it (``ralph-ledger pause`` / ``steer``): while the loop is paused
+    the stop is allowed ("paused") and the state file left at its iteration, so the next stop after
+    ``resume`` goes on as the plugin would; else the prompt carries the pending guidance, once."""
+    events = events_of(journal.path)
+    if steering_events.is_paused(events):
+        line = steering_events.paused_line(stop.sid, stop.state.iteration)
+        paused = PluginDecision(
+            action="allow", outcome="paused", reason="paused", next_state=stop.state, message_for_user=line
+        )
+        return paused, stop
+    guidance = steering_events.pending_guidance(events)
+    if not guidance:
+        return decision, stop
+    nothing = steering_events.Learned(stop.state.iteration, "", [])
+    prompt = next_prompt(decision.reason, nothing, guidance=guidance)
+    return replace(decision, reason=prompt), stop._replace(guidance=guidance)
 
 
 def _capped(decision: PluginDecision, stop: _Stop, journal: Journal) -> tuple[PluginDecision, _Stop, str]:
@@ -319,6 +355,7 @@ class _Stop(NamedTuple):
     started: bool
     data: HookInput
     capped: tuple[int, int] = (0, 0)  # the block count and the cap, when the stop is allowed at the cap
+    guidance: str = ""  # a person's guidance the block's prompt carries (``_steered``)
 
 
 def _commit(

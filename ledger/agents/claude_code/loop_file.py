@@ -80,3 +80,28 @@ def claim(
     sid, record, carry = loop_session(home, data.session_id, same_loop, clock)
     claim = msgspec.structs.replace(loop, claude_session_id=data.session_id, ledger_session=sid)
     return claim, record, carry
+
+
+def restore(project: Path, home: Home, sid: str) -> Path | None:
+    """After ``ralph-ledger unblock`` of a ledger-native loop (``sid`` is ``cc-<id>`` or
+    ``cc-<id>-N``), write its loop file again in ``project`` (the loop's end removed it) so that the
+    next stop of its Claude Code session goes on with it; its path, or ``None`` when ``sid`` is not
+    such a loop (a plugin loop, a runner's) or a loop file is there already."""
+    from ledger import events as ev
+    from ledger.agents.claude_code.locate import LOOP_FILE, STATE_FILE
+    from ledger.storage.fold import events_of
+    from ledger.storage.journal import journal_path
+
+    path = project / LOOP_FILE
+    if not sid.startswith("cc-") or path.exists() or (project / STATE_FILE).exists():
+        return None
+    started = [e for e in events_of(journal_path(home.journals, sid)) if isinstance(e, ev.SessionStarted)]
+    if not started or started[-1].config.get("mode") == "ralph-loop":
+        return None
+    base, _, n = sid[3:].rpartition("-")
+    claude = base if n.isdigit() and base and belongs(sid, base) else sid[3:]
+    first = started[-1]
+    loop = LoopFile(prompt=first.prompt or first.task, claude_session_id=claude, ledger_session=sid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_loop_file(path, loop)
+    return path

@@ -17,6 +17,14 @@ guards and hooks are evaluated and the signal table decides:
 | BLOCKED   | allows the stop (the session is blocked), removes the loop file      |
 | ESCALATE  | allows the stop (the session is escalated), removes the loop file    |
 
+A person steers the loop with ``ralph-ledger pause`` / ``resume`` / ``steer`` / ``unblock``
+(``ledger.loop.steering``): a paused loop's next stop is validated as usual and then allowed
+("paused"; the loop file stays); the stops after it are allowed, unrecorded, until ``resume``; the
+first stop after ``resume`` begins the next iteration and blocks with its prompt (the person's own
+turns in between are not iterations). ``unblock`` writes the loop file again, and its next stop
+likewise blocks with the prompt of the iteration the unblock began. Guidance given with ``steer``
+is added once to the next iteration's prompt.
+
 The loop file only says which Claude Code session owns the loop, what the
 user asked and which ledger session records it; everything else (iteration,
 scores, trips) is that session's. The first stop claims an unclaimed file for
@@ -62,6 +70,7 @@ from ledger.agents.claude_code.stop_event import (
 from ledger.core.atomic import sweep_temps
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
+from ledger.loop import steering
 from ledger.loop.config import (
     ConfigError,
     LoopConfig,
@@ -71,7 +80,7 @@ from ledger.loop.config import (
     source_of,
 )
 from ledger.loop.engine import Engine
-from ledger.loop.engine_types import EngineError, ValidateResult
+from ledger.loop.engine_types import EngineError, Paused, ValidateResult
 from ledger.loop.prompts import next_prompt
 from ledger.loop.todos import todos_wanted
 from ledger.storage.fold import events_of
@@ -168,12 +177,14 @@ def _owned_stop(
     rules = record.config.get("rules") or []
     if not record.started:
         config = loop_config(project, loop)
-        engine.start(sid, config)
+        engine.start(sid, config, prompt=loop.prompt)  # the whole prompt: what an unblock tells again
         rules = config.rules
     elif record.ended:
         path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
         sweep_temps(path)
         return HookOutcome()
+    elif (held := _let_go(engine, path, loop, sid)) is not None:
+        return msgspec.structs.replace(held, sync=(str(journal.path),))
     text, turn = read_turn(data, transcript, record.offset if record.started else carry)
     todos = None  # read only for a todos rule; the list outlives turns: the whole transcript's last
     if transcript is not None and todos_wanted(rules):
@@ -219,7 +230,7 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
     sid, n = result.session_id, result.iteration
     refused = ""
     if result.signal == "CONTINUE":
-        block = {"decision": "block", "reason": next_prompt(loop.prompt, result), "systemMessage": ""}
+        block = {"decision": "block", "reason": "", "systemMessage": ""}
 
         def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
             decision_point()  # as the append is made: a hook killed meanwhile gets nothing decided
@@ -236,10 +247,20 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
             ]
 
         try:
-            engine.next(sid, lead=decided)
+            advanced = engine.next(sid, lead=decided)
+        except Paused:  # the iteration is done; the loop waits for `ralph-ledger resume`
+            line = steering.paused_line(sid, n)
+            decision_point()
+            engine.journal(sid).append(
+                ev.StopDecided(
+                    session_id=sid, iteration=n, decision="allow", reason="paused", system_message=line
+                )
+            )
+            return HookOutcome(stdout=line + "\n")
         except EngineError as exc:
             refused = str(exc)
         else:
+            block["reason"] = next_prompt(loop.prompt, result, guidance=advanced.guidance)
             return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
     message = _ending(n, result, refused)
     decision_point()
@@ -253,6 +274,47 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
     path.unlink(missing_ok=True)
     sweep_temps(path)
     return HookOutcome(stdout=message + "\n")
+
+
+def _let_go(engine: Engine, path: Path, loop: LoopFile, sid: str) -> HookOutcome | None:
+    """The stop of a loop a person let go (``steering.let_go``: paused, or unblocked) and nothing to
+    say (``None``) otherwise. Asked to stop meanwhile: the loop ends blocked. Still paused: the stop
+    is allowed again, nothing recorded. Else the agent is told its iteration's prompt (with the
+    guidance): the next iteration begins when the paused one was validated; an unblock began it."""
+    s = engine.view(sid)
+    if not steering.let_go(s.events):
+        return None
+    n = s.iteration
+    if s.stop_requested() is not None:
+        reason = steering.halt(engine, sid)
+        path.unlink(missing_ok=True)
+        sweep_temps(path)
+        return HookOutcome(stdout=f"⛔ Ralph loop blocked at iteration {n}: {reason}\n")
+    if steering.is_paused(s.events):
+        return HookOutcome(stdout=steering.paused_line(sid, n) + "\n")
+    block = {"decision": "block", "reason": "", "systemMessage": ""}
+
+    def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
+        decision_point()
+        block["systemMessage"] = f"🔄 Ralph iteration {iteration} of {max_iterations} | resumed by a person"
+        return [
+            ev.StopDecided(
+                session_id=sid,
+                iteration=n,
+                decision="block",
+                reason="loop resumes",
+                system_message=block["systemMessage"],
+            )
+        ]
+
+    if steering.validated(s.events, n):  # paused after its validate: the next iteration begins now
+        learned = steering.learned(s.events, n)
+        advanced = engine.next(sid, lead=decided)
+        block["reason"] = next_prompt(loop.prompt, learned, guidance=advanced.guidance)
+    else:  # unblocked: the iteration the unblock began is told now
+        engine.journal(sid).append(*decided(n, int(s.row["max_iterations"] or n)))
+        block["reason"] = steering.prompt_of(loop.prompt, s.events, n)
+    return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
 
 
 def _ending(n: int, result: ValidateResult, refused: str) -> str:

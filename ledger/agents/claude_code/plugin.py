@@ -225,6 +225,7 @@ Outcome = Literal[
     "no_transcript",
     "no_prompt",
     "block_cap",
+    "paused",
 ]
 
 

@@ -163,6 +163,8 @@ def read_record(journal: Journal) -> LoopRecord:
             iteration = e.iteration
         elif isinstance(e, _ENDINGS):
             ended = True
+        elif isinstance(e, ev.Override) and e.kind == "unblock":  # a person let the loop go on
+            ended = False
     return LoopRecord(started=started, ended=ended, offset=offset, iteration=iteration, config=config)
 
 
