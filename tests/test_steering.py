@@ -89,12 +89,12 @@ def test_unblock_an_escalated_loop(engine: Engine) -> None:
     assert engine.validate("cb", "try 3").signal == "ESCALATE"
     with pytest.raises(EngineError, match="is escalated; it cannot be steered"):
         steering.steer(engine, "cb", "note first")
-    unblocked = steering.unblock(engine, "cb", "the fixture is in tests/data", iterations=2)
-    assert (unblocked.iteration, unblocked.max_iterations) == (4, 5)
+    assert steering.unblock(engine, "cb", "the fixture is in tests/data", iterations=2) == (3, 5)
     status = engine.status("cb")
-    assert (status["status"], status["iteration"], status["max_iterations"]) == ("running", 4, 5)
-    assert unblocked.guidance == "the fixture is in tests/data"
-    # the breaker counts from the unblock: one more failure does not trip it again
+    assert (status["status"], status["iteration"], status["max_iterations"]) == ("running", 3, 5)
+    advanced = engine.next("cb")  # the loop goes on as after any iteration, with the guidance
+    assert (advanced.iteration, advanced.guidance) == (4, "the fixture is in tests/data")
+    # the breaker (and the stall guard) count from the unblock: one more failure trips nothing
     assert engine.validate("cb", "try 4").signal == "CONTINUE"
     engine.next("cb")
     r = engine.validate("cb", "try 5")  # the last of the two iterations given
@@ -111,6 +111,7 @@ def test_unblock_lifts_a_manual_stop_and_a_pause(engine: Engine) -> None:
     steering.unblock(engine, "ms", "try the other approach")
     status = engine.status("ms")
     assert (status["status"], status["stop_requested"], status["paused"]) == ("running", False, False)
+    assert engine.next("ms").guidance == "try the other approach"
     assert engine.validate("ms", "two").signal == "CONTINUE"
     assert engine.next("ms").iteration == 3
 

@@ -145,7 +145,7 @@ def run_loop(
             raise EngineError(f"session {session_id!r} is {row['status']}; only a running session resumes")
         n, max_it = int(row["iteration"]), int(row["max_iterations"] or config.effective_max_iterations())
         events = read_new(engine.journal(session_id).path, Cursor()).events
-        stdin_text = steering.prompt_of(prompt, events, n)  # the guidance an unblock gave, too
+        stdin_text = steering.prompt_of(prompt, events, n)  # with the guidance it began with
         advance = steering.validated(events, n)  # paused (or killed) between its validate and next
     else:
         config = msgspec.structs.replace(

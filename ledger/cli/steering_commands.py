@@ -36,6 +36,11 @@ def cmd_steering(home: Home, args: argparse.Namespace) -> None:
         raise unknown_session(sid, home)
     if why := unwritable(home):
         raise CliError(f"ralph-ledger: cannot {command} session {sid!r}: cannot write in {home.root} ({why})")
+    if command == "unblock" and _plugin_loop(home, sid):
+        raise CliError(
+            f"ralph-ledger unblock: session {sid!r} is a ralph-loop plugin loop, which unblock cannot "
+            "restart: start it again with /ralph-loop"
+        )
     engine = Engine(home)
     try:
         if command == "pause":
@@ -48,9 +53,8 @@ def cmd_steering(home: Home, args: argparse.Namespace) -> None:
             n = steering.steer(engine, sid, guidance)
             print(f"{sid}: guidance recorded; the prompt of iteration {n + 1} carries it")
         else:
-            step = steering.unblock(engine, sid, guidance, args.iterations)
-            begins = f"iteration {step.iteration} of {step.max_iterations} begins"
-            print(f"{sid}: unblocked; {begins}{_how(engine, sid)}")
+            n, max_it = steering.unblock(engine, sid, guidance, args.iterations)
+            print(f"{sid}: unblocked; iteration {n + 1} of {max_it} comes next{_how(engine, sid)}")
     except EngineError as exc:
         raise CliError(f"ralph-ledger {command}: {exc}") from None
 
@@ -72,3 +76,14 @@ def _how(engine: Engine, sid: str) -> str:
     if restore(Path(project), engine.home, sid) is not None:
         return "; the next stop of its Claude Code session goes on with it"
     return ""
+
+
+def _plugin_loop(home: Home, sid: str) -> bool:
+    """Whether the session is a ``ralph-loop`` plugin loop the drop-in hook records (its state file
+    is gone once it ended: ``unblock`` cannot bring it back)."""
+    from ledger import events as ev
+    from ledger.storage.fold import events_of
+    from ledger.storage.journal import journal_path
+
+    started = [e for e in events_of(journal_path(home.journals, sid)) if isinstance(e, ev.SessionStarted)]
+    return bool(started) and started[-1].config.get("mode") == "ralph-loop"

@@ -12,9 +12,11 @@ in both modes, the MCP tools) reads them through this module and ``Engine.next``
 - **steer**: the text is given once, in the prompt of the next iteration to begin: ``Engine.next``
   records it in that ``iteration_started`` (``guidance``) and returns it, and
   ``ledger.loop.prompts.next_prompt`` adds it after the feedback.
-- **unblock**: a blocked or escalated session begins its next iteration at once, with ``N`` more
-  iterations than it has used (the maximum is raised; the failure streaks start again) and the
-  guidance in that iteration's prompt; a pending stop request and a pause are lifted.
+- **unblock**: a blocked or escalated session runs again, with ``N`` more iterations than it has
+  used (the maximum is raised; the failure streaks and the other windowed guards count from
+  there), a pending stop request and a pause lifted; its next iteration begins as after any
+  iteration (``Engine.next``: the runner's ``run --resume``, the hook's next stop, MCP's
+  ``iteration_next``) and its prompt carries the guidance.
 
 A steering command for a session that has ended (unblock excepted), or that the home does not
 hold, is refused with one line (``EngineError``).
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ledger import events as ev
 from ledger.core.errors import no_session
-from ledger.loop.engine_types import EngineError, NextResult
+from ledger.loop.engine_types import EngineError
 from ledger.loop.steering_events import (
     is_paused,
     iteration_guidance,
@@ -142,9 +144,12 @@ def steer(engine: Engine, session_id: str, guidance: str) -> int:
 
 def unblock(
     engine: Engine, session_id: str, guidance: str = "", iterations: int = UNBLOCK_ITERATIONS
-) -> NextResult:
-    """Let a blocked or escalated session go on: ``iterations`` more than it has used, beginning the
-    next one now, its prompt carrying ``guidance`` (and any pending ``steer``)."""
+) -> tuple[int, int]:
+    """Let a blocked or escalated session go on: it runs again, with ``iterations`` more than it has
+    used (the maximum is raised, a stop request and a pause are lifted, the windowed guards count
+    from here), and its next iteration's prompt carries ``guidance`` (and any pending ``steer``):
+    ``Engine.next`` begins it as after any iteration. Returns the session's iteration and its new
+    maximum."""
     if iterations < 1:
         raise EngineError(f"--iterations must be at least 1, got {iterations}")
     s = _seen(engine, session_id)
@@ -153,26 +158,10 @@ def unblock(
             f"session {session_id!r} is {s.status}; only a blocked or escalated session is unblocked"
         )
     n, max_it = s.iteration, s.iteration + iterations
-    given = "\n".join(g for g in (pending_guidance(s.events), guidance.strip()) if g)
-    context: dict[str, Any] = {}
-    for e in s.events:
-        if isinstance(e, ev.CheckpointCreated):
-            context = e.agent_context or context
-    cp = f"{session_id}-cp{n + 1}"
     engine.journal(session_id).append(
-        _override(s, session_id, "unblock", guidance.strip(), max_iterations=max_it),
-        ev.IterationStarted(session_id=session_id, iteration=n + 1, max_iterations=max_it, guidance=given),
-        ev.CheckpointCreated(
-            session_id=session_id,
-            iteration=n + 1,
-            checkpoint_id=cp,
-            trigger="auto_iteration",
-            phase="iteration",
-            step=n + 1,
-            agent_context=context,
-        ),
+        _override(s, session_id, "unblock", guidance.strip(), max_iterations=max_it)
     )
-    return NextResult(session_id, n + 1, max_it, cp, f"Unblocked: iteration {n + 1} of {max_it}", given)
+    return n, max_it
 
 
 def halt(engine: Engine, session_id: str) -> str:

@@ -27,13 +27,13 @@ def is_paused(events: Iterable[ev.AnyEvent]) -> bool:
 
 
 def pending_guidance(events: Iterable[ev.AnyEvent]) -> str:
-    """The guidance of the ``steer`` overrides since the latest iteration began (one per line, in
-    order; ``""`` when there is none): what the next iteration's prompt will carry."""
+    """The guidance of the ``steer`` and ``unblock`` overrides since the latest iteration began (one
+    per line, in order; ``""`` when there is none): what the next iteration's prompt will carry."""
     pending: list[str] = []
     for e in events:
         if isinstance(e, ev.IterationStarted):
             pending = []
-        elif isinstance(e, ev.Override) and e.kind == "steer" and e.reason.strip():
+        elif isinstance(e, ev.Override) and e.kind in ("steer", "unblock") and e.reason.strip():
             pending.append(e.reason.strip())
     return "\n".join(pending)
 

@@ -88,7 +88,7 @@ def test_native_unblock_then_the_next_stop_goes_on(project: Project) -> None:
     assert not loop_file.exists()
     out = ok(project, "unblock", SID, "use sqlite", "--iterations", "2")
     goes_on = "the next stop of its Claude Code session goes on with it"
-    assert out == f"{SID}: unblocked; iteration 2 of 3 begins; {goes_on}\n"
+    assert out == f"{SID}: unblocked; iteration 2 of 3 comes next; {goes_on}\n"
     assert loop_file.exists()
     claude.prompt("go on")
     claude.text("Alright.")
@@ -128,6 +128,12 @@ def test_drop_in_pause_steer_resume(project: Project) -> None:
     assert block(claude.stop())["reason"] == "Write the parser"  # the guidance was given once
     claude.text("<promise>DONE</promise>")
     assert claude.stop().stdout == "✅ Ralph loop: Detected <promise>DONE</promise>\n"
+    refused = project.cli("unblock", SID)
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        f"ralph-ledger unblock: session {SID!r} is a ralph-loop plugin loop, which unblock cannot "
+        "restart: start it again with /ralph-loop\n",
+    )
     events = project.journal(SID)
     assert [e["kind"] for e in events if e["type"] == "override"] == ["steer", "pause", "resume"]
     started = [(e["iteration"], e["guidance"]) for e in events if e["type"] == "iteration_started"]

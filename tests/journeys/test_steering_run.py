@@ -125,7 +125,7 @@ def test_unblock_then_run_resume_continues_with_the_guidance(project: Project, t
     unblocked = project.cli("unblock", "s1", "use sqlite", "--iterations", "2")
     assert unblocked.returncode == 0, unblocked.stderr
     assert unblocked.stdout == (
-        "s1: unblocked; iteration 2 of 3 begins (continue it with `ralph-ledger run --resume s1`)\n"
+        "s1: unblocked; iteration 2 of 3 comes next (continue it with `ralph-ledger run --resume s1`)\n"
     )
     done = resume(project)
     assert done.returncode == 0, done.stderr

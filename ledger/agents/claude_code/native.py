@@ -22,7 +22,7 @@ A person steers the loop with ``ralph-ledger pause`` / ``resume`` / ``steer`` / 
 ("paused"; the loop file stays); the stops after it are allowed, unrecorded, until ``resume``; the
 first stop after ``resume`` begins the next iteration and blocks with its prompt (the person's own
 turns in between are not iterations). ``unblock`` writes the loop file again, and its next stop
-likewise blocks with the prompt of the iteration the unblock began. Guidance given with ``steer``
+likewise begins the next iteration and blocks with its prompt. Guidance given with ``steer``
 is added once to the next iteration's prompt.
 
 The loop file only says which Claude Code session owns the loop, what the
@@ -279,8 +279,8 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
 def _let_go(engine: Engine, path: Path, loop: LoopFile, sid: str) -> HookOutcome | None:
     """The stop of a loop a person let go (``steering.let_go``: paused, or unblocked) and nothing to
     say (``None``) otherwise. Asked to stop meanwhile: the loop ends blocked. Still paused: the stop
-    is allowed again, nothing recorded. Else the agent is told its iteration's prompt (with the
-    guidance): the next iteration begins when the paused one was validated; an unblock began it."""
+    is allowed again, nothing recorded. Else the next iteration begins and the agent is told its
+    prompt, with the guidance."""
     s = engine.view(sid)
     if not steering.let_go(s.events):
         return None
@@ -307,13 +307,9 @@ def _let_go(engine: Engine, path: Path, loop: LoopFile, sid: str) -> HookOutcome
             )
         ]
 
-    if steering.validated(s.events, n):  # paused after its validate: the next iteration begins now
-        learned = steering.learned(s.events, n)
-        advanced = engine.next(sid, lead=decided)
-        block["reason"] = next_prompt(loop.prompt, learned, guidance=advanced.guidance)
-    else:  # unblocked: the iteration the unblock began is told now
-        engine.journal(sid).append(*decided(n, int(s.row["max_iterations"] or n)))
-        block["reason"] = steering.prompt_of(loop.prompt, s.events, n)
+    learned = steering.learned(s.events, n)  # its iteration was validated: the next one begins now
+    advanced = engine.next(sid, lead=decided)
+    block["reason"] = next_prompt(loop.prompt, learned, guidance=advanced.guidance)
     return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
 
 

@@ -1,8 +1,10 @@
 -- One row per session: its current state, projected from its events.
 SELECT
   e.session_id,
+  -- an unblock override makes a blocked or escalated session run again
   CASE arg_max(type, seq) FILTER (WHERE type IN ('session_started', 'iteration_started',
-                                    'session_completed', 'session_blocked', 'session_escalated'))
+                                    'session_completed', 'session_blocked', 'session_escalated')
+                                  OR (type = 'override' AND kind = 'unblock'))
     WHEN 'session_completed' THEN 'complete'
     WHEN 'session_blocked' THEN 'blocked'
     WHEN 'session_escalated' THEN 'escalated'
