@@ -137,6 +137,9 @@ class Step(_Result, frozen=True, kw_only=True):
     max_iterations: int
     checkpoint_id: str
     message: str
+    guidance: Annotated[
+        str, Meta(description="What a person steered the loop with for this iteration: follow it.")
+    ] = ""
 
 
 class ValidationReport(_Result, frozen=True, kw_only=True):
@@ -163,6 +166,9 @@ class Validated(_Result, frozen=True, kw_only=True):
     reason: str
     next_prompt: Annotated[str, Meta(description="With CONTINUE: the task and what this iteration taught.")]
     guards_tripped: list[str]
+    paused: Annotated[
+        bool, Meta(description="A person paused the loop: iteration_next refuses until they resume it.")
+    ] = False
 
 
 class HistoryEntry(_Result, frozen=True, kw_only=True):
@@ -202,6 +208,7 @@ class Status(_Result, frozen=True, kw_only=True):
     last_score: float | None
     consecutive_failures: int
     stop_requested: bool
+    paused: bool = False
 
 
 class Checkpoint(_Result, frozen=True, kw_only=True):

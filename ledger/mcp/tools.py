@@ -41,6 +41,7 @@ from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError, SessionView, ValidateResult
 from ledger.loop.promises import detect_promises
 from ledger.loop.prompts import next_prompt
+from ledger.loop.steering_events import is_paused, pending_guidance
 from ledger.loop.stop_policies import NO_HOOKS, AgentContext, Registry, decided_events
 from ledger.mcp import schemas as s
 from ledger.storage.journal import JournalError, journal_path
@@ -146,10 +147,13 @@ class Tools:
         result = self.engine.validate(
             a.task_id, a.agent_output, files_modified=files, tool_count=a.tool_count, todos=a.todos
         )
-        return _validated(result, next_prompt(task, result) if result.signal == "CONTINUE" else "")
+        events = self.engine.view(a.task_id).events  # a person's pause and guidance (``steering``)
+        going = result.signal == "CONTINUE"
+        prompt = next_prompt(task, result, guidance=pending_guidance(events)) if going else ""
+        return _validated(result, prompt, paused=is_paused(events))
 
     def iteration_next(self, a: s.NextArgs) -> s.Step:
-        """Begin the next iteration."""
+        """Begin the next iteration (refused, in one sentence, while a person has paused the loop)."""
         return _step(self.engine.next(a.task_id, a.notes))
 
     def iteration_complete(self, a: s.CompleteArgs) -> s.Completed:
@@ -189,6 +193,7 @@ class Tools:
             last_score=row["last_score"],
             consecutive_failures=int(row["consecutive_failures"]),
             stop_requested=bool(row["stop_requested"]),
+            paused=bool(row["paused"]),
         )
 
     # -- checkpoints -----------------------------------------------------------------
@@ -341,10 +346,11 @@ def _step(r: Any) -> s.Step:
         max_iterations=r.max_iterations,
         checkpoint_id=r.checkpoint_id,
         message=r.message,
+        guidance=r.guidance,
     )
 
 
-def _validated(r: ValidateResult, prompt: str) -> s.Validated:
+def _validated(r: ValidateResult, prompt: str, *, paused: bool) -> s.Validated:
     results = r.results
     return s.Validated(
         task_id=r.session_id,
@@ -364,6 +370,7 @@ def _validated(r: ValidateResult, prompt: str) -> s.Validated:
         reason=r.reason,
         next_prompt=prompt,
         guards_tripped=[t.guard for t in r.trips],
+        paused=paused,
     )
 
 
