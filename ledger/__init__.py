@@ -97,6 +97,8 @@ _EXPORTS = {
     "Monitor": "ledger.monitor",
     "ready": "ledger.core.interrupts",
     "replay": "ledger.monitor.replay",
+    "steer_journal": "ledger.loop.steering",
+    "EngineError": "ledger.loop.engine_types",
 }
 
 __all__ = sorted(_EXPORTS)

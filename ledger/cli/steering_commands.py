@@ -43,18 +43,9 @@ def cmd_steering(home: Home, args: argparse.Namespace) -> None:
         )
     engine = Engine(home)
     try:
-        if command == "pause":
-            n = steering.pause(engine, sid, args.reason)
-            print(f"{sid}: pausing once iteration {n} ends; resume it with `ralph-ledger resume {sid}`")
-        elif command == "resume":
-            n = steering.resume(engine, sid, args.reason)
-            print(f"{sid}: resumed; the loop goes on after iteration {n}")
-        elif command == "steer":
-            n = steering.steer(engine, sid, guidance)
-            print(f"{sid}: guidance recorded; the prompt of iteration {n + 1} carries it")
-        else:
-            n, max_it = steering.unblock(engine, sid, guidance, args.iterations)
-            print(f"{sid}: unblocked; iteration {n + 1} of {max_it} comes next{_how(engine, sid)}")
+        text = guidance or getattr(args, "reason", "")
+        line = steering.apply(engine, sid, command, text, getattr(args, "iterations", 5))
+        print(line + (_how(engine, sid) if command == "unblock" else ""))
     except EngineError as exc:
         raise CliError(f"ralph-ledger {command}: {exc}") from None
 

@@ -24,6 +24,7 @@ hold, is refused with one line (``EngineError``).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ledger import events as ev
@@ -41,14 +42,16 @@ from ledger.loop.steering_events import (
     validated,
 )
 from ledger.storage.fold import fold
-from ledger.storage.journal import journal_path
+from ledger.storage.journal import Journal, journal_path
 
 if TYPE_CHECKING:
+    from ledger.core.home import Home
     from ledger.loop.engine import Engine
 
 __all__ = [
     "KINDS",
     "UNBLOCK_ITERATIONS",
+    "apply",
     "halt",
     "is_paused",
     "iteration_guidance",
@@ -61,6 +64,7 @@ __all__ = [
     "prompt_of",
     "resume",
     "steer",
+    "steer_journal",
     "unblock",
     "validated",
 ]
@@ -89,20 +93,34 @@ class _Seen(NamedTuple):
         return int(self.row["iteration"] or 0)
 
 
-def _seen(engine: Engine, session_id: str) -> _Seen:
+def _where(where: Engine | Path, session_id: str) -> tuple[Path, Path, Home | None]:
+    """The session's journal, the folder errors name, and the home (``None``: a folder of journals)."""
+    if isinstance(where, Path):
+        return journal_path(where, session_id), where, None
+    return journal_path(where.home.journals, session_id), where.home.root, where.home
+
+
+def _append(where: Engine | Path, session_id: str, *events: ev.Event) -> None:
+    if isinstance(where, Path):
+        Journal(journal_path(where, session_id)).append(*events)
+    else:
+        where.journal(session_id).append(*events)
+
+
+def _seen(where: Engine | Path, session_id: str) -> _Seen:
     """The session; ``EngineError`` (one line) when the home holds no such session."""
-    path = journal_path(engine.home.journals, session_id)
+    path, root, home = _where(where, session_id)
     if not path.exists():
-        raise EngineError(no_session(session_id, engine.home.root))
+        raise EngineError(no_session(session_id, root))
     read = fold(path)
     events = list(read.events)
     if not any(isinstance(e, ev.SessionStarted) for e in events):
-        raise EngineError(no_session(session_id, engine.home.root, path))
-    rows = read.ledger(engine.home).rows("SELECT * FROM sessions WHERE session_id = ?", [session_id])
+        raise EngineError(no_session(session_id, root, path))
+    rows = read.ledger(home).rows("SELECT * FROM sessions WHERE session_id = ?", [session_id])
     return _Seen(events, dict(rows[0]))
 
 
-def _live(engine: Engine, session_id: str, verb: str) -> _Seen:
+def _live(engine: Engine | Path, session_id: str, verb: str) -> _Seen:
     """The session when it is running; else ``EngineError`` saying why it cannot be ``verb``."""
     s = _seen(engine, session_id)
     if s.status != "running":
@@ -114,36 +132,36 @@ def _override(s: _Seen, session_id: str, kind: str, reason: str, **more: Any) ->
     return ev.Override(session_id=session_id, iteration=s.iteration, kind=kind, reason=reason, **more)
 
 
-def pause(engine: Engine, session_id: str, reason: str = "") -> int:
+def pause(engine: Engine | Path, session_id: str, reason: str = "") -> int:
     """Pause a running loop after the iteration under way; returns that iteration."""
     s = _live(engine, session_id, "paused")
     if is_paused(s.events):
         raise EngineError(f"session {session_id!r} is already paused")
-    engine.journal(session_id).append(_override(s, session_id, "pause", reason))
+    _append(engine, session_id, _override(s, session_id, "pause", reason))
     return s.iteration
 
 
-def resume(engine: Engine, session_id: str, reason: str = "") -> int:
+def resume(engine: Engine | Path, session_id: str, reason: str = "") -> int:
     """Resume a paused loop; returns its iteration."""
     s = _live(engine, session_id, "resumed")
     if not is_paused(s.events):
         raise EngineError(f"session {session_id!r} is not paused")
-    engine.journal(session_id).append(_override(s, session_id, "resume", reason))
+    _append(engine, session_id, _override(s, session_id, "resume", reason))
     return s.iteration
 
 
-def steer(engine: Engine, session_id: str, guidance: str) -> int:
+def steer(engine: Engine | Path, session_id: str, guidance: str) -> int:
     """Give a running loop ``guidance`` for its next iteration's prompt; returns the iteration under
     way (the guidance goes to the one after it)."""
     if not guidance.strip():
         raise EngineError("the guidance is empty")
     s = _live(engine, session_id, "steered")
-    engine.journal(session_id).append(_override(s, session_id, "steer", guidance.strip()))
+    _append(engine, session_id, _override(s, session_id, "steer", guidance.strip()))
     return s.iteration
 
 
 def unblock(
-    engine: Engine, session_id: str, guidance: str = "", iterations: int = UNBLOCK_ITERATIONS
+    engine: Engine | Path, session_id: str, guidance: str = "", iterations: int = UNBLOCK_ITERATIONS
 ) -> tuple[int, int]:
     """Let a blocked or escalated session go on: it runs again, with ``iterations`` more than it has
     used (the maximum is raised, a stop request and a pause are lifted, the windowed guards count
@@ -158,18 +176,42 @@ def unblock(
             f"session {session_id!r} is {s.status}; only a blocked or escalated session is unblocked"
         )
     n, max_it = s.iteration, s.iteration + iterations
-    engine.journal(session_id).append(
-        _override(s, session_id, "unblock", guidance.strip(), max_iterations=max_it)
-    )
+    _append(engine, session_id, _override(s, session_id, "unblock", guidance.strip(), max_iterations=max_it))
     return n, max_it
 
 
-def halt(engine: Engine, session_id: str) -> str:
+def halt(engine: Engine | Path, session_id: str) -> str:
     """End a paused session that was asked to stop (``ralph-ledger stop``): blocked, as the stop
     would have been at the next validate. Returns the reason recorded."""
     s = _seen(engine, session_id)
     reason = f"manual stop: {s.row['stop_reason'] or ''}".rstrip(": ")
-    engine.journal(session_id).append(
-        ev.SessionBlocked(session_id=session_id, iteration=s.iteration, reason=reason)
+    _append(
+        engine, session_id, ev.SessionBlocked(session_id=session_id, iteration=s.iteration, reason=reason)
     )
     return reason
+
+
+def apply(
+    where: Engine | Path, session_id: str, action: str, text: str = "", iterations: int = UNBLOCK_ITERATIONS
+) -> str:
+    """Carry out one steering ``action`` (``pause``, ``resume``, ``steer``, ``unblock``) on the
+    session, in the journals of an engine's home or of a folder, and say in one line what happens
+    next; ``EngineError`` (one line) when it cannot be done."""
+    sid = session_id
+    if action == "pause":
+        n = pause(where, sid, text)
+        return f"{sid}: pausing once iteration {n} ends; resume it with `ralph-ledger resume {sid}`"
+    if action == "resume":
+        return f"{sid}: resumed; the loop goes on after iteration {resume(where, sid, text)}"
+    if action == "steer":
+        return f"{sid}: guidance recorded; the prompt of iteration {steer(where, sid, text) + 1} carries it"
+    if action == "unblock":
+        n, max_it = unblock(where, sid, text, iterations)
+        return f"{sid}: unblocked; iteration {n + 1} of {max_it} comes next"
+    raise EngineError(f"unknown steering action {action!r}: expected one of {', '.join(KINDS)}")
+
+
+def steer_journal(journal: Path, action: str, text: str = "", iterations: int = UNBLOCK_ITERATIONS) -> str:
+    """:func:`apply` on the session whose journal is ``journal`` (what a monitor knows of a session,
+    in any home or folder of journals): the line saying what happens next, or ``EngineError``."""
+    return apply(journal.parent, journal.name.removesuffix(".jsonl"), action, text, iterations)
