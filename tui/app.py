@@ -2,9 +2,10 @@
 
 ``RalphApp`` holds the screens, the keys and the state; what it does over time comes from its mixins:
 ``LiveJournals`` (tui/live.py: open the monitor, ingest the backlog, watch and refresh the journals,
-raise the alerts) and ``Replaying`` (tui/replaying.py: play recorded journals back into the watched
-directory). Every read of the ledger happens in a thread worker that only posts messages; the message
-handlers own the UI (the style of harlequin and toolong). The command line is tui/main.py.
+raise the alerts), ``Replaying`` (tui/replaying.py: play recorded journals back into the watched
+directory) and ``Steering`` (tui/steering.py: pause, resume, steer and unblock a loop). Every read
+of the ledger happens in a thread worker that only posts messages; the message handlers own the UI
+(the style of harlequin and toolong). The command line is tui/main.py.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
 from ledger import error_reason
-from ledger.monitor import Monitor
+from ledger.monitor import Monitor, SessionRow
 from tui.colours import ThemeColours
 from tui.commands import RalphCommands
 from tui.live import BATCH_BYTES, LiveJournals
@@ -38,6 +39,7 @@ from tui.screens.fleet import SessionsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.query import SqlScreen
 from tui.screens.session_detail import SessionScreen
+from tui.steering import Steering
 
 SWITCH_INTERVAL_S: Final = 0.0005
 DARK: Final = "textual-dark"
@@ -51,7 +53,7 @@ def screenshot_folder() -> Path:
     return downloads if downloads.is_dir() else Path.cwd()
 
 
-class RalphApp(LiveJournals, Replaying, App[None]):
+class RalphApp(LiveJournals, Replaying, Steering, App[None]):
     """The ralph-ledger monitor: sessions, one session, the SQL console, alerts."""
 
     TITLE = "ralph-tui"
@@ -120,6 +122,8 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         self.replay_total = 0
         self.replay_done = False
         self.alerts: list[str] = []
+        self.steered: list[str] = []
+        """What each steering action from the keys or the palette did, one line each (tests read it)."""
         self.alert_history: list[AlertEntry] = []
         """Every alert since start-up, oldest first (the alerts screen shows them newest first)."""
         self.paused = False
@@ -180,6 +184,10 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         shown = self.sessions_screen.visible_ids()
         rest = sorted(set(self.sessions_screen.rows) - set(shown))
         return shown + rest
+
+    def session_row(self, session_id: str) -> SessionRow | None:
+        """The session's latest row, as the sessions screen holds it."""
+        return self.sessions_screen.rows.get(session_id)
 
     def open_session(self, session_id: str) -> None:
         """Show one session (replacing a session screen already shown)."""

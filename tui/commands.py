@@ -1,4 +1,5 @@
-"""Command palette entries: open a session by id, SQL console and example queries, theme, replay speed."""
+"""Command palette entries: open a session by id, SQL console and example queries, theme, replay speed,
+and steering a loop (pause / resume, steer, unblock)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ledger.monitor import EXAMPLE_QUERIES
 from tui.messages import ralph_app
 
 if TYPE_CHECKING:
-    pass
+    from tui.app import RalphApp
 
 SPEEDS: Final = (1.0, 5.0, 20.0, 100.0, 0.0)
 """The replay speeds the palette offers (0: no waiting)."""
@@ -45,6 +46,26 @@ def slower(speed: float) -> float:
     return MAX_SPEED if speed == 0 else max(MIN_SPEED, speed / 2)
 
 
+def steering_commands(app: RalphApp) -> list[Command]:
+    """Pause or resume and steer each running loop, unblock each blocked or escalated one."""
+    out: list[Command] = []
+    for sid in app.session_ids():
+        row = app.session_row(sid)
+        if row is None:
+            continue
+        if row.status == "running":
+            verb = "Resume" if row.paused else "Pause"
+            out.append(
+                (f"{verb} loop {sid}", partial(app.toggle_pause, sid), "As ralph-ledger pause / resume")
+            )
+            out.append((f"Steer loop {sid}", partial(app.ask_guidance, sid), "Guidance for its next prompt"))
+        elif row.status in ("blocked", "escalated"):
+            out.append(
+                (f"Unblock loop {sid}", partial(app.ask_unblock, sid), "5 more iterations, with guidance")
+            )
+    return out
+
+
 class RalphCommands(Provider):
     """The app's own commands (the system commands stay available too)."""
 
@@ -72,6 +93,7 @@ class RalphCommands(Provider):
                 (f"Open session {sid}", partial(app.open_session, sid), "Show its iterations and events")
                 for sid in app.session_ids()
             ]
+            out += steering_commands(app)
         return out
 
     async def discover(self) -> Hits:

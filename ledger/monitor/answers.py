@@ -69,6 +69,8 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     started_at: datetime | None
     updated_at: datetime | None
     stop_requested: bool
+    paused: bool = False
+    """A person paused the loop (``ralph-ledger pause``) and has not resumed it."""
 
 
 class Fleet(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,6 +144,8 @@ class IterationDetail(msgspec.Struct, frozen=True, kw_only=True):
     feedback: list[str]
     next_prompt: str
     hook_reason: str
+    guidance: str = ""
+    """What a person steered the loop with, given in this iteration's prompt (``ralph-ledger steer``)."""
 
 
 class Heat(msgspec.Struct, frozen=True, kw_only=True):
@@ -217,6 +221,7 @@ def session_of(r: dict[str, Any]) -> SessionRow:
         started_at=aware(r["started_at"]),
         updated_at=aware(r["updated_at"]),
         stop_requested=bool(r["stop_requested"]),
+        paused=bool(r.get("paused")),
     )
 
 
@@ -253,7 +258,8 @@ def summary_of(r: dict[str, Any]) -> str:
     t = str(r["type"])
     parts: dict[str, str] = {
         "session_started": "session started",
-        "iteration_started": f"iteration {r['iteration']} started",
+        "iteration_started": f"iteration {r['iteration']} started"
+        + (f", guided: {r['guidance']}" if r.get("guidance") else ""),
         "agent_turn": f"agent turn: {len(r['files_modified'] or [])} file(s), {r['tool_count'] or 0} tool(s)",
         "promise_detected": f"promise {r['promise']} -> {r['signal']}",
         "validation_ran": f"validation {'passed' if r['passed'] else 'failed'}, score {r['score'] or 0:.0f}",

@@ -326,14 +326,16 @@ class Monitor:
         """The agent's output excerpt, the feedback and the next prompt of one iteration."""
         with self._lock:
             rows = self.ledger.rows(
-                "SELECT type, output_excerpt, feedback, next_prompt, reason FROM events "
+                "SELECT type, output_excerpt, feedback, next_prompt, reason, guidance FROM events "
                 "WHERE session_id = ? AND iteration = ? AND type IN "
-                "('agent_turn', 'signal_resolved', 'hook_decided') ORDER BY seq",
+                "('agent_turn', 'signal_resolved', 'hook_decided', 'iteration_started') ORDER BY seq",
                 [session_id, iteration],
             )
-        output, feedback, prompt, reason = "", [], "", ""
+        output, feedback, prompt, reason, guidance = "", [], "", "", ""
         for r in rows:
-            if r["type"] == "agent_turn":
+            if r["type"] == "iteration_started":
+                guidance = str(r["guidance"] or "")
+            elif r["type"] == "agent_turn":
                 output = str(r["output_excerpt"] or "")
             elif r["type"] == "signal_resolved":
                 feedback = [str(f) for f in r["feedback"] or []]
@@ -341,12 +343,9 @@ class Monitor:
                 prompt = str(r["next_prompt"] or "") or prompt
                 reason = str(r["reason"] or "") or reason
         return IterationDetail(
-            iteration=iteration,
-            output_excerpt=output,
-            feedback=feedback,
-            next_prompt=prompt,
-            hook_reason=reason,
-        )
+            iteration=iteration, output_excerpt=output, feedback=feedback, next_prompt=prompt,
+            hook_reason=reason, guidance=guidance,
+        )  # fmt: skip
 
     def heat(self, session_id: str) -> Heat:
         """Which files changed in which iteration."""
@@ -389,8 +388,8 @@ class Monitor:
             rows = self.ledger.rows(
                 "SELECT * FROM (SELECT seq, ts, type, iteration, promise, signal, reason, guard, detail,"
                 " score, passed, decision, message, action, hook_id, files_modified, tool_count, trigger,"
-                " checkpoint_id, kind, total_iterations, component, wait_s, agent_type, agent_id FROM events"
-                " WHERE session_id = ?"
+                " checkpoint_id, kind, total_iterations, component, wait_s, agent_type, agent_id, guidance"
+                " FROM events WHERE session_id = ?"
                 " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
                 [session_id, limit],
             )

@@ -14,13 +14,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Label, ProgressBar, Static
 
 from ledger.monitor import Fleet, SessionRow, SessionStatus, fleet_of
 from tui import format as fmt
 from tui.messages import OpenSession, ralph_app
+from tui.steering import SteeringScreen
 from tui.widgets.table import Column, VirtualTable
 
 NEVER: Final = datetime.min.replace(tzinfo=UTC)
@@ -93,6 +93,8 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
     """The table cells of one session, by column key."""
     iteration = f"{row.iteration}/{row.max_iterations}" if row.max_iterations else str(row.iteration)
     stop = Text(" ⏹", style=fmt.AMBER) if row.stop_requested and row.status == "running" else Text("")
+    stop += Text(" ⏸", style=fmt.AMBER) if row.paused and row.status == "running" else ""
+    fails = row.consecutive_failures
     return {
         "status": fmt.status_text(row.status) + stop,
         "session": Text(row.session_id, no_wrap=True),
@@ -101,9 +103,7 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
         "trend": fmt.sparkline_text(row.scores, TREND_POINTS),
         "signal": fmt.signal_text(row.last_signal),
         "fails": Text(
-            str(row.consecutive_failures),
-            justify="right",
-            style=fmt.RED if row.consecutive_failures >= 3 else "" if row.consecutive_failures else fmt.GREY,
+            str(fails), justify="right", style=fmt.RED if fails >= 3 else "" if fails else fmt.GREY
         ),
         "tokens": Text(fmt.tokens(row.tokens), justify="right"),
         "cost": fmt.cost_text(row.cost_usd),
@@ -121,9 +121,8 @@ def matches(row: SessionRow, needle: str) -> bool:
     return any(needle in field.lower() for field in (row.session_id, row.agent, row.task, row.status))
 
 
-class SessionsScreen(Screen[None]):
-    """All sessions: status (colour and symbol), iteration, score and trend, signal, failures, tokens, cost,
-    age."""
+class SessionsScreen(SteeringScreen):
+    """All sessions: status, iteration, score and trend, signal, failures, tokens, cost, age."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter"),
@@ -364,8 +363,10 @@ class SessionsScreen(Screen[None]):
         self.table.invalidate()
 
     def selected(self) -> str | None:
-        """The session under the cursor."""
+        """The session under the cursor (the one the steering keys act on)."""
         return self.table.cursor_key
+
+    steering_target = selected
 
     def visible_ids(self) -> list[str]:
         """The sessions in table order (for tests and the command palette)."""

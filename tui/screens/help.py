@@ -47,6 +47,14 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         ),
     ),
     (
+        "A loop (sessions, session)",
+        (
+            ("P", "pause / resume it (⏸)"),
+            ("g", "steer: guidance, next prompt"),
+            ("u", "unblock: 5 more iterations"),
+        ),
+    ),
+    (
         "Alerts (a)",
         (
             ("enter", "open the alert's session"),
@@ -71,7 +79,7 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
 LEGEND: Final = (
     "status  ● running  ✔ complete  ■ blocked  ▲ escalated\n"
     "rules   ✔ pass  ✘ fail  ! error      ⚠ a guard tripped\n"
-    "ctrl+p  open a session by id, run an example query, replay speed"
+    "ctrl+p  open a session by id, run an example query, replay speed, steer a loop"
 )
 
 

@@ -9,13 +9,13 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
 from textual.worker import get_current_worker
 
 from ledger.monitor import EventLine, IterationDetail, IterationRow, SessionRow
 from tui import format as fmt
 from tui.messages import DetailLoaded, SessionLoaded, ralph_app
+from tui.steering import SteeringScreen
 from tui.widgets.charts import HeatGrid, ScorePlot, TokenBars, checkpoints_text
 
 if TYPE_CHECKING:
@@ -93,8 +93,12 @@ def event_text(e: EventLine) -> Text:
 
 
 def detail_text(d: IterationDetail) -> Text:
-    """The feedback, next prompt, hook reason and output excerpt of one iteration."""
+    """The guidance it was given, the feedback, next prompt, hook reason and output excerpt of one
+    iteration."""
     out = Text()
+    if d.guidance:  # a person's guidance, given in this iteration's prompt
+        out.append("guidance: ", style=f"bold {fmt.AMBER}")
+        out.append(" ".join(d.guidance.split()) + "\n")
     if d.hook_reason:
         out.append("hook: ", style="bold")
         out.append(" ".join(d.hook_reason.split()) + "\n")
@@ -134,7 +138,7 @@ def title_text(session_id: str, row: SessionRow | None) -> Text:
     return out
 
 
-class SessionScreen(Screen[None]):
+class SessionScreen(SteeringScreen):
     """Everything about one session; follows it live while it is shown."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -306,6 +310,10 @@ class SessionScreen(Screen[None]):
             return
         self.detail = message.detail
         self.query_one("#detail", Static).update(detail_text(message.detail))
+
+    def steering_target(self) -> str | None:
+        """This session: the steering keys act on it."""
+        return self.session_id
 
     def action_focus_events(self) -> None:
         """Focus the event log (scroll it with the arrows)."""
