@@ -56,6 +56,7 @@ from ledger.agents.claude_code.plugin import new_state, parse_loop_args, write_s
 from ledger.agents.formats import named
 from ledger.agents.runner import RunResult, run_loop
 from ledger.core.home import Home, journals_in
+from ledger.loop import steering
 from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.loop.guards import CircuitBreaker, GuardConfig, TimeLimit
@@ -1252,6 +1253,135 @@ def manual_stop(sb: Sandbox, echo: bool) -> bytes:
     )
 
 
+STEERED_GUIDANCE: Final = "Keep the test. Round with Decimal(str(value)) and ROUND_HALF_UP."
+
+
+def paused_steered(sb: Sandbox, echo: bool) -> bytes:
+    """A human watching the loop pauses it (``ralph-ledger pause``) when the agent is about to change
+    a test, steers it (``ralph-ledger steer``) and resumes it once the runner says it is paused: the
+    guidance is given once, in iteration 2's prompt, and the loop completes."""
+    fixed = edit(
+        CALC,
+        FORMAT_LINE,
+        "    from decimal import ROUND_HALF_UP, Decimal\n\n"
+        '    rounded = Decimal(str(value)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)\n'
+        '    return f"{rounded:,.2f}"\n',
+    )
+    turns = [
+        Turn(
+            "format_amount still gives 2.67 for 2.675 (binary floating point).\n"
+            "Next: relax test_format_rounds_half_up to accept 2.67.\n"
+        ),
+        Turn(
+            "As asked: the test stays; format_amount rounds Decimal(str(value)) half up.\n"
+            "All tests pass.\n\n<promise>COMPLETE</promise>\n",
+            write={"calc.py": fixed},
+        ),
+    ]
+    config = LoopConfig(
+        task="format_amount must round half up: 2.675 -> 2.68",
+        agent="me",
+        hooks=["default"],
+        rules=[TESTS_PASS],
+    )
+    prompt = "Make tests/test_format.py::test_format_rounds_half_up pass.\n"
+    sid = "paused-steered"
+
+    def watch(engine: Engine) -> dict[str, Callable[[], None]]:
+        def pause_and_steer() -> None:
+            steering.pause(engine, sid, "the agent wants to change a test")
+            steering.steer(engine, sid, STEERED_GUIDANCE)
+
+        return {
+            "relax test_format_rounds_half_up": pause_and_steer,
+            "paused after iteration 1": lambda: steering.resume(engine, sid),
+        }
+
+    r = run(
+        sb,
+        sid,
+        start=at(16),
+        config=config,
+        prompt=prompt,
+        turns=turns,
+        repo={"tests/test_format.py": HALF_UP_TEST},
+        watch=watch,
+        echo=echo,
+    )
+    started = [e for e in events_of(sb.journal(sid)) if isinstance(e, ev.IterationStarted)]
+    if [e.guidance for e in started] != ["", STEERED_GUIDANCE]:
+        raise ScenarioError(f"{sid}: the guidance was not given once, in iteration 2")
+    return expect(sb, sid, ends_with="session_completed", iterations=2, result=r.result, exit_code=0)
+
+
+UNBLOCK_GUIDANCE: Final = (
+    "Accept both: a comma followed by exactly two digits at the end is the decimal separator."
+)
+
+
+def unblocked(sb: Sandbox, echo: bool) -> bytes:
+    """The agent blocks on an ambiguous requirement; a human unblocks it (``ralph-ledger unblock``)
+    with the decision as guidance and two more iterations, and ``run --resume`` completes it."""
+    european = (
+        TEST_PARSE
+        + '\n\ndef test_parse_european() -> None:\n    assert calc.parse_amount("1.234,50") == 1234.5\n'
+    )
+    both = edit(
+        CALC,
+        PARSE_LINE,
+        "    import re\n\n"
+        "    text = text.strip()\n"
+        '    if re.search(r",\\d{2}$", text):  # a European amount: 1.234,50\n'
+        '        text = text.replace(".", "").replace(",", ".")\n'
+        '    return float(text.replace(",", ""))\n',
+    )
+    turns = [
+        Turn(
+            'Added test_parse_european. "1,234" reads as 1234 in the US and 1.234 in Germany:\n'
+            "which one parse_amount assumes is not mine to decide.\n\n"
+            "<promise>BLOCKED</promise>\n"
+            "Reason: Needs a decision: which reading of the separators does parse_amount use?\n",
+            write={"tests/test_parse.py": european},
+        ),
+        Turn(
+            "Following the decision: a trailing comma and two digits is a decimal comma.\n"
+            "All tests pass.\n\n<promise>COMPLETE</promise>\n",
+            write={"calc.py": both},
+        ),
+    ]
+    config = LoopConfig(
+        task="Make parse_amount accept European amounts such as 1.234,50",
+        agent="me",
+        hooks=["default"],
+        rules=[TESTS_PASS],
+    )
+    prompt = "parse_amount must also accept European amounts such as '1.234,50'.\n"
+    sid = "unblocked"
+    first = run(sb, sid, start=at(16, 30), config=config, prompt=prompt, turns=turns, echo=echo)
+    if first.result.exit_code != 3:
+        raise ScenarioError(f"{sid}: the first run ended {first.result.signal}, expected BLOCKED")
+    engine = first.engine
+    steering.unblock(engine, sid, UNBLOCK_GUIDANCE, iterations=2)
+    result = run_loop(
+        engine,
+        sid,
+        config,
+        agent_command_again(sb),
+        prompt,
+        iteration_timeout_s=ITERATION_TIMEOUT_S,
+        out=Terminal(echo=echo),
+        resume=True,
+        timer=stepping(AGENT_SECONDS),
+    )
+    return expect(sb, sid, ends_with="session_completed", iterations=2, result=result, exit_code=0)
+
+
+def agent_command_again(sb: Sandbox) -> list[str]:
+    """The command of the scripted agent ``agent_command`` set up (its plan and count kept)."""
+    rel = Path(os.path.relpath(sb.agent_dir, sb.repo))
+    return ["python", str(rel / "agent.py"), str(rel / "plan.json"), str(rel / "count")]
+
+
 def torn_last_line(sb: Sandbox, echo: bool) -> bytes:
     """A short session, then a crash in the middle of appending iteration 2's validate: the journal
     keeps every complete line and the first half of the line being written, with no newline."""
@@ -1426,6 +1556,8 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         f"cc-{CLAUDE_SESSION}", "Claude Code Stop hook, drop-in mode", claude_code_hook, needs_shared=True
     ),
     Scenario("torn-last-line", "a crash mid-append leaves a torn last line", torn_last_line),
+    Scenario("paused-steered", "a human pauses, steers and resumes the loop", paused_steered),
+    Scenario("unblocked", "blocked, unblocked with guidance, then complete", unblocked),
     *(Scenario(f"agent-{n}", f"{AGENT_SAMPLES[n][1]}'s real output", agent_sample(n)) for n in AGENT_SAMPLES),
 )
 

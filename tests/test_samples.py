@@ -378,6 +378,45 @@ def check_agent_sample(ledger: Ledger, sid: str) -> None:
         assert row["cost_usd"] is None
 
 
+def check_paused_steered(ledger: Ledger, sid: str) -> None:
+    """Paused and steered during iteration 1, resumed once it was validated: the guidance starts
+    iteration 2 (once), the loop completes and is no longer paused."""
+    overrides = ledger.rows(
+        "SELECT iteration, kind, reason FROM events WHERE session_id = ? AND type = 'override' ORDER BY seq",
+        [sid],
+    )
+    assert [(o["iteration"], o["kind"]) for o in overrides] == [(1, "pause"), (1, "steer"), (1, "resume")]
+    started = ledger.rows(
+        "SELECT iteration, guidance FROM events WHERE session_id = ? AND type = 'iteration_started' "
+        "ORDER BY seq",
+        [sid],
+    )
+    assert [(r["iteration"], r["guidance"]) for r in started] == [(1, ""), (2, overrides[1]["reason"])]
+    row = session(ledger, sid)
+    assert (row["status"], row["paused"], row["iteration"]) == ("complete", False, 2)
+
+
+def check_unblocked(ledger: Ledger, sid: str) -> None:
+    """Blocked at iteration 1, unblocked with two more iterations (max 3) and guidance, complete at 2."""
+    ends = ledger.rows(
+        "SELECT iteration, type FROM events WHERE session_id = ? AND type IN "
+        "('session_blocked', 'override', 'session_completed') ORDER BY seq",
+        [sid],
+    )
+    assert [(e["iteration"], e["type"]) for e in ends] == [
+        (1, "session_blocked"),
+        (1, "override"),
+        (2, "session_completed"),
+    ]
+    row = session(ledger, sid)
+    assert (row["status"], row["max_iterations"], row["iteration"]) == ("complete", 3, 2)
+    (guided,) = ledger.rows(
+        "SELECT guidance FROM events WHERE session_id = ? AND type = 'iteration_started' AND iteration = 2",
+        [sid],
+    )
+    assert guided["guidance"].startswith("Accept both")
+
+
 KEY_FACTS: dict[str, Callable[[Ledger, str], None]] = {
     "tdd-success": check_tdd_success,
     "circuit-breaker": check_circuit_breaker,
@@ -392,6 +431,8 @@ KEY_FACTS: dict[str, Callable[[Ledger, str], None]] = {
     "manual-stop": check_manual_stop,
     CC: check_claude_code,
     "torn-last-line": check_torn_last_line,
+    "paused-steered": check_paused_steered,
+    "unblocked": check_unblocked,
     "agent-claude": check_agent_sample,
     "agent-codex": check_agent_sample,
     "agent-gemini": check_agent_sample,
