@@ -117,7 +117,7 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
             screen = app.sessions_screen
             # 1. replay: the recordings are copied line by line into the watched directory and the
             #    live-tail path shows them
-            await until(pilot, lambda: app.replay_done and fleet_tuple(app) == (16, 1, 3, 4, 8))
+            await until(pilot, lambda: app.replay_done and fleet_tuple(app) == (18, 1, 5, 4, 8))
             assert app.replay_lines == app.replay_total == count_lines(SAMPLE_FILES)
             for f in SAMPLE_FILES:
                 assert (replay_dir / f.name).read_bytes() == f.read_bytes()
@@ -126,7 +126,7 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
             assert "tdd-success complete after 3 iteration(s)" in app.alerts
             assert any(a.startswith("thrashing: guard thrashing tripped") for a in app.alerts)
             assert screen.table.row_count == len(SAMPLE_FILES)
-            assert screen.fleet.completion_rate == pytest.approx(3 / (len(SAMPLE_FILES) - 1))  # 1 running
+            assert screen.fleet.completion_rate == pytest.approx(5 / (len(SAMPLE_FILES) - 1))  # 1 running
             assert screen.visible_ids()[0] == "agent-gemini"  # latest activity
             assert plain(screen.table.get_cell("thrashing", "status")) == "■ blocked"
             assert plain(screen.table.get_cell("quality-regression", "trend")) == "█▆▅"  # scores 100, 75, 50
