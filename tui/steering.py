@@ -82,10 +82,11 @@ class GuidanceDialog(ModalScreen[str | None]):
 class SteeringScreen(Screen[None]):
     """A screen showing a session it can steer (``steering_target``): the steering keys."""
 
+    # not in the footer (it has no room left for them): the help screen and the palette list them
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("P", "pause_loop", "Pause/resume loop"),
-        Binding("g", "steer_loop", "Steer"),
-        Binding("u", "unblock_loop", "Unblock"),
+        Binding("P", "pause_loop", "Pause/resume loop", show=False),
+        Binding("g", "steer_loop", "Steer", show=False),
+        Binding("u", "unblock_loop", "Unblock", show=False),
     ]
 
     def steering_target(self) -> str | None:

@@ -47,14 +47,6 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         ),
     ),
     (
-        "A loop (sessions, session)",
-        (
-            ("P", "pause / resume it (⏸)"),
-            ("g", "steer: guidance, next prompt"),
-            ("u", "unblock: 5 more iterations"),
-        ),
-    ),
-    (
         "Alerts (a)",
         (
             ("enter", "open the alert's session"),
@@ -74,12 +66,20 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("ctrl+s", "export .csv / .json"),
         ),
     ),
+    (
+        "A loop",
+        (
+            ("P", "pause / resume it"),
+            ("g", "steer its next prompt"),
+            ("u", "unblock it, 5 more"),
+        ),
+    ),
 )
 
 LEGEND: Final = (
     "status  ● running  ✔ complete  ■ blocked  ▲ escalated\n"
     "rules   ✔ pass  ✘ fail  ! error      ⚠ a guard tripped\n"
-    "ctrl+p  open a session by id, run an example query, replay speed, steer a loop"
+    "ctrl+p  open a session by id, run an example query, replay speed"
 )
 
 
