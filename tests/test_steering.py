@@ -131,3 +131,49 @@ def test_old_journals_decode_without_the_new_fields() -> None:
     line = b'{"type":"iteration_started","session_id":"s","seq":1,"ts":"2026-01-01T00:00:00Z","iteration":2}'
     started = msgspec.json.decode(line, type=E.AnyEvent)
     assert isinstance(started, E.IterationStarted) and started.guidance == ""
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        [],
+        ["pause"],
+        ["pause", "resume"],
+        ["pause", "resume", "pause"],
+        ["pause", "steer"],
+        ["pause", "unblock"],
+    ],
+)
+def test_the_paused_column_and_the_python_rule_agree(engine: Engine, kinds: list[str]) -> None:
+    """The ``sessions`` view's ``paused`` (what the TUI and queries read) says what ``is_paused``
+    (what the drivers read) says, for any order of overrides."""
+    from ledger.loop.steering_events import is_paused
+
+    engine.start("o", LoopConfig())
+    engine.journal("o").append(*(E.Override(session_id="o", iteration=1, kind=k, reason="x") for k in kinds))
+    lifted = [k for k in kinds if k in ("pause", "resume", "unblock")]  # steer changes nothing
+    expected = bool(lifted) and lifted[-1] == "pause"
+    assert engine.status("o")["paused"] is is_paused(events_of(engine, "o")) is expected
+
+
+def test_the_monitor_shows_the_guidance_where_it_was_given() -> None:
+    """The paused-steered sample: the event log says iteration 2 started with the guidance, and
+    iteration 2's detail holds it (what the session screen shows); iteration 1's does not."""
+    from pathlib import Path
+
+    from ledger.monitor import Monitor
+
+    sample = Path(__file__).resolve().parent.parent / "sample_sessions" / "paused-steered.jsonl"
+    monitor = Monitor([sample])
+    list(monitor.load())
+    lines = [e.text for e in monitor.events("paused-steered")]
+    guided = [t for t in lines if t.startswith("iteration 2 started")]
+    assert guided == [
+        "iteration 2 started, guided: Keep the test. Round with Decimal(str(value)) and ROUND_HALF_UP."
+    ]
+    assert "override pause: the agent wants to change a test" in lines
+    assert monitor.detail("paused-steered", 2).guidance.startswith("Keep the test.")
+    assert monitor.detail("paused-steered", 1).guidance == ""
+    (row,) = monitor.sessions(["paused-steered"])
+    assert row.paused is False and row.status == "complete"
+    monitor.close()
