@@ -1292,10 +1292,10 @@ def paused_steered(sb: Sandbox, echo: bool) -> bytes:
             steering.pause(engine, sid, "the agent wants to change a test")
             steering.steer(engine, sid, STEERED_GUIDANCE)
 
-        return {
-            "relax test_format_rounds_half_up": pause_and_steer,
-            "paused after iteration 1": lambda: steering.resume(engine, sid),
-        }
+        def resume() -> None:
+            steering.resume(engine, sid)
+
+        return {"relax test_format_rounds_half_up": pause_and_steer, "paused after iteration 1": resume}
 
     r = run(
         sb,
