@@ -295,6 +295,51 @@ def test_what_gemini_says_that_is_not_a_limit_report_is_not_a_limit() -> None:
     assert rate_limit(stream(gemini_error(f"[API Error: x]\n{too_many}")), False, clock) is None  # succeeded
 
 
+# -- opencode --------------------------------------------------------------------------------------
+
+
+def opencode_error(status: int | None, headers: Mapping[str, str] | None = None) -> dict[str, object]:
+    """The line ``opencode run --format json`` writes for a ``session.error`` (cli/cmd/run.ts): an
+    ``APIError`` as ``NamedError.toObject`` gives it (session/message-v2.ts)."""
+    data: dict[str, object] = {"message": "Too Many Requests", "isRetryable": False}
+    if status is not None:
+        data["statusCode"] = status
+    if headers is not None:
+        data["responseHeaders"] = dict(headers)
+    error = {"name": "APIError", "data": data}
+    return {"type": "error", "timestamp": 1760000000000, "sessionID": "ses_1", "error": error}
+
+
+@pytest.mark.parametrize(
+    ("headers", "resets"),
+    [
+        (None, None),
+        ({"retry-after-ms": "1500"}, NOW + timedelta(seconds=1.5)),
+        ({"retry-after": "30"}, NOW + timedelta(seconds=30)),
+        ({"retry-after": "Wed, 22 Apr 2026 14:00:00 GMT"}, datetime(2026, 4, 22, 14, tzinfo=UTC)),
+        ({"retry-after": "soon"}, None),
+    ],
+)
+def test_opencodes_429_error_gives_the_retry_after_it_got(
+    headers: Mapping[str, str] | None, resets: datetime | None
+) -> None:
+    found = rate_limit(stream(opencode_error(429, headers)), True, clock, "opencode")
+    assert found == RateLimit("Too Many Requests", resets)
+    assert rate_limit(stream(opencode_error(429, headers)), True, clock) == found  # a plain-text run
+
+
+def test_what_opencode_says_that_is_not_a_limit_report_is_not_a_limit() -> None:
+    for other in (opencode_error(401), opencode_error(None), opencode_error(500)):
+        assert rate_limit(stream(other), True, clock, "opencode") is None
+    named = {
+        "type": "error",
+        "error": {"name": "UnknownError", "data": {"message": "429", "statusCode": 429}},
+    }
+    words = {"type": "text", "part": {"type": "text", "text": json.dumps(opencode_error(429))}}
+    assert rate_limit(stream(named, words), True, clock, "opencode") is None
+    assert rate_limit(stream(opencode_error(429)), False, clock) is None  # a plain-text run that succeeded
+
+
 # -- the wait --------------------------------------------------------------------------------------
 
 
