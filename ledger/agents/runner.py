@@ -224,7 +224,8 @@ class _Loop:
                 agent_cmd, stdin_text, cwd=engine.work_dir, timeout_s=timeout_s, out=self.out, timer=timer
             )
             spoken = self.fmt.parse(run.output)  # what the agent reported, in its own format
-            limit = rate_limit(run.output, run.returncode != 0 or run.timed_out, engine.clock)
+            failed = run.returncode != 0 or run.timed_out
+            limit = rate_limit(run.output, failed, engine.clock, self.fmt.limits)  # as its agent reports
             if limit is not None:  # not an iteration: wait, then run the same one again
                 limited += 1
                 if limited > MAX_LIMITED_RUNS:

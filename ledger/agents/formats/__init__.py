@@ -33,22 +33,24 @@ __all__ = ["FORMATS", "AgentFormat", "AgentReport", "UnknownFormat", "detect", "
 
 @dataclass(frozen=True, slots=True)
 class AgentFormat:
-    """One output format: its name, its parser, and whether it was checked against a real sample."""
+    """One output format: its name, its parser, whether it was checked against a real sample, and
+    whose limit reports its runs carry (``ledger.agents.rate_limits``; ``None``: plain text)."""
 
     name: str
     parse: Parser
     confirmed: bool
+    limits: str | None = None
 
 
 FORMATS: Final[Mapping[str, AgentFormat]] = MappingProxyType(
     {
         f.name: f
         for f in (
-            AgentFormat("amp", claude.parse, confirmed=False),
-            AgentFormat("claude", claude.parse, confirmed=True),
-            AgentFormat("codex", codex.parse, confirmed=True),
+            AgentFormat("amp", claude.parse, confirmed=False, limits="claude"),
+            AgentFormat("claude", claude.parse, confirmed=True, limits="claude"),
+            AgentFormat("codex", codex.parse, confirmed=True, limits="codex"),
             AgentFormat("copilot", text.parse, confirmed=False),
-            AgentFormat("gemini", gemini.parse, confirmed=True),
+            AgentFormat("gemini", gemini.parse, confirmed=True, limits="gemini"),
             AgentFormat("text", text.parse, confirmed=True),
         )
     }
