@@ -1384,7 +1384,10 @@ AGENT_SAMPLES: Final = {
     "opencode": ("opencode/run-source.jsonl", "opencode (opencode run --format json)", 40),
     "cursor": ("cursor/stream-docs.jsonl", "Cursor (cursor-agent -p --output-format stream-json)", 50),
 }
-UNCONFIRMED_SAMPLES: Final = {"opencode": "written from its source", "cursor": "written from its documentation"}
+UNCONFIRMED_SAMPLES: Final = {
+    "opencode": "written from its source",
+    "cursor": "written from its documentation",
+}
 """The samples that are not a captured stream of their agent, and what they follow."""
 
 
