@@ -317,20 +317,22 @@ def test_cursor_json_output_is_its_result_line_alone() -> None:
 
 def test_cursor_without_a_result_line_joins_the_assistant_messages() -> None:
     """A stream cut short (the agent failed) has no ``result``: its assistant messages are the text;
-    the echoed prompt never is, and an edit call that did not succeed names no file."""
+    the echoed prompt never is; an edit call names its file only when it succeeded."""
     lines = [json.loads(line) for line in CURSOR.read_text().splitlines()]
     cut = [e for e in lines if e["type"] != "result"]
     cut.insert(1, {"type": "user", "message": {"role": "user", "content": [
         {"type": "text", "text": "Say <promise>COMPLETE</promise> when done"}]}})  # fmt: skip
     cut.append({"type": "tool_call", "subtype": "completed", "call_id": "c9", "tool_call": {
         "editToolCall": {"args": {"path": "x.py"}, "result": {"error": {"message": "no"}}}}})  # fmt: skip
+    cut.append({"type": "tool_call", "subtype": "completed", "call_id": "c10", "tool_call": {
+        "editToolCall": {"args": {"path": "y.py"}, "result": {"success": {}}}}})  # fmt: skip
     report = FORMATS["cursor"].parse("\n".join(json.dumps(e) for e in cut))
     want = expected_cursor(CURSOR)
     assert report.text == "".join(
         b["text"] for e in lines if e["type"] == "assistant" for b in e["message"]["content"]
     )
-    assert "promise" not in report.text and report.files_modified == want.files_modified
-    assert report.tool_count == want.tool_count + 1
+    assert "promise" not in report.text and report.files_modified == (*want.files_modified, "y.py")
+    assert report.tool_count == want.tool_count + 2
 
 
 def test_unconfirmed_formats_are_marked() -> None:
