@@ -124,7 +124,7 @@ def test_alerts_are_kept_in_a_history_screen_and_enter_opens_the_session(tmp_pat
     app = RalphApp(replay_files=SAMPLE_FILES, replay_dir=tmp_path / "replay", speed=0, now=fixed_clock)
 
     async def scenario() -> None:
-        async with app.run_test(size=(120, 30)) as pilot:
+        async with app.run_test(size=(120, 34)) as pilot:  # tall enough to show every alert
             await until(pilot, lambda: app.replay_done and len(app.sessions_screen.rows) == len(SAMPLE_FILES))
             await until(pilot, lambda: any("tdd-success complete" in a for a in app.alerts))
             await pilot.press("a")
