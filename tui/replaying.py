@@ -118,7 +118,7 @@ class Replaying(_AppBase):
                 on_line=self._replayed,
                 sequential=self.sequential,
             ):
-                if time.monotonic() - last_post > 0.1:
+                if self.paused or time.monotonic() - last_post > 0.1:  # paused: the count it stopped at
                     last_post = time.monotonic()
                     self.post_message(ReplayProgress(written, total, False))
         except Exception as exc:
