@@ -16,6 +16,7 @@ from rich.text import Text
 
 from tests.test_tui_support import SAMPLE_FILES, until
 from tui.app import RalphApp
+from tui.main import main
 
 START = min(datetime.fromisoformat(json.loads(f.read_bytes().split(b"\n")[0])["ts"]) for f in SAMPLE_FILES)
 """When the earliest recording starts: where an aligned replay starts every one."""
@@ -78,3 +79,10 @@ def test_the_ages_at_the_end_of_a_sequential_or_an_aligned_replay(tmp_path: Path
                 assert all(re.fullmatch(r"\d+[sm]", age) for age in ages(app).values()), ages(app)
 
     asyncio.run(scenario())
+
+
+def test_sequential_without_replay_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--sequential"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "ralph-tui: --sequential goes with --replay FILE_OR_DIR ..."
+    ]
