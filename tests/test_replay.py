@@ -102,6 +102,21 @@ def test_a_sequential_replay_keeps_the_recorded_times_one_recording_after_anothe
     assert [ts for _, ts, _ in order] == sorted(ts.timestamp() for f in FILES for ts in stamps(f))
 
 
+def test_a_recording_without_any_time_does_not_move_the_others(tmp_path: Path) -> None:
+    """A journal whose lines carry no readable time is played at the start, as it is; the others
+    still start at the earliest recorded start (not at 1970)."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"not json\n{}\n")
+    files = [bad, SAMPLES / "tdd-success.jsonl", SAMPLES / "blocked.jsonl"]
+    order = played(files, tmp_path / "out")
+    assert [name for _, _, name in order[:2]] == ["bad.jsonl"] * 2
+    assert (tmp_path / "out" / "bad.jsonl").read_bytes() == bad.read_bytes()
+    assert stamps(tmp_path / "out" / "blocked.jsonl")[0] == stamps(SAMPLES / "tdd-success.jsonl")[0]
+    assert (tmp_path / "out" / "tdd-success.jsonl").read_bytes() == (
+        SAMPLES / "tdd-success.jsonl"
+    ).read_bytes()
+
+
 def test_shifting_a_line_moves_its_times_and_nothing_else() -> None:
     at = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
     event = E.RateLimited(session_id="s", seq=3, ts=at, reason="usage", resets_at=at + timedelta(hours=1))

@@ -63,18 +63,20 @@ def _stamp(line: bytes) -> float | None:
     return ts.timestamp() if ts is not None else None
 
 
-def _lines(path: Path) -> tuple[list[tuple[float, bytes]], bytes]:
-    """A journal's complete lines with their timestamps (a line without one takes the previous
-    line's), and its torn tail (``b""`` when it ends with a newline)."""
+def _lines(path: Path) -> tuple[float | None, list[tuple[float, bytes]], bytes]:
+    """A journal's first timestamp (``None`` when no line has one), its complete lines with their
+    timestamps (a line without one takes the previous line's, lines before the first stamp take it,
+    and 0 in a journal without any), and its torn tail (``b""`` when it ends with a newline)."""
     complete, newline, tail = path.read_bytes().rpartition(b"\n")
     raws = complete.split(b"\n") if newline else []
     stamps = [_stamp(raw) for raw in raws]
-    last = next((ts for ts in stamps if ts is not None), 0.0)  # lines before the first stamp take it
+    first = next((ts for ts in stamps if ts is not None), None)
+    last = first if first is not None else 0.0
     out: list[tuple[float, bytes]] = []
     for raw, ts in zip(raws, stamps, strict=True):
         last = ts if ts is not None else last
         out.append((last, raw + b"\n"))
-    return out, tail
+    return first, out, tail
 
 
 def shifted(line: bytes, by: float) -> bytes:
@@ -120,14 +122,14 @@ def replay(
         raise ValueError(f"speed must be >= 0, got {speed}")
     journals.mkdir(parents=True, exist_ok=True)
     recordings = [_lines(Path(path)) for path in files]
-    starts = [lines[0][0] for lines, _ in recordings if lines]
-    start = min(starts, default=0.0)
+    start = min((first for first, _, _ in recordings if first is not None), default=0.0)
     merged: list[tuple[float, int, int, bytes]] = []
     shifts: list[float] = []
-    for index, (lines, _) in enumerate(recordings):
-        shift = 0.0 if sequential or not lines else start - lines[0][0]
+    for index, (first, lines, _) in enumerate(recordings):
+        shift = 0.0 if sequential or first is None else start - first
         shifts.append(shift)
-        merged += [(ts + shift, index, n, raw) for n, (ts, raw) in enumerate(lines)]
+        at = start if first is None and not sequential else 0.0  # no stamp at all: at the start
+        merged += [(ts + shift + at, index, n, raw) for n, (ts, raw) in enumerate(lines)]
     heapq.heapify(merged)
     names = [Path(f).name for f in files]
     written = 0
@@ -146,7 +148,7 @@ def replay(
         _append(journals / names[index], shifted(raw, shifts[index]))
         written += 1
         yield written
-    for index, (_, tail) in enumerate(recordings):
+    for index, (_, _, tail) in enumerate(recordings):
         if tail:
             _append(journals / names[index], tail)
             written += 1
