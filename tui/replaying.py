@@ -3,6 +3,8 @@
 ``Replaying`` is a mixin of ``RalphApp`` (tui/app.py), which sets the state declared here in its
 ``__init__``: the replay worker copies the recordings line by line into the watched directory (at the
 recorded gaps divided by the speed), where the live tail (tui/live.py) picks them up like any loop's.
+The recordings start together unless ``sequential``; the clock is ledger's ``ReplayClock``, the
+monitor's ``now``, so ages read from the replayed times.
 """
 
 from __future__ import annotations
