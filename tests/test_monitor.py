@@ -191,7 +191,7 @@ def test_replay_copies_bytes_in_timestamp_order_with_the_torn_tail_last(tmp_path
     out = tmp_path / "out"
     files = [SAMPLES / "tdd-success.jsonl", SAMPLES / "torn-last-line.jsonl", SAMPLES / "blocked.jsonl"]
     order: list[str] = []
-    for _ in replay(files, out, speed=0):
+    for _ in replay(files, out, speed=0, sequential=True):
         order.append(max(out.iterdir(), key=lambda p: p.stat().st_mtime_ns).name)
     assert all((out / f.name).read_bytes() == f.read_bytes() for f in files)
     assert len(order) == sum(f.read_bytes().count(b"\n") for f in files) + 1

@@ -28,6 +28,7 @@ from textual.widgets import Input, TextArea
 
 from ledger import error_reason
 from ledger.monitor import Monitor
+from ledger.monitor.replay import ReplayClock
 from tui.colours import ThemeColours
 from tui.commands import RalphCommands
 from tui.live import BATCH_BYTES, LiveJournals
@@ -83,6 +84,7 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         replay_files: Sequence[Path] = (),
         replay_dir: Path | None = None,
         speed: float = DEFAULT_SPEED,
+        sequential: bool = False,
         sleep: Callable[[float], object] | None = None,
         now: Callable[[], datetime] | None = None,
         batch_bytes: int = BATCH_BYTES,
@@ -104,8 +106,9 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         self.homes = list(homes)
         self.replay_dir = replay_dir
         self.speed = speed
+        self.sequential = sequential
         self._sleep = sleep
-        self._replayed_at: tuple[float, float] | None = None  # (recorded time, monotonic) of the last line
+        self.replay_clock = ReplayClock()
         self._clock = now or (self.replay_clock if self.replaying else utc_now)
         self.batch_bytes = batch_bytes
         self.watch_files = watch
@@ -125,7 +128,6 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         self.paused = False
         self._resume = threading.Event()
         self._resume.set()
-        self._paused_at: float | None = None
         self.errors: list[str] = []
         self.bad_lines: list[str] = []
         self.resets: list[str] = []

@@ -63,7 +63,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="+",
         type=Path,
         metavar="FILE_OR_DIR",
-        help="play recorded journals back as if live (e.g. sample_sessions/)",
+        help="play recorded journals back as if live (e.g. sample_sessions/), all of them starting "
+        "together, each at its own recorded pace",
+    )
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="with --replay: play the recordings at their recorded times, one after another",
     )
     parser.add_argument(
         "--speed",
@@ -76,7 +82,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ... [--speed N]``."""
+    """``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ... [--speed N] [--sequential]``."""
     ready()  # loaded: Ctrl-C is the app's again
     args = parse_args(argv)
     if not valid_speed(args.speed):
@@ -84,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"ralph-tui: --speed {args.speed:g}: expected 0 (no waiting) or {MIN_SPEED:g} to {MAX_SPEED:g}",
             file=sys.stderr,
         )
+        return 2
+    if args.sequential and not args.replay:
+        print("ralph-tui: --sequential goes with --replay FILE_OR_DIR ...", file=sys.stderr)
         return 2
     if args.replay:
         if args.homes or args.home:
@@ -97,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not files:
             print("ralph-tui: no *.jsonl journals to replay", file=sys.stderr)
             return 2
-        app = RalphApp(replay_files=files, speed=args.speed)
+        app = RalphApp(replay_files=files, speed=args.speed, sequential=args.sequential)
     else:
         sources = list(args.homes)
         missing = [s for s in sources if not s.exists()]
