@@ -36,6 +36,18 @@ class ConfigError(Exception):
     """Bad configuration; the message is one line naming file and key."""
 
 
+NOTICES: Final = ("complete", "blocked", "escalated", "guard")
+"""What ``[notify]`` notifies about (``ledger.notify``): a session completed, blocked, escalated; a guard."""
+
+
+class NotifyConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[notify]``: the apprise URLs notified (Slack, ntfy, e-mail, ``json://`` webhooks, desktop) and
+    ``on`` what (``NOTICES``). Never recorded in a journal: a URL may hold a secret."""
+
+    urls: list[str] = []
+    on: list[str] = msgspec.field(default_factory=lambda: list(NOTICES))
+
+
 class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """How one loop runs. ``rules`` are validation rule tables (see
     ``ledger.loop.rules``); ``hooks`` are preset names registered in order."""
@@ -49,6 +61,7 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     hooks: list[str] = []
     guards: GuardConfig = GuardConfig()
     require_passing_validation: bool = False
+    notify: NotifyConfig = NotifyConfig()
 
     def effective_max_iterations(self) -> int:
         """``max_iterations`` if set, else the agent's default (``AGENT_MAX_ITERATIONS``; 15 otherwise)."""
@@ -209,6 +222,19 @@ def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: b
             except re.error as exc:
                 raise bad(f"rules[{i}].pattern", f"invalid regular expression {pattern!r}: {exc}") from None
     _check_guards(config.guards, bad, runner)
+    check_notify(config.notify, bad)
+
+
+def check_notify(notify: NotifyConfig, bad: Callable[[str, str], ConfigError]) -> None:
+    """``check_config``'s part for ``[notify]``: each URL ``scheme://...`` (apprise checks the rest
+    when it sends), each ``on`` one of ``NOTICES``."""
+    for i, url in enumerate(notify.urls):
+        scheme, sep, rest = url.strip().partition("://")
+        if not sep or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme) or not rest.strip():
+            raise bad(f"notify.urls[{i}]", f"expected a notification URL such as 'ntfy://topic', got {url!r}")
+    for i, what in enumerate(notify.on):
+        if what not in NOTICES:
+            raise bad(f"notify.on[{i}]", f"expected one of {', '.join(NOTICES)}, got {what!r}")
 
 
 def _check_guards(guards: GuardConfig, bad: Callable[[str, str], ConfigError], runner: bool) -> None:
@@ -354,4 +380,5 @@ def recorded_config(config: LoopConfig) -> dict[str, Any]:
     recorded: dict[str, Any] = msgspec.to_builtins(config)
     if not config.exclusive_promises:
         del recorded["exclusive_promises"]
+    del recorded["notify"]  # its URLs may hold secrets: read from the configuration when sent
     return recorded

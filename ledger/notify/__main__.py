@@ -1,0 +1,7 @@
+"""``python -m ledger.notify``: the detached sender (``ledger.notify.send``)."""
+
+import sys
+
+from ledger.notify.send import main
+
+sys.exit(main())
