@@ -80,6 +80,10 @@ def test_a_guard_notice_is_titled_by_its_guard_and_a_body_stays_short() -> None:
     title, body = compose(request, None)
     assert title == "ralph-ledger: s guard stall tripped"
     assert len(body) == BODY_LIMIT and body.endswith("…") and "Status: guard at iteration 0" in body
+    said = Request(
+        journal="/j", session_id="s", notice="guard", guard="stall", detail="stalled", reason="stall: stalled"
+    )
+    assert compose(said, None)[1].splitlines()[-2:] == ["Reason: stall: stalled", "Guard: stall"]  # not twice
 
 
 def test_the_urls_are_never_recorded_in_a_session() -> None:

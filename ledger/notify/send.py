@@ -48,7 +48,8 @@ def compose(request: Request, row: dict[str, Any] | None) -> tuple[str, str]:
     if request.reason:
         lines.append(f"Reason: {request.reason}")
     if request.guard:
-        lines.append(f"Guard: {request.guard}" + (f": {request.detail}" if request.detail else ""))
+        said = request.detail and request.detail not in request.reason  # not twice over
+        lines.append(f"Guard: {request.guard}" + (f": {request.detail}" if said else ""))
     if request.evidence:
         lines.append(f"Evidence: {request.evidence}")
     if row.get("agent"):

@@ -83,7 +83,8 @@ def test_a_guard_that_escalates_is_posted_with_its_evidence(project: Project, tm
     assert post.body["title"] == "ralph-ledger: e1 escalated" and post.body["type"] == "failure"
     body = post.body["message"]
     assert "Status: escalated at iteration 3 of 15" in body
-    assert "Guard: circuit_breaker: " in body and "Evidence: {" in body
+    assert "Reason: circuit_breaker: Circuit breaker tripped after 3 consecutive failures" in body
+    assert "Guard: circuit_breaker" in body.splitlines() and '"failure_streak":3' in body  # its evidence
     assert len(events(project, "e1", "notification_sent")) == 1  # one notification, not one per event
 
 
