@@ -108,7 +108,16 @@ def test_the_mcp_tools_notify_when_the_agent_completes(tmp_path: Path) -> None:
     assert "Task: Add the login page" in post.body["message"]
 
 
-HOOK_MUST_NOT_IMPORT = ("apprise", "duckdb", "pyarrow", "requests", "json")
+HOOK_MUST_NOT_IMPORT = (
+    "apprise",
+    "duckdb",
+    "pyarrow",
+    "requests",
+    "json",
+    "dataclasses",
+    "inspect",
+    "ledger.loop.config",
+)
 
 
 def test_a_stop_that_ends_a_loop_hands_the_notification_over_and_imports_nothing_slow(tmp_path: Path) -> None:

@@ -107,11 +107,10 @@ def notify_events(journal: Path, events: Sequence[ev.Event], project: Path) -> N
     (detached; this returns at once). Never raises: a failure is recorded in ``journal``."""
     if not any(type(e) in _ENDINGS or isinstance(e, ev.GuardTripped) for e in events):
         return  # the common case, and all a stop that goes on pays
-    from ledger.loop.config import ConfigError, config_path, load_checked
+    from ledger.loop.config_file import ConfigError, load_notify  # [notify] alone: light, as the hook needs
 
     try:
-        path = config_path(project)
-        config = load_checked(path).notify if path is not None else None
+        config = load_notify(project)
         notice = notice_of(events, config.on) if config is not None and config.urls else None
         if config is None or notice is None:
             return
