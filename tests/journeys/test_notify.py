@@ -224,3 +224,28 @@ def test_a_hook_whose_notification_fails_records_it_and_the_loop_goes_on(project
     assert error["component"] == "notify" and error["message"].startswith("not sent: json://: ")
     assert wait_for_event(project, sid, "notification_sent")["failed"] == 1
     assert project.sessions()[0]["status"] == "escalated"
+
+
+def test_a_notify_table_broken_while_the_loop_runs_is_recorded_in_one_line(
+    project: Project, tmp_path: Path
+) -> None:
+    """``[notify]`` is read when a notification is due: the agent breaks it, then completes; the run
+    completes as it would, says in one line why nothing was sent, and records it."""
+    with receiving() as receiver:
+        project.write("ralph.toml", notify(receiver.url()))
+        breaks = "pathlib.Path('ralph.toml').write_text('[notify]\\nurls = [\"nope\"]\\n')\n"
+        loop = Loop(project, tmp_path, breaks + DONE)
+        proc = loop.run("--session", "b1", "--prompt", "PROMPT.md", "--", *loop.cmd)
+        time.sleep(0.3)
+        assert receiver.posts == []
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1].startswith(
+        "ralph-ledger run: b1: COMPLETE"
+    ), proc
+    expected = f"not sent: {project.dir / 'ralph.toml'}: notify.urls[0]: expected a notification URL"
+    assert (
+        proc.stderr.startswith(f"ralph-ledger: notification for b1 {expected}")
+        and proc.stderr.count("\n") == 1
+    )
+    (error,) = events(project, "b1", "error_recorded")
+    assert error["component"] == "notify" and error["message"].startswith(expected)
+    assert events(project, "b1", "notification_sent") == []
