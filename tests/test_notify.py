@@ -141,7 +141,6 @@ def test_a_stop_that_ends_a_loop_hands_the_notification_over_and_imports_nothing
     )
     with receiving(delay_s=2.0) as receiver:
         (tmp_path / "ralph.toml").write_text(f'[notify]\nurls = ["{receiver.url()}"]\n')
-        began = time.monotonic()
         proc = subprocess.run(
             [sys.executable, "-c", code],
             input=event,
@@ -154,5 +153,5 @@ def test_a_stop_that_ends_a_loop_hands_the_notification_over_and_imports_nothing
         (post,) = receiver.wait()
     assert proc.stdout == "✅ Ralph loop: Detected <promise>ALL DONE</promise>\n"
     assert proc.stderr.strip() == "0 []"
-    assert returned < post.answered and returned - began < 2.0
+    assert returned < post.answered  # never waited for the network: the receiver answers 2 s after a POST
     assert post.body["title"] == "ralph-ledger: cc-s1 completed"

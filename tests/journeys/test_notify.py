@@ -170,14 +170,13 @@ def test_a_ledger_loop_stop_returns_before_the_webhook_answers(project: Project,
             ):  # the first stop ran in its own process and started the worker: it serves the next
                 wait_for(lambda: (project.home / "stop-worker.sock").exists())
             claude.text("Fixed.\n<promise>COMPLETE</promise>")
-            began = time.monotonic()
             proc = claude.stop(env=env)
             returned = time.monotonic()
             assert proc.stdout.startswith("✅ Ralph loop complete after 2 iteration(s)"), proc
             (post,) = receiver.wait()
         finally:
             stop_worker(project)
-    assert returned < post.answered and returned - began < 2.0
+    assert returned < post.answered  # never waited for the network: the receiver answers 2 s after a POST
     assert post.body["title"] == f"ralph-ledger: cc-{claude.session} completed"
     sent = wait_for_event(project, f"cc-{claude.session}", "notification_sent")
     assert (sent["notice"], sent["failed"]) == ("complete", 0)
