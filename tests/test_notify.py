@@ -13,7 +13,8 @@ import pytest
 
 from ledger import events as ev
 from ledger.core.home import Home
-from ledger.loop.config import LoopConfig, NotifyConfig, recorded_config
+from ledger.loop.config import ConfigError, LoopConfig, NotifyConfig, recorded_config
+from ledger.loop.config_file import load_notify
 from ledger.mcp.schemas import Validated
 from ledger.mcp.tools import Tools
 from ledger.notify import Request, notice_of, request_of
@@ -155,3 +156,18 @@ def test_a_stop_that_ends_a_loop_hands_the_notification_over_and_imports_nothing
     assert proc.stderr.strip() == "0 []"
     assert returned < post.answered  # never waited for the network: the receiver answers 2 s after a POST
     assert post.body["title"] == "ralph-ledger: cc-s1 completed"
+
+
+def test_notify_in_a_pyproject_is_read_alone_and_named_with_its_prefix(tmp_path: Path) -> None:
+    assert load_notify(tmp_path) is None  # no configuration file: nothing to notify
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.ralph]\nmax_iterations = 5\n[tool.ralph.notify]\nurls = ["ntfy://loops"]\non = ["guard"]\n'
+    )
+    assert load_notify(tmp_path) == NotifyConfig(urls=["ntfy://loops"], on=["guard"])
+    (tmp_path / "pyproject.toml").write_text('[tool.ralph.notify]\nurls = ["ntfy://loops"]\non = ["done"]\n')
+    with pytest.raises(ConfigError) as exc:
+        load_notify(tmp_path)
+    assert str(exc.value) == (
+        f"{tmp_path / 'pyproject.toml'}: tool.ralph.notify.on[0]: expected one of complete, blocked, "
+        "escalated, guard, got 'done'"
+    )
