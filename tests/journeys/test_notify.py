@@ -10,9 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.journeys.conftest import Project, clean_env
+from tests.journeys.mcp_client import connect
 from tests.journeys.test_claude_code import Claude, block
 from tests.journeys.test_run import Loop
 from tests.journeys.test_warm import stop_worker, wait_for
@@ -248,3 +250,28 @@ def test_a_notify_table_broken_while_the_loop_runs_is_recorded_in_one_line(
     (error,) = events(project, "b1", "error_recorded")
     assert error["component"] == "notify" and error["message"].startswith(expected)
     assert events(project, "b1", "notification_sent") == []
+
+
+# --- the MCP tools --------------------------------------------------------------------------------
+
+
+def test_an_agent_that_blocks_through_the_mcp_server_is_posted(project: Project) -> None:
+    """Through the installed ``ralph-ledger mcp``: the notification leaves the protocol's stdout alone
+    (the server keeps answering after it) and reaches the receiver."""
+    with receiving() as receiver:
+        project.write("ralph.toml", notify(receiver.url(), on='["blocked"]'))
+
+        async def journey() -> None:
+            async with connect(project.dir) as agent:
+                await agent.call("iteration_start", taskId="m1", task="Migrate the database")
+                said = "<promise>BLOCKED</promise>\nReason: the staging database is down"
+                blocked = await agent.call("iteration_validate", taskId="m1", agentOutput=said)
+                assert blocked["completionSignal"] == "BLOCKED"
+                status = await agent.call("iteration_status", taskId="m1")
+                assert status["status"] == "blocked"
+
+        anyio.run(journey)
+        (post,) = receiver.wait()
+    assert post.body["title"] == "ralph-ledger: m1 blocked" and post.body["type"] == "warning"
+    assert "Reason: agent promised BLOCKED: the staging database is down" in post.body["message"]
+    assert wait_for_event(project, "m1", "notification_sent")["notice"] == "blocked"
