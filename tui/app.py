@@ -29,6 +29,7 @@ from textual.widgets import Input, TextArea
 from ledger import error_reason
 from ledger.monitor import Monitor
 from ledger.monitor.replay import ReplayClock
+from tui.attention import Attention
 from tui.colours import ThemeColours
 from tui.commands import RalphCommands
 from tui.live import BATCH_BYTES, LiveJournals
@@ -89,6 +90,7 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         now: Callable[[], datetime] | None = None,
         batch_bytes: int = BATCH_BYTES,
         watch: bool = True,
+        attention: Attention = Attention(),  # noqa: B008 (frozen)
     ) -> None:
         super().__init__()
         self.replay_files = list(replay_files)
@@ -125,6 +127,7 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         self.alerts: list[str] = []
         self.alert_history: list[AlertEntry] = []
         """Every alert since start-up, oldest first (the alerts screen shows them newest first)."""
+        self.attention = attention  # the bell, the desktop notification, per alert (tui/attention.py)
         self.paused = False
         self._resume = threading.Event()
         self._resume.set()

@@ -60,6 +60,7 @@ from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
 from ledger.loop.prompts import next_prompt
+from ledger.notify import reporting
 from ledger.storage.journal import Cursor, read_new
 
 EXIT_COMPLETE: Final = 0
@@ -170,7 +171,7 @@ def run_loop(
         n, max_it = started.iteration, started.max_iterations
         stdin_text = prompt
     loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
-    with interrupts() as pending:
+    with reporting(), interrupts() as pending:  # notifications: failures on stderr, awaited at the end
         try:
             return loop.iterate(n, max_it, stdin_text, prompt, agent_cmd, iteration_timeout_s, timer)
         except KeyboardInterrupt as exc:

@@ -40,6 +40,7 @@ from ledger.loop.stop_policies import (
 )
 from ledger.loop.todos import Todo
 from ledger.loop.validation_events import validation_events
+from ledger.notify import notify_events
 from ledger.storage.database import Ledger
 from ledger.storage.fold import fold
 from ledger.storage.journal import Journal, journal_path, utc_now
@@ -79,6 +80,7 @@ class Engine:
 
     def _append(self, session_id: str, *events: ev.Event) -> None:
         self.journal(session_id).append(*events)
+        notify_events(journal_path(self.home.journals, session_id), events, self.work_dir)
 
     def view(self, session_id: str) -> SessionView:
         """The session as a call sees it: its events, configuration, rules and ``sessions`` row."""
