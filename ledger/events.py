@@ -313,6 +313,14 @@ class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_
     model: str = ""
 
 
+class SummaryGiven(Event, frozen=True, kw_only=True, gc=False, tag="summary_given"):
+    """The summary of the loop so far (``ledger.loop.summary``, on with ``summary = true``) that the
+    prompt of iteration ``iteration`` carries: appended by the runner and the ledger-native hook in
+    the append that starts that iteration, before its ``iteration_started``."""
+
+    loop_summary: str = ""
+
+
 AnyEvent = (
     SessionStarted
     | HookRegistered
@@ -334,6 +342,7 @@ AnyEvent = (
     | ErrorRecorded
     | RateLimited
     | SubagentStopped
+    | SummaryGiven
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__

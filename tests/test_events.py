@@ -36,6 +36,7 @@ RELEASED_TAGS = (
     "error_recorded",
     "rate_limited",
     "subagent_stopped",
+    "summary_given",
 )
 
 # Fields without a default, per tag, as first released. A new field must have a
