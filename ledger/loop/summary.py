@@ -71,7 +71,8 @@ _REPEATED = """
 SELECT file, times FROM thrashing(session := ?, min_iterations := 2) ORDER BY times DESC, file LIMIT ?"""
 _STALL = "SELECT best_before FROM validation_stall(session := ?, span := ?) WHERE iteration = ?"
 _FALL = (
-    "SELECT first_score FROM quality_regression(session := ?, span := ?, min_drop := 0) WHERE iteration = ?"
+    "SELECT first_score, score FROM quality_regression(session := ?, span := ?, min_drop := 0) "
+    "WHERE iteration = ?"
 )
 _FEEDBACK = """
 SELECT iteration, feedback FROM events WHERE session_id = ? AND type = 'signal_resolved'
@@ -92,7 +93,7 @@ class _Iteration:
         """The iteration on one line: number, score, failing rules, guards tripped."""
         what = ", ".join(_few(self.failing)) if self.failing else "passed"
         guards = f" [{', '.join(self.guards)}]" if self.guards else ""
-        return f"- {self.n}: {_score(self.score)} ({what}){guards}"
+        return _cut(f"- {self.n}: {_score(self.score)} ({what}){guards}")
 
     def full(self) -> list[str]:
         """The iteration in full: score, failing rules, files changed, guards tripped."""
@@ -104,7 +105,7 @@ class _Iteration:
         lines.append(f"  files: {', '.join(_few(self.files))}" if self.files else "  no file changed")
         if self.guards:
             lines.append(f"  guards tripped: {', '.join(self.guards)}")
-        return lines
+        return [_cut(line) for line in lines]
 
 
 def loop_summary(ledger: Ledger, session_id: str, guards: GuardConfig, now: datetime) -> str:
@@ -162,22 +163,26 @@ def _header(rows: Sequence[_Iteration], facts: Facts) -> str:
 
 def _history(rows: Sequence[_Iteration], room: int) -> list[str]:
     """The iterations in at most ``room`` bytes: all in full up to ``COMPACT_AFTER`` of them, else the
-    older ones on one line each (the oldest folded into one range line while they do not fit)."""
+    last ``FULL_TAIL`` in full and the older ones on one line each; while that does not fit, the
+    oldest lines fold into one range line, then fewer iterations stay in full."""
     if len(rows) <= COMPACT_AFTER:
         full = [line for r in rows for line in r.full()]
         if _size(full) <= room:
             return full
-        old, tail = list(rows), []
-    else:
-        old, tail = list(rows[:-FULL_TAIL]), list(rows[-FULL_TAIL:])
-    full = [line for r in tail for line in r.full()]
     title = "Iterations (score, failing rules):"
-    lines = [r.line() for r in old]
-    folded = 0
-    while lines and _size([title, *_folded(old[:folded]), *lines, *full]) > room:
-        folded += 1
-        lines.pop(0)
-    return [title, *_folded(old[:folded]), *lines, *full]
+    out: list[str] = []
+    for keep in range(min(FULL_TAIL, len(rows)), -1, -1):
+        old, tail = rows[: len(rows) - keep], rows[len(rows) - keep :]
+        full = [line for r in tail for line in r.full()]
+        lines = [r.line() for r in old]
+        folded = 0
+        while lines and _size([title, *_folded(old[:folded]), *lines, *full]) > room:
+            folded += 1
+            lines.pop(0)
+        out = [title, *_folded(old[:folded]), *lines, *full]
+        if _size(out) <= room:
+            break
+    return out
 
 
 def _folded(rows: Sequence[_Iteration]) -> list[str]:
@@ -246,8 +251,8 @@ def _trend(ledger: Ledger, session_id: str, cfg: GuardConfig, n: int) -> list[st
         row = ledger.con.execute(_FALL, [session_id, qr.span - 1, n]).fetchone()
         if row is not None:
             out.append(
-                f"quality_regression: score falling since {_score(float(row[0]))} for {qr.span - 2} "
-                f"iteration(s), trips at {qr.span - 1} falls totalling over {qr.min_drop:g}"
+                f"quality_regression: score fell {_score(float(row[0]))} -> {_score(float(row[1]))}; "
+                f"trips when {qr.span} scores in a row fall by more than {qr.min_drop:g} in all"
             )
     return out
 
