@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
+from textual.widgets import RichLog
 
 from ledger import events as E
 from ledger.core.home import Home
@@ -288,6 +289,51 @@ def test_the_monitor_shows_the_summary_an_iteration_was_given(tmp_path: Path) ->
         assert monitor.detail("shown", 3).summary == told
         assert monitor.detail("shown", 2).summary == ""
         lines = [e.text for e in monitor.events("shown") if e.type == "summary_given"]
-        assert lines == [f"summary of the loop given with the prompt ({len(told.encode())} bytes)"]
+        assert lines == [f"loop summary in the prompt: {len(told.encode())} bytes"]
     finally:
         monitor.close()
+
+
+def test_the_session_screen_shows_what_the_agent_was_told(tmp_path: Path) -> None:
+    """``ralph-tui``: the detail of the iteration a summary was given to shows it, line by line; the
+    event log names it; the iteration before shows none."""
+    import asyncio
+
+    from tests.test_tui_support import fixed_clock, settle
+    from tui.app import RalphApp
+    from tui.screens.session_detail import SessionScreen
+
+    home = Home.resolve(tmp_path / "home")
+    home.ensure()
+    engine = Engine(home, work_dir=tmp_path, clock=ticking(), fsync=False)
+    craft(engine, "told", FAILING[:2], FILES[:2], CRAFTED)
+    told = summary_for(engine, "told")
+    engine.journal("told").append(
+        E.SummaryGiven(session_id="told", iteration=3, loop_summary=told),
+        E.IterationStarted(session_id="told", iteration=3),
+    )
+    app = RalphApp([tmp_path / "home" / "journals"], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 60)) as pilot:
+            await settle(pilot, lambda: app.loaded)
+            app.open_session("told")
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.detail)
+            screen = app.screen
+            assert isinstance(screen, SessionScreen)
+            await settle(pilot, lambda: screen.detail is not None and screen.detail.iteration == 3)
+            shown = str(screen.query_one("#detail").render())
+            assert shown.startswith("summary given with its prompt\n")
+            assert all(f"  {line}" in shown for line in told.splitlines())
+            events = screen.query_one("#events", RichLog).lines
+            assert any(
+                line.text.endswith(
+                    f"summary_given      loop summary in the prompt: {len(told.encode())} bytes"
+                )
+                for line in events
+            )
+            await pilot.press("up")
+            await settle(pilot, lambda: screen.detail is not None and screen.detail.iteration == 2)
+            assert "summary given" not in str(screen.query_one("#detail").render())
+
+    asyncio.run(scenario())

@@ -293,7 +293,7 @@ def summary_of(r: dict[str, Any]) -> str:
         "override": f"override {r['kind']}: {r['reason'] or ''}",
         "error_recorded": f"error in {r['component']}: {r['message'] or ''}",
         "rate_limited": f"rate limited ({r['reason'] or 'limit reached'}): a {r['wait_s'] or 0:.0f} s wait",
-        "summary_given": f"summary of the loop given with the prompt ({r.get('summary_bytes') or 0} bytes)",
+        "summary_given": f"loop summary in the prompt: {r.get('summary_bytes') or 0} bytes",
         "subagent_stopped": f"subagent {r['agent_type'] or r['agent_id'] or ''} stopped: "
         f"{len(r['files_modified'] or [])} file(s), {r['tool_count'] or 0} tool(s)",
     }
