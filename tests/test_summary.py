@@ -33,10 +33,11 @@ def craft(
     config: LoopConfig,
     rules: Sequence[str] = RULES,
     message: str = "exited with code 1",
+    skipped: Sequence[tuple[int, str]] = (),
 ) -> None:
     """A session of ``len(failing)`` iterations written straight to its journal, as the engine
     records them: iteration ``i`` fails the rules ``failing[i]`` (with ``message``) and changes
-    ``files[i]``, in 100-token turns."""
+    ``files[i]``, in 100-token turns; the (iteration, rule) pairs in ``skipped`` do not run (cadence)."""
     sid_events: list[E.Event] = [
         E.SessionStarted(
             session_id=sid,
@@ -54,6 +55,7 @@ def craft(
                 message=message.format(rule=r) if r in bad else "",
             )
             for r in rules
+            if (i, r) not in skipped
         ]
         sid_events += [
             E.IterationStarted(session_id=sid, iteration=i),
@@ -108,6 +110,16 @@ def test_the_summary_says_what_still_fails_and_since_when(crafted: str) -> None:
     """tests failed from iteration 3 on, lint only in 6; types failed in 1 and 5 but passes now."""
     assert "Still failing: tests since iteration 3, lint since iteration 6." in crafted.splitlines()
     assert "types since" not in crafted
+
+
+def test_a_rule_not_run_in_the_last_iteration_still_fails_since_its_first_failure(engine: Engine) -> None:
+    """A coverage rule run every third iteration failed in 1 and 3 and did not run in 2 and 4: it still
+    fails, since iteration 1; lint passed in its last run (4) after failing in 3."""
+    rules = ("coverage", "lint")
+    failing = [["coverage"], [], ["coverage", "lint"], []]
+    skipped = [(2, "coverage"), (4, "coverage")]
+    craft(engine, "cadence", failing, [["a.py"]] * 4, CRAFTED, rules, skipped=skipped)
+    assert "Still failing: coverage since iteration 1." in summary_for(engine, "cadence").splitlines()
 
 
 def test_the_summary_names_the_files_changed_again_and_again(crafted: str) -> None:

@@ -61,12 +61,13 @@ SELECT rule, min(iteration) FILTER (WHERE iteration > last_ok) AS since
 FROM (
   SELECT r.iteration, r.rule, r.passed AND NOT r.errored AS ok,
          coalesce(max(r.iteration) FILTER (WHERE r.passed AND NOT r.errored) OVER (PARTITION BY r.rule), 0)
-           AS last_ok,
-         max(r.iteration) OVER () AS latest
+           AS last_ok
   FROM rule_results r JOIN iteration_scores s ON s.session_id = r.session_id AND s.validation_seq = r.seq
   WHERE r.session_id = ?
 )
-GROUP BY rule HAVING bool_or(iteration = latest AND NOT ok) ORDER BY since, rule"""
+GROUP BY rule HAVING NOT arg_max(ok, iteration) ORDER BY since, rule"""
+"""Each rule whose latest run (its iteration's last validation) failed or errored, and the first
+iteration of the failing runs since it last passed (a rule run every third iteration counts too)."""
 _REPEATED = """
 SELECT file, times FROM thrashing(session := ?, min_iterations := 2) ORDER BY times DESC, file LIMIT ?"""
 _STALL = "SELECT best_before FROM validation_stall(session := ?, span := ?) WHERE iteration = ?"
