@@ -239,6 +239,18 @@ def test_a_wordy_fifty_iteration_session_folds_its_oldest_iterations(engine: Eng
     assert "Iteration 50: score" in text and "Last feedback (iteration 50):" in text
 
 
+def test_an_iteration_not_validated_says_so(engine: Engine) -> None:
+    """An iteration whose agent turn is recorded but not yet validated has no score to show."""
+    craft(engine, "mid", FAILING[:2], FILES[:2], CRAFTED)
+    engine.journal("mid").append(
+        E.IterationStarted(session_id="mid", iteration=3),
+        E.AgentTurn(session_id="mid", iteration=3, files_modified=["app.py"]),
+    )
+    text = summary_for(engine, "mid")
+    assert "Iteration 3: not validated\n  files: app.py" in text
+    assert "Iteration 2: score 100\n  no rule failed" in text
+
+
 def test_no_summary_before_any_iteration_is_recorded(engine: Engine) -> None:
     engine.journal("empty").append(E.SessionStarted(session_id="empty", config=recorded_config(CRAFTED)))
     assert summary_for(engine, "empty") == ""

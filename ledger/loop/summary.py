@@ -93,16 +93,18 @@ class _Iteration:
     def line(self) -> str:
         """The iteration on one line: number, score, failing rules, guards tripped."""
         what = ", ".join(_few(self.failing)) if self.failing else "passed"
+        if self.score is None:
+            what = "not validated"
         guards = f" [{', '.join(self.guards)}]" if self.guards else ""
         return _cut(f"- {self.n}: {_score(self.score)} ({what}){guards}")
 
     def full(self) -> list[str]:
         """The iteration in full: score, failing rules, files changed, guards tripped."""
-        lines = [f"Iteration {self.n}: score {_score(self.score)}"]
-        if self.score is not None:
-            lines.append(
-                f"  failing: {', '.join(_few(self.failing))}" if self.failing else "  all rules passed"
-            )
+        if self.score is None:
+            lines = [f"Iteration {self.n}: not validated"]
+        else:
+            failing = f"  failing: {', '.join(_few(self.failing))}" if self.failing else "  no rule failed"
+            lines = [f"Iteration {self.n}: score {_score(self.score)}", failing]
         lines.append(f"  files: {', '.join(_few(self.files))}" if self.files else "  no file changed")
         if self.guards:
             lines.append(f"  guards tripped: {', '.join(self.guards)}")
