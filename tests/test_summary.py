@@ -13,6 +13,7 @@ from textual.widgets import RichLog
 
 from ledger import events as E
 from ledger.core.home import Home
+from ledger.loop import summary
 from ledger.loop.config import ConfigError, LoopConfig, load_toml, recorded_config
 from ledger.loop.engine import Engine
 from ledger.loop.guards import CircuitBreaker, GuardConfig, Thrashing, TimeLimit, TokenBudget, ValidationStall
@@ -20,6 +21,7 @@ from ledger.loop.prompts import next_prompt
 from ledger.loop.score import validation_score
 from ledger.loop.summary import COMPACT_AFTER, FULL_TAIL, MAX_BYTES, summary_for
 from ledger.monitor import Monitor
+from ledger.storage.journal import Cursor, read_new
 from tests.helpers import ticking
 
 RULES = ("tests", "lint", "types")
@@ -249,6 +251,23 @@ def test_an_iteration_not_validated_says_so(engine: Engine) -> None:
     text = summary_for(engine, "mid")
     assert "Iteration 3: not validated\n  files: app.py" in text
     assert "Iteration 2: score 100\n  no rule failed" in text
+
+
+def test_a_summary_that_cannot_be_made_is_recorded_and_the_loop_goes_on(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error while making the summary gives none and records one ``error_recorded`` line."""
+    craft(engine, "broken", FAILING[:2], FILES[:2], CRAFTED)
+
+    def broken(*_: object) -> str:
+        raise RuntimeError("Binder Error: no such column\nLINE 1: SELECT ...")
+
+    monkeypatch.setattr(summary, "loop_summary", broken)
+    assert summary.summary_to_give(engine, "broken", 2) == ""
+    (error,) = [
+        e for e in read_new(engine.journal("broken").path, Cursor()).events if isinstance(e, E.ErrorRecorded)
+    ]
+    assert (error.iteration, error.component, error.message) == (2, "summary", "Binder Error: no such column")
 
 
 def test_no_summary_before_any_iteration_is_recorded(engine: Engine) -> None:

@@ -62,7 +62,7 @@ from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
 from ledger.loop.prompts import next_prompt
-from ledger.loop.summary import summary_for
+from ledger.loop.summary import summary_to_give
 from ledger.storage.journal import Cursor, read_new
 
 EXIT_COMPLETE: Final = 0
@@ -265,7 +265,7 @@ class _Loop:
                 return RunResult(sid, EXIT_BLOCKED, result.signal, n, result.reason)
             if result.signal == "ESCALATE":
                 return RunResult(sid, EXIT_ESCALATED, result.signal, n, result.reason)
-            summary = summary_for(engine, sid) if engine.view(sid).config.summary else ""
+            summary = summary_to_give(engine, sid, n) if engine.view(sid).config.summary else ""
             try:  # the maximum too: `ralph-ledger set` may have changed it
                 advanced = engine.next(sid, lead=_given(sid, summary))
                 n, max_it = advanced.iteration, advanced.max_iterations

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from ledger import events as ev
+from ledger.core.errors import one_line
 from ledger.core.money import usd
 from ledger.loop.engine import Engine
 from ledger.loop.facts import read_facts
@@ -301,3 +303,16 @@ def summary_for(engine: Engine, session_id: str) -> str:
     """``loop_summary`` of a session of ``engine`` now: its ledger, its recorded guards, its clock."""
     view = engine.view(session_id)
     return loop_summary(view.ledger, session_id, view.config.guards, engine.clock())
+
+
+def summary_to_give(engine: Engine, session_id: str, iteration: int) -> str:
+    """``summary_for`` after ``iteration``, or ``""`` with the error recorded (``error_recorded``,
+    component ``summary``) when it cannot be made: the loop goes on without it rather than stop."""
+    try:
+        return summary_for(engine, session_id)
+    except Exception as exc:  # the summary is a courtesy to the agent: it never ends a loop
+        error = ev.ErrorRecorded(
+            session_id=session_id, iteration=iteration, component="summary", message=one_line(exc)
+        )
+        engine.journal(session_id).append(error)
+        return ""

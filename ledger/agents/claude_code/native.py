@@ -225,9 +225,9 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, 
     if result.signal == "CONTINUE":
         told = ""
         if summary:
-            from ledger.loop.summary import summary_for  # only for a loop that asked for it
+            from ledger.loop.summary import summary_to_give  # only for a loop that asked for it
 
-            told = summary_for(engine, sid)
+            told = summary_to_give(engine, sid, n)
         block = {"decision": "block", "reason": next_prompt(loop.prompt, result, told), "systemMessage": ""}
 
         def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
