@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import AGENT_PREAMBLE
-from tests.journeys.conftest import GIT, Project, clean_env, script
+from tests.journeys.conftest import GIT, Project, Terminal, clean_env, script
 from tests.journeys.test_run import resume, wait_for_file
 
 AGENT = (
@@ -57,6 +57,20 @@ print("<promise>COMPLETE</promise>")
 """
 )
 """An agent whose first run commits an edit and hangs; its second run promises."""
+
+GATE = (
+    AGENT_PREAMBLE
+    + """\
+label = sys.argv[2]
+pathlib.Path("shared.txt").write_text(f"edit by {label}\\n")
+(state / f"started-{label}").touch()
+while not (state / "go").exists():  # hold the loop open until the test lets it finish
+    time.sleep(0.05)
+print("<promise>COMPLETE</promise>")
+"""
+)
+"""An agent (``agent.py STATE LABEL``) that edits ``shared.txt``, says it started and promises once
+``STATE/go`` exists."""
 
 RULE = "import pathlib, sys; sys.exit(0 if pathlib.Path('shared.txt').read_text().startswith('edit') else 1)"
 """A validation rule that passes only where ``shared.txt`` was edited (never in the main checkout)."""
@@ -272,3 +286,43 @@ def test_a_worktree_that_cannot_be_used_is_one_line_exit_2(project: Project, tmp
     proc = repo.run("--worktree", "b", "--", *repo.agent, "b")
     refused(repo, proc, f"ralph-ledger run: --worktree: branch ralph/b is checked out in {repo.dir}")
     assert not repo.worktree("b").exists()
+
+
+def test_ralph_tui_shows_the_loops_side_by_side_with_their_branches(
+    project: Project, tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """Two loops running at once in their worktrees are two rows of the sessions table, each showing
+    its branch, live until they complete; the filter finds a loop by its branch, and its screen
+    names the branch too."""
+    repo = Repo(project, tmp_path, GATE)
+    loops = [repo.start("--worktree", n, "--session", f"s-{n}", "--", *repo.agent, n) for n in "ab"]
+    try:
+        for name, loop in zip("ab", loops, strict=True):
+            wait_for_file(repo.state / f"started-{name}", loop)
+        term = Terminal([script("ralph-tui")], cwd=repo.dir, env=clean_env(), size=(200, 30))
+        terminals.append(term)
+        screen = term.wait_for(lambda s: rows(s, "running"), timeout=30)
+        assert "⎇ ralph/a · Edit shared.txt." in next(x for x in screen.splitlines() if " s-a " in x), screen
+        (repo.state / "go").touch()
+        for loop in loops:
+            out, err = loop.communicate(timeout=60)
+            assert loop.returncode == 0, out + err
+    finally:
+        (repo.state / "go").touch()
+        for loop in loops:
+            if loop.poll() is None:
+                loop.kill()
+                loop.communicate()
+    term.wait_for(lambda s: rows(s, "complete"), timeout=30)
+    term.press("/", "ralph/b", "Enter")
+    term.wait_for(lambda s: "s-a" not in s and "s-b" in s)
+    term.press("Enter")
+    term.wait_for(lambda s: "s-b" in s and "⎇ ralph/b" in s and "iteration" in s.lower())
+    term.press("q")
+    assert term.exit_code() == 0
+
+
+def rows(screen: str, status: str) -> bool:
+    """Whether the screen shows two rows of loops in worktrees, both of ``status``."""
+    lines = [line for line in screen.splitlines() if "⎇ ralph/" in line]
+    return len(lines) == 2 and all(status in line for line in lines)
