@@ -326,3 +326,44 @@ def rows(screen: str, status: str) -> bool:
     """Whether the screen shows two rows of loops in worktrees, both of ``status``."""
     lines = [line for line in screen.splitlines() if "⎇ ralph/" in line]
     return len(lines) == 2 and all(status in line for line in lines)
+
+
+def readme_section() -> list[str]:
+    """The README's section on parallel loops, as lines."""
+    lines = (Path(__file__).resolve().parents[2] / "README.md").read_text().splitlines()
+    start = lines.index(next(x for x in lines if x.startswith("### Parallel loops in one repository")))
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("#"))
+    return lines[start:end]
+
+
+def fenced(lines: list[str], kind: str) -> list[str]:
+    """The lines of the first ```kind block in ``lines``."""
+    start = lines.index(f"```{kind}") + 1
+    return lines[start : lines.index("```", start)]
+
+
+def test_the_readme_pattern_runs_two_loops_in_their_worktrees(tmp_path: Path) -> None:
+    """The README's commands, run as written (``claude`` a stand-in that promises): two sessions
+    complete, each in its worktree on its branch; the one merged is kept, the one dropped is gone."""
+    from tests.journeys.test_readme import Demo, command, run_line
+
+    demo = Demo(tmp_path / "demo")
+    for line in fenced(readme_section(), "sh"):
+        run_line(demo, tmp_path, command(line))
+    rows = demo.cli("sql", "SELECT status, branch, worktree FROM sessions WHERE branch IS NOT NULL", "--json")
+    tree = demo.home / "worktrees"
+    assert sorted(json.loads(rows.stdout), key=lambda r: r["branch"]) == [
+        {"status": "complete", "branch": "ralph/docs", "worktree": str(tree / "docs")},
+        {"status": "complete", "branch": "ralph/health", "worktree": str(tree / "health")},
+    ]
+    assert (tree / "health").is_dir() and not (tree / "docs").exists()
+    assert git(demo.dir, "branch", "--list", "--format=%(refname:short)", "ralph/*") == "ralph/health"
+
+
+def test_the_readme_refusal_is_what_run_prints(project: Project, tmp_path: Path) -> None:
+    (shown,) = fenced(readme_section(), "text")
+    repo = Repo(project, tmp_path)
+    git(repo.dir, "worktree", "add", "-q", "-b", "fix-login", str(repo.worktree("health")))
+    proc = repo.run("--worktree", "health", "--", *repo.agent, "a")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().replace(str(repo.dir), "/p") == shown
