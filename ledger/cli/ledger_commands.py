@@ -87,7 +87,9 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
             f"session {s['session_id']}: {s['status']}, iteration {s['iteration']}/"
             f"{s['max_iterations']}, agent {s['agent'] or '-'}, task {cell(s['task'] or '-')}, "
             f"last score {cell(s['last_score'])}, last signal {s['last_signal'] or '-'}, "
-            f"{s['tokens']} tokens, cost {usd(s['cost_usd'])}\n"
+            f"{s['tokens']} tokens, cost {usd(s['cost_usd'])}"
+            + (f", worktree {s['worktree']} (branch {s['branch']})" if s.get("branch") else "")
+            + "\n"
         )
     emit(render(rows, args.fmt))
 

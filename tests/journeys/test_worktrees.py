@@ -162,6 +162,8 @@ def test_two_loops_at_once_each_edit_their_own_worktree(project: Project, tmp_pa
         assert row["status"] == "complete" and session.startswith(f"{name}-"), row
         event = started(project, session)
         assert (event["worktree"], event["branch"]) == (str(tree), f"ralph/{name}")
+        summary = project.cli("show", session).stdout.splitlines()[0]
+        assert summary.endswith(f", worktree {tree} (branch ralph/{name})"), summary
         events = project.journal(session)
         (turn,) = [e for e in events if e["type"] == "agent_turn"]
         assert turn["files_modified"] == ["shared.txt"]  # what changed, seen in the worktree
