@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ledger.core.errors import error_reason
 from ledger.core.home import DEFAULT_HOME
 from ledger.core.locks import LockBusy, loop_lock
 
@@ -164,41 +165,51 @@ def ensure(cwd: Path, path: Path, branch: str, *, create_branch: bool = True) ->
     without ``create_branch``, a missing branch is refused too (exit 1: its work is gone).
     """
     repository = repository_of(cwd)
-    (repository / DEFAULT_HOME).mkdir(mode=0o700, exist_ok=True)
-    with loop_lock(path.parent):  # one creation at a time (two loops starting together)
-        ignore = path.parent / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("# ralph-ledger's loop worktrees: never part of the main checkout\n*\n")
+    try:
+        (repository / DEFAULT_HOME).mkdir(mode=0o700, exist_ok=True)
+        with loop_lock(path.parent):  # one creation at a time (two loops starting together)
+            return _ensure(cwd, repository, path, branch, create_branch)
+    except LockBusy as exc:
+        raise WorktreeError(f"--worktree: {exc}", 1) from None
+    except OSError as exc:
+        raise WorktreeError(f"--worktree: cannot make {path}: {error_reason(exc)}", 1) from None
+
+
+def _ensure(cwd: Path, repository: Path, path: Path, branch: str, create_branch: bool) -> Worktree:
+    """``ensure``'s work, under the lock of the worktrees' folder."""
+    ignore = path.parent / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# ralph-ledger's loop worktrees: never part of the main checkout\n*\n")
+    entries = _entries(cwd)
+    if any(e.prunable for e in entries):  # a worktree folder deleted by hand: forget it
+        _git(cwd, "worktree", "prune")
         entries = _entries(cwd)
-        if any(e.prunable for e in entries):  # a worktree folder deleted by hand: forget it
-            _git(cwd, "worktree", "prune")
-            entries = _entries(cwd)
-        ref = "refs/heads/" + branch
-        here = next((e for e in entries if _same(e.path, path)), None)
-        if here is not None:
-            if here.branch != ref:
-                raise WorktreeError(
-                    f"--worktree: {path} has {_short(here.branch)} checked out, not {branch} "
-                    f"(git -C {path} switch {branch}, or remove that worktree)"
-                )
-            return Worktree(path, branch, repository, made="")
-        elsewhere = next((e for e in entries if e.branch == ref), None)
-        if elsewhere is not None:
-            raise WorktreeError(f"--worktree: branch {branch} is checked out in {elsewhere.path}")
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
-            raise WorktreeError(f"--worktree: {path} exists and is not a worktree of {repository}")
-        made = f"made from branch {branch}"
-        if _git(cwd, "show-ref", "--verify", "--quiet", ref).returncode == 0:
-            done = _git(cwd, "worktree", "add", str(path), branch)
-        elif not create_branch:
-            raise WorktreeError(f"--worktree: branch {branch} no longer exists, and its work with it", 1)
-        elif _git(cwd, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").returncode != 0:
-            raise WorktreeError(f"--worktree: {repository} has no commit yet: commit once, then run")
-        else:
-            made, done = "made from HEAD", _git(cwd, "worktree", "add", "-b", branch, str(path), "HEAD")
-        if done.returncode != 0:
-            raise WorktreeError(f"--worktree: cannot create {path}: {_said(done)}", 1)
-        return Worktree(path, branch, repository, made=made)
+    ref = "refs/heads/" + branch
+    here = next((e for e in entries if _same(e.path, path)), None)
+    if here is not None:
+        if here.branch != ref:
+            raise WorktreeError(
+                f"--worktree: {path} has {_short(here.branch)} checked out, not {branch} "
+                f"(git -C {path} switch {branch}, or remove that worktree)"
+            )
+        return Worktree(path, branch, repository, made="")
+    elsewhere = next((e for e in entries if e.branch == ref), None)
+    if elsewhere is not None:
+        raise WorktreeError(f"--worktree: branch {branch} is checked out in {elsewhere.path}")
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise WorktreeError(f"--worktree: {path} exists and is not a worktree of {repository}")
+    made = f"made from branch {branch}"
+    if _git(cwd, "show-ref", "--verify", "--quiet", ref).returncode == 0:
+        done = _git(cwd, "worktree", "add", str(path), branch)
+    elif not create_branch:
+        raise WorktreeError(f"--worktree: branch {branch} no longer exists, and its work with it", 1)
+    elif _git(cwd, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").returncode != 0:
+        raise WorktreeError(f"--worktree: {repository} has no commit yet: commit once, then run")
+    else:
+        made, done = "made from HEAD", _git(cwd, "worktree", "add", "-b", branch, str(path), "HEAD")
+    if done.returncode != 0:
+        raise WorktreeError(f"--worktree: cannot create {path}: {_said(done)}", 1)
+    return Worktree(path, branch, repository, made=made)
 
 
 def work_dir(cwd: Path, worktree: Path) -> Path:

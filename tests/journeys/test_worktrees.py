@@ -369,3 +369,38 @@ def test_the_readme_refusal_is_what_run_prints(project: Project, tmp_path: Path)
     proc = repo.run("--worktree", "health", "--", *repo.agent, "a")
     assert proc.returncode == 2
     assert proc.stderr.strip().replace(str(repo.dir), "/p") == shown
+
+
+def test_run_from_a_subfolder_works_in_that_folder_of_the_worktree(project: Project, tmp_path: Path) -> None:
+    """Started in a committed subfolder, the agent and the rules work in the same subfolder of the
+    worktree; a subfolder the worktree does not have, or a folder where the worktree should be, is
+    refused in one line."""
+    repo = Repo(project, tmp_path)
+    sub = project.write("pkg/shared.txt", "original\n").parent
+    git(repo.dir, "add", "pkg")
+    git(repo.dir, "commit", "-qm", "pkg")
+    (sub / "PROMPT.md").write_text("Edit shared.txt.\n")
+    (sub / "ralph.toml").write_text((repo.dir / "ralph.toml").read_text())
+    proc = repo.run("--worktree", "a", "--session", "s1", "--", *repo.agent, "a", cwd=sub)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(repo.ran("a-run1")["cwd"]) == repo.worktree("a") / "pkg"
+    assert (repo.worktree("a") / "pkg" / "shared.txt").read_text() == "edit by a\n"
+    assert (sub / "shared.txt").read_text() == "original\n"
+    (turn,) = [e for e in project.journal("s1") if e["type"] == "agent_turn"]
+    assert turn["files_modified"] == ["pkg/shared.txt"]
+
+    new = project.write("new/PROMPT.md", "Edit shared.txt.\n").parent  # not committed
+    proc = repo.run("--worktree", "b", "--session", "s2", "--", *repo.agent, "b", cwd=new)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"ralph-ledger run: --worktree: new is not in {repo.worktree('b')} (not committed): "
+        "run from a folder HEAD has"
+    ]
+    assert not (project.home / "journals" / "s2.jsonl").exists()
+
+    (repo.worktree("c") / "notes").mkdir(parents=True)
+    proc = repo.run("--worktree", "c", "--", *repo.agent, "c")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"ralph-ledger run: --worktree: {repo.worktree('c')} exists and is not a worktree of {repo.dir}"
+    ]
