@@ -27,14 +27,11 @@ from pathlib import Path
 from typing import Final
 
 from ledger.core.errors import error_reason
-from ledger.core.home import DEFAULT_HOME
+from ledger.core.home import DEFAULT_HOME, WORKTREES
 from ledger.core.locks import LockBusy, loop_lock
 
 BRANCH_PREFIX: Final = "ralph/"
 """A worktree NAME's branch is ``ralph/NAME``."""
-
-FOLDER: Final = "worktrees"
-"""The worktrees' folder in the repository's ``.ralph``."""
 
 NAME_MAX: Final = 64
 
@@ -145,7 +142,7 @@ def repository_of(cwd: Path) -> Path:
 
 def folder_of(repository: Path, name: str) -> Path:
     """Where the worktree ``name`` of ``repository`` lives: ``<repository>/.ralph/worktrees/NAME``."""
-    return repository / DEFAULT_HOME / FOLDER / name
+    return repository / DEFAULT_HOME / WORKTREES / name
 
 
 def _same(a: Path, b: Path) -> bool:

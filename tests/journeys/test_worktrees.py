@@ -187,6 +187,8 @@ def test_a_worktree_is_reused_and_held_by_one_loop_at_a_time(project: Project, t
     assert repo.ran("a2-run1")["before"] == "edit by a1\n"
     assert started(project, "a2")["worktree"] == str(repo.worktree("a"))
     assert git(repo.dir, "worktree", "list").count(".ralph/worktrees/a ") == 1
+    seen = project.cli("sessions", "--json", cwd=repo.worktree("a"))  # from a shell in the worktree
+    assert sorted(r["session_id"] for r in json.loads(seen.stdout)) == ["a1", "a2"], seen.stderr
 
     hang = Repo(Project(tmp_path / "other"), tmp_path / "hang", HANG)
     loop = hang.start("--worktree", "a", "--session", "s1", "--", *hang.agent)
