@@ -36,6 +36,7 @@ RELEASED_TAGS = (
     "error_recorded",
     "rate_limited",
     "subagent_stopped",
+    "notification_sent",
 )
 
 # Fields without a default, per tag, as first released. A new field must have a
@@ -60,6 +61,7 @@ RELEASED_REQUIRED = {
     "session_escalated": {"session_id"},
     "error_recorded": {"session_id", "component"},
     "subagent_stopped": {"session_id"},
+    "notification_sent": {"session_id"},
 }
 
 

@@ -62,6 +62,7 @@ from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
 from ledger.loop.prompts import next_prompt
+from ledger.notify import reporting
 from ledger.storage.journal import Cursor, read_new
 
 EXIT_COMPLETE: Final = 0
@@ -185,14 +186,14 @@ def run_loop(
             agent=config.agent or Path(agent_cmd[0]).name,
             max_iterations=config.effective_max_iterations(),  # the default of the configured agent
         )
-        where = {"worktree": str(worktree.path), "branch": worktree.branch} if worktree else {}
-        started = engine.start(session_id, config, prompt=prompt, command=agent_cmd, **where)
+        where = (str(worktree.path), worktree.branch) if worktree else ("", "")
+        started = engine.start(session_id, config, prompt=prompt, command=agent_cmd, worktree=where)
         n, max_it = started.iteration, started.max_iterations
         stdin_text = prompt
     loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
     if worktree is not None:
         loop.env = {**os.environ, "RALPH_HOME": str(engine.home.root)}
-    with interrupts() as pending:
+    with reporting(), interrupts() as pending:  # notifications: failures on stderr, awaited at the end
         try:
             return loop.iterate(n, max_it, stdin_text, prompt, agent_cmd, iteration_timeout_s, timer)
         except KeyboardInterrupt as exc:
@@ -253,7 +254,8 @@ class _Loop:
                 env=self.env,
             )
             spoken = self.fmt.parse(run.output)  # what the agent reported, in its own format
-            limit = rate_limit(run.output, run.returncode != 0 or run.timed_out, engine.clock)
+            failed = run.returncode != 0 or run.timed_out
+            limit = rate_limit(run.output, failed, engine.clock, self.fmt.limits)  # as its agent reports
             if limit is not None:  # not an iteration: wait, then run the same one again
                 limited += 1
                 if limited > MAX_LIMITED_RUNS:

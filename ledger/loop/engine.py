@@ -33,6 +33,7 @@ from ledger.loop.signals import Inputs, resolve
 from ledger.loop.stop_policies import NO_HOOKS, PRESET_FNS, AgentContext, Evaluation, HookFn, Registry
 from ledger.loop.todos import Todo
 from ledger.loop.validation_events import validation_events
+from ledger.notify import notify_events
 from ledger.storage.database import Ledger
 from ledger.storage.fold import fold
 from ledger.storage.journal import Journal, journal_path, utc_now
@@ -72,6 +73,7 @@ class Engine:
 
     def _append(self, session_id: str, *events: ev.Event) -> None:
         self.journal(session_id).append(*events)
+        notify_events(journal_path(self.home.journals, session_id), events, self.work_dir)
 
     def view(self, session_id: str) -> SessionView:
         """The session as a call sees it: its events, configuration, rules and ``sessions`` row."""
@@ -117,11 +119,9 @@ class Engine:
         *,
         prompt: str = "",
         command: Sequence[str] = (),
-        worktree: str = "",
-        branch: str = "",
+        worktree: tuple[str, str] = ("", ""),
     ) -> NextResult:
-        """iteration_start: record the loop's configuration (the ``prompt``, agent ``command``, git
-        ``worktree`` and ``branch`` a runner feeds, starts and runs each iteration in); begin iteration 1."""
+        """iteration_start: record the configuration and what a runner runs, and where; begin iteration 1."""
         path = journal_path(self.home.journals, session_id)
         if path.exists() and not _only_errors(path):
             raise EngineError(f"session {session_id!r} already exists")
@@ -147,8 +147,8 @@ class Engine:
                 completion_promises=config.completion_promises,
                 rules=[spec(r) for r in rules],
                 config=recorded_config(config),
-                worktree=worktree,
-                branch=branch,
+                worktree=worktree[0],
+                branch=worktree[1],
             ),
             *hooks,
             ev.IterationStarted(session_id=session_id, iteration=1, max_iterations=max_it),

@@ -276,6 +276,8 @@ def summary_of(r: dict[str, Any]) -> str:
         "rate_limited": f"rate limited ({r['reason'] or 'limit reached'}): a {r['wait_s'] or 0:.0f} s wait",
         "subagent_stopped": f"subagent {r['agent_type'] or r['agent_id'] or ''} stopped: "
         f"{len(r['files_modified'] or [])} file(s), {r['tool_count'] or 0} tool(s)",
+        "notification_sent": f"notification ({r['notice']}) sent to {r['targets'] or 0} URL(s)"
+        + (f", {r['failed']} failed" if r["failed"] else ""),
     }
     text = " ".join(parts.get(t, t.replace("_", " ")).split()).replace(" ()", "")
     return text.removesuffix(":")
