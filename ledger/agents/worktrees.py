@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ledger.core.errors import error_reason
+from ledger.core.errors import error_reason, printable
 from ledger.core.home import DEFAULT_HOME, WORKTREES
 from ledger.core.locks import LockBusy, loop_lock
 
@@ -91,13 +91,13 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
             env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise WorktreeError(f"git {' '.join(args[:2])} failed: {exc}", 1) from None
+        raise WorktreeError(f"git {' '.join(args[:2])} failed: {error_reason(exc)}", 1) from None
 
 
 def _said(done: subprocess.CompletedProcess[str]) -> str:
-    """What a failed git command said, in one line."""
+    """What a failed git command said, in one line: its last (``fatal: ...`` follows what it was doing)."""
     lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-    return lines[-1] if lines else f"exit status {done.returncode}"
+    return printable(lines[-1]) if lines else f"exit status {done.returncode}"
 
 
 @dataclass(frozen=True, slots=True)
