@@ -332,6 +332,14 @@ class NotificationSent(Event, frozen=True, kw_only=True, gc=False, tag="notifica
     failed: int = 0
 
 
+class SummaryGiven(Event, frozen=True, kw_only=True, gc=False, tag="summary_given"):
+    """The summary of the loop so far (``ledger.loop.summary``, on with ``summary = true``) that the
+    prompt of iteration ``iteration`` carries: appended by the runner and the ledger-native hook in
+    the append that starts that iteration, before its ``iteration_started``."""
+
+    loop_summary: str = ""
+
+
 AnyEvent = (
     SessionStarted
     | HookRegistered
@@ -354,6 +362,7 @@ AnyEvent = (
     | RateLimited
     | SubagentStopped
     | NotificationSent
+    | SummaryGiven
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__

@@ -37,6 +37,7 @@ RELEASED_TAGS = (
     "rate_limited",
     "subagent_stopped",
     "notification_sent",
+    "summary_given",
 )
 
 # Fields without a default, per tag, as first released. A new field must have a

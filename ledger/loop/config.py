@@ -52,6 +52,7 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     guards: GuardConfig = GuardConfig()
     require_passing_validation: bool = False
     notify: NotifyConfig = NotifyConfig()
+    summary: bool = False  # each next prompt carries the loop so far (``ledger.loop.summary``)
 
     def effective_max_iterations(self) -> int:
         """``max_iterations`` if set, else the agent's default (``AGENT_MAX_ITERATIONS``; 15 otherwise)."""
@@ -309,10 +310,11 @@ def rules_named(
 
 
 def recorded_config(config: LoopConfig) -> dict[str, Any]:
-    """The configuration as ``session_started`` records it; ``exclusive_promises`` only when set,
-    so the records of loops without it are as they were before it existed."""
+    """The configuration as ``session_started`` records it; ``exclusive_promises`` and ``summary``
+    only when set, so the records of loops without them are as they were before they existed."""
     recorded: dict[str, Any] = msgspec.to_builtins(config)
-    if not config.exclusive_promises:
-        del recorded["exclusive_promises"]
+    for key in ("exclusive_promises", "summary"):
+        if not recorded[key]:
+            del recorded[key]
     del recorded["notify"]  # its URLs may hold secrets: read from the configuration when sent
     return recorded
