@@ -220,7 +220,7 @@ def _worktree(args: argparse.Namespace, place: tuple[str, str]) -> tuple[Worktre
     cwd = Path.cwd()
     try:
         if path:  # where the session ran, made again from its branch if it was removed
-            repository = Path(path).parents[2]  # <repository>/.ralph/worktrees/NAME
+            repository = Path(path).parent.parent.parent  # <repository>/.ralph/worktrees/NAME
             made = ensure(repository if repository.is_dir() else cwd, Path(path), branch, create_branch=False)
         else:
             made = ensure(cwd, folder_of(repository_of(cwd), args.worktree), branch_of(args.worktree))
