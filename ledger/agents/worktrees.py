@@ -195,13 +195,16 @@ def _ensure(cwd: Path, repository: Path, path: Path, branch: str, create_branch:
         raise WorktreeError(f"--worktree: branch {branch} is checked out in {elsewhere.path}")
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise WorktreeError(f"--worktree: {path} exists and is not a worktree of {repository}")
-    made = f"made from branch {branch}"
-    if _git(cwd, "show-ref", "--verify", "--quiet", ref).returncode == 0:
-        done = _git(cwd, "worktree", "add", str(path), branch)
-    elif not create_branch:
+    has_branch = _git(cwd, "show-ref", "--verify", "--quiet", ref).returncode == 0
+    if not has_branch and not create_branch:
         raise WorktreeError(f"--worktree: branch {branch} no longer exists, and its work with it", 1)
-    elif _git(cwd, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").returncode != 0:
+    if not has_branch and _git(cwd, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").returncode != 0:
         raise WorktreeError(f"--worktree: {repository} has no commit yet: commit once, then run")
+    prefix = _prefix(cwd)  # the loop works in this folder of the worktree: it must have it
+    if prefix and _git(cwd, "cat-file", "-e", f"{ref if has_branch else 'HEAD'}:{prefix}").returncode != 0:
+        raise WorktreeError(_lacks(path, prefix))
+    if has_branch:
+        made, done = f"made from branch {branch}", _git(cwd, "worktree", "add", str(path), branch)
     else:
         made, done = "made from HEAD", _git(cwd, "worktree", "add", "-b", branch, str(path), "HEAD")
     if done.returncode != 0:
@@ -212,15 +215,22 @@ def _ensure(cwd: Path, repository: Path, path: Path, branch: str, create_branch:
 def work_dir(cwd: Path, worktree: Path) -> Path:
     """The folder of ``worktree`` that is ``cwd``'s in its own checkout (its root when ``cwd`` is
     the checkout's root); ``WorktreeError`` when the worktree does not have it (not committed)."""
-    done = _git(cwd, "rev-parse", "--show-prefix")
-    prefix = done.stdout.strip() if done.returncode == 0 else ""
+    prefix = _prefix(cwd)
     folder = worktree / prefix if prefix else worktree
     if not folder.is_dir():
-        raise WorktreeError(
-            f"--worktree: {prefix.rstrip('/')} is not in {worktree} (not committed): "
-            "run from a folder HEAD has"
-        )
+        raise WorktreeError(_lacks(worktree, prefix))
     return folder
+
+
+def _prefix(cwd: Path) -> str:
+    """``cwd`` relative to the root of its checkout (``""`` at the root)."""
+    done = _git(cwd, "rev-parse", "--show-prefix")
+    return done.stdout.strip().rstrip("/") if done.returncode == 0 else ""
+
+
+def _lacks(worktree: Path, prefix: str) -> str:
+    """The refusal of a worktree that does not have the folder the loop works in."""
+    return f"--worktree: {prefix} is not in {worktree} (not committed): run from a folder HEAD has"
 
 
 @contextmanager

@@ -214,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--session",
         type=session_id_arg,
         metavar="ID",
-        help="id of the new session (default: run-<UTC timestamp>)",
+        help="id of the new session (default: run-<UTC timestamp>; with --worktree, NAME-<UTC timestamp>)",
     )
     g.add_argument(
         "--resume",

@@ -398,7 +398,8 @@ def test_run_from_a_subfolder_works_in_that_folder_of_the_worktree(project: Proj
         f"ralph-ledger run: --worktree: new is not in {repo.worktree('b')} (not committed): "
         "run from a folder HEAD has"
     ]
-    assert not (project.home / "journals" / "s2.jsonl").exists()
+    assert not (project.home / "journals" / "s2.jsonl").exists() and not repo.worktree("b").exists()
+    assert git(repo.dir, "branch", "--list", "ralph/b") == ""
 
     (repo.worktree("c") / "notes").mkdir(parents=True)
     proc = repo.run("--worktree", "c", "--", *repo.agent, "c")
