@@ -95,7 +95,9 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type
 
 class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_started"):
     """A loop began; carries the loop's configuration. ``prompt`` and ``command`` are what the loop
-    runner (``ralph-ledger run``) feeds and starts each iteration, empty for loops driven otherwise."""
+    runner (``ralph-ledger run``) feeds and starts each iteration, empty for loops driven otherwise;
+    ``worktree`` and ``branch`` the git worktree (its root) and branch it runs in (``run --worktree``),
+    empty when it runs in the project's own checkout."""
 
     task: str = ""
     task_id: str = ""
@@ -106,6 +108,8 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     completion_promises: list[str] = []
     rules: list[RuleSpec] = []
     config: dict[str, Any] = {}
+    worktree: str = ""
+    branch: str = ""
 
 
 class HookRegistered(Event, frozen=True, kw_only=True, gc=False, tag="hook_registered"):
