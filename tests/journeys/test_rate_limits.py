@@ -80,6 +80,7 @@ def test_ctrl_c_while_waiting_ends_the_loop_and_resume_goes_on(project: Project,
         subprocess.run(["sleep", "0.1"], check=True)
         end -= 1
     assert "rate_limited" in loop.types()
+    subprocess.run(["sleep", "0.5"], check=True)  # the line saying it waits follows the record
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130, (out, err)
