@@ -95,7 +95,9 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type
 
 class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_started"):
     """A loop began; carries the loop's configuration. ``prompt`` and ``command`` are what the loop
-    runner (``ralph-ledger run``) feeds and starts each iteration, empty for loops driven otherwise."""
+    runner (``ralph-ledger run``) feeds and starts each iteration, empty for loops driven otherwise;
+    ``worktree`` and ``branch`` the git worktree (its root) and branch it runs in (``run --worktree``),
+    empty when it runs in the project's own checkout."""
 
     task: str = ""
     task_id: str = ""
@@ -106,6 +108,8 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     completion_promises: list[str] = []
     rules: list[RuleSpec] = []
     config: dict[str, Any] = {}
+    worktree: str = ""
+    branch: str = ""
 
 
 class HookRegistered(Event, frozen=True, kw_only=True, gc=False, tag="hook_registered"):
@@ -319,6 +323,29 @@ class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_
     model: str = ""
 
 
+class NotificationSent(Event, frozen=True, kw_only=True, gc=False, tag="notification_sent"):
+    """A notification about the session went out (``[notify]`` in the configuration,
+    ``ledger.notify``): what it was about (``notice``: complete, blocked, escalated or guard), its
+    ``title`` and ``body``, the services it went to (``services``: each URL's scheme, never the URL,
+    which may hold a secret), to how many URLs (``targets``) and how many of them failed
+    (``failed``; each failure is also an ``error_recorded`` of component ``notify``)."""
+
+    notice: str = ""
+    title: str = ""
+    body: str = ""
+    services: list[str] = []
+    targets: int = 0
+    failed: int = 0
+
+
+class SummaryGiven(Event, frozen=True, kw_only=True, gc=False, tag="summary_given"):
+    """The summary of the loop so far (``ledger.loop.summary``, on with ``summary = true``) that the
+    prompt of iteration ``iteration`` carries: appended by the runner and the ledger-native hook in
+    the append that starts that iteration, before its ``iteration_started``."""
+
+    loop_summary: str = ""
+
+
 AnyEvent = (
     SessionStarted
     | HookRegistered
@@ -340,6 +367,8 @@ AnyEvent = (
     | ErrorRecorded
     | RateLimited
     | SubagentStopped
+    | NotificationSent
+    | SummaryGiven
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__

@@ -24,12 +24,14 @@ tool calls and edited files are recorded, and promises are looked for in its
 final text only (never in the prompt a stream echoes, nor in tool output).
 
 Every iteration's prompt is the task plus what the previous iteration taught
-the loop (``ledger.loop.prompts.next_prompt``, shared with the Claude Code hook),
+the loop (``ledger.loop.prompts.next_prompt``, shared with the Claude Code hook) and,
+when the session's configuration says ``summary = true``, the summary of the loop so far
+(``ledger.loop.summary``), recorded as ``summary_given`` in the append that starts the iteration,
 plus the guidance a human gave with ``ralph-ledger steer`` (once). A loop paused
 with ``ralph-ledger pause`` finishes its iteration, says so in one line, and waits
 (polling the journal) for ``ralph-ledger resume``; a ``stop`` meanwhile ends it
-blocked (``ledger.loop.steering``). ``--resume`` of an unblocked session runs the
-iteration the unblock began, with its guidance.
+blocked (``ledger.loop.steering``). ``--resume`` of an unblocked session begins its
+next iteration, with the guidance.
 
 An interruption (SIGINT, SIGTERM or SIGHUP) kills the agent's process group,
 or the running validation rule's, records the agent's turn so far (its output,
@@ -45,6 +47,7 @@ session recorded its prompt and agent command when it started (``recorded``).
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -60,12 +63,15 @@ from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reaso
 from ledger.agents.changes import files_changed, snapshot
 from ledger.agents.formats import AgentFormat, detect
 from ledger.agents.rate_limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
+from ledger.agents.worktrees import Worktree
 from ledger.core.errors import no_session
 from ledger.loop import steering
 from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError, Paused
 from ledger.loop.prompts import Learned, next_prompt
+from ledger.loop.summary import summary_to_give
+from ledger.notify import reporting
 from ledger.storage.journal import Cursor, read_new
 
 EXIT_COMPLETE: Final = 0
@@ -96,17 +102,30 @@ class RunResult:
 
 
 # ----------------------------------------------------------------------------- the loop
-def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
-    """The prompt and the agent command the session recorded when it started (a session that
-    recorded no prompt answers its task; no command, ``[]``). Raises ``EngineError`` when there is
-    no such session."""
+def _started(engine: Engine, session_id: str) -> ev.SessionStarted:
+    """The session's ``session_started`` event (its last); ``EngineError`` when there is no such session."""
     path = engine.journal(session_id).path
     if not path.exists():
         raise EngineError(no_session(session_id, engine.home.root))
     started = [e for e in read_new(path, Cursor()).events if isinstance(e, ev.SessionStarted)]
     if not started:
         raise EngineError(no_session(session_id, engine.home.root, path))
-    return started[-1].prompt or started[-1].task, list(started[-1].command)
+    return started[-1]
+
+
+def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
+    """The prompt and the agent command the session recorded when it started (a session that
+    recorded no prompt answers its task; no command, ``[]``). Raises ``EngineError`` when there is
+    no such session."""
+    started = _started(engine, session_id)
+    return started.prompt or started.task, list(started.command)
+
+
+def recorded_worktree(engine: Engine, session_id: str) -> tuple[str, str]:
+    """The git worktree (its root) and branch the session recorded it runs in, ``("", "")`` for
+    one in the project's own checkout. Raises ``EngineError`` when there is no such session."""
+    started = _started(engine, session_id)
+    return started.worktree, started.branch
 
 
 def run_loop(
@@ -122,6 +141,7 @@ def run_loop(
     timer: Callable[[], float] = time.monotonic,
     rate_limit_wait_s: float = 60.0,
     agent_format: AgentFormat | None = None,
+    worktree: Worktree | None = None,
 ) -> RunResult:
     """Run the agent until the engine completes, blocks or escalates the session (exit codes above).
 
@@ -135,7 +155,10 @@ def run_loop(
     iteration: it is recorded (``rate_limited``), the loop waits until the limit resets (or
     ``rate_limit_wait_s``, doubling) and runs the same iteration again. Raises ``EngineError`` if
     the session cannot be started or resumed, ``OSError`` if the agent command cannot be run.
-    ``agent_format`` reads the agent's output (``None``: detected from ``agent_cmd``).
+    ``agent_format`` reads the agent's output (``None``: detected from ``agent_cmd``). A loop in a
+    ``worktree`` (``ledger.agents.worktrees``; the engine's ``work_dir`` is in it) records it when it
+    starts, and its agent runs with ``RALPH_HOME`` naming the engine's home, so a Stop hook or a
+    ``ralph-ledger`` the agent runs records there too, never in a home of the worktree's own.
     """
     if not agent_cmd:
         raise ValueError("run_loop needs an agent command")
@@ -145,7 +168,7 @@ def run_loop(
             raise EngineError(f"session {session_id!r} is {row['status']}; only a running session resumes")
         n, max_it = int(row["iteration"]), int(row["max_iterations"] or config.effective_max_iterations())
         events = read_new(engine.journal(session_id).path, Cursor()).events
-        stdin_text = steering.prompt_of(prompt, events, n)  # with the guidance it began with
+        stdin_text = steering.prompt_of(prompt, events, n)  # with its summary and guidance
         advance = steering.validated(events, n)  # paused (or killed) between its validate and next
     else:
         config = msgspec.structs.replace(
@@ -154,11 +177,14 @@ def run_loop(
             agent=config.agent or Path(agent_cmd[0]).name,
             max_iterations=config.effective_max_iterations(),  # the default of the configured agent
         )
-        started = engine.start(session_id, config, prompt=prompt, command=agent_cmd)
+        where = (str(worktree.path), worktree.branch) if worktree else ("", "")
+        started = engine.start(session_id, config, prompt=prompt, command=agent_cmd, worktree=where)
         n, max_it = started.iteration, started.max_iterations
         stdin_text, advance, events = prompt, False, []
     loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
-    with interrupts() as pending:
+    if worktree is not None:
+        loop.env = {**os.environ, "RALPH_HOME": str(engine.home.root)}
+    with reporting(), interrupts() as pending:  # notifications: failures on stderr, awaited at the end
         try:
             if advance:  # the iteration was validated: the loop goes on from the next one
                 going = loop.advance(n, prompt, steering.learned(events, n))
@@ -189,6 +215,7 @@ class _Loop:
         self.unrecorded: tuple[AgentRun, list[str]] | None = None  # the agent's run and files, until
         # the engine has recorded them
         self.journal_size = 0
+        self.env: dict[str, str] | None = None  # the agent's environment (None: this process's)
 
     def say(self, text: str) -> None:
         """Write one ``[ralph-ledger]`` line to ``out`` (a terminal gone after SIGHUP is ignored)."""
@@ -214,10 +241,17 @@ class _Loop:
             self.say(f"[ralph-ledger] {sid}: iteration {n} of {max_it}\n")
             self.before = before = snapshot(engine.work_dir, engine.home.root)
             run = run_agent(
-                agent_cmd, stdin_text, cwd=engine.work_dir, timeout_s=timeout_s, out=self.out, timer=timer
+                agent_cmd,
+                stdin_text,
+                cwd=engine.work_dir,
+                timeout_s=timeout_s,
+                out=self.out,
+                timer=timer,
+                env=self.env,
             )
             spoken = self.fmt.parse(run.output)  # what the agent reported, in its own format
-            limit = rate_limit(run.output, run.returncode != 0 or run.timed_out, engine.clock)
+            failed = run.returncode != 0 or run.timed_out
+            limit = rate_limit(run.output, failed, engine.clock, self.fmt.limits)  # as its agent reports
             if limit is not None:  # not an iteration: wait, then run the same one again
                 limited += 1
                 if limited > MAX_LIMITED_RUNS:
@@ -261,9 +295,10 @@ class _Loop:
         wait, polling the journal, for a resume (or a stop: the loop ends blocked)."""
         engine, sid = self.engine, self.session_id
         paused = False
+        summary = summary_to_give(engine, sid, n) if engine.view(sid).config.summary else ""
         while True:
             try:
-                advanced = engine.next(sid)
+                advanced = engine.next(sid, lead=_given(sid, summary))
                 break
             except Paused:
                 if not paused:
@@ -281,7 +316,7 @@ class _Loop:
                 return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, str(exc))
         if paused:
             self.say(f"[ralph-ledger] {sid}: resumed\n")
-        prompt = next_prompt(prompt, result, guidance=advanced.guidance)
+        prompt = next_prompt(prompt, result, summary, guidance=advanced.guidance)
         return advanced.iteration, advanced.max_iterations, prompt
 
     def wait_out(self, limit: RateLimit, attempt: int, tokens: ev.TokenUsage) -> None:
@@ -341,6 +376,15 @@ class _Loop:
             journal.append(*events)
         self.say(f"\n[ralph-ledger] {sid}: {reason}; resume with --resume {sid}\n")
         return RunResult(sid, 128 + signum, "", n, reason)
+
+
+def _given(session_id: str, summary: str) -> Callable[[int, int], list[ev.Event]] | None:
+    """``Engine.next``'s lead recording ``summary`` as given to the iteration it starts (none: no summary)."""
+    if not summary:
+        return None
+    return lambda iteration, _max: [
+        ev.SummaryGiven(session_id=session_id, iteration=iteration, loop_summary=summary)
+    ]
 
 
 def _stop_reason(run: AgentRun) -> str:

@@ -38,16 +38,10 @@ from ledger.loop.rules import CustomRule, Rule, RuleContext, parse_rules, spec
 from ledger.loop.score import validation_score
 from ledger.loop.signals import Inputs, resolve
 from ledger.loop.steering_events import is_paused, paused_message, pending_guidance
-from ledger.loop.stop_policies import (
-    NO_HOOKS,
-    PRESET_FNS,
-    AgentContext,
-    Evaluation,
-    HookFn,
-    Registry,
-)
+from ledger.loop.stop_policies import NO_HOOKS, PRESET_FNS, AgentContext, Evaluation, HookFn, Registry
 from ledger.loop.todos import Todo
 from ledger.loop.validation_events import validation_events
+from ledger.notify import notify_events
 from ledger.storage.database import Ledger
 from ledger.storage.fold import fold, only_errors
 from ledger.storage.journal import Journal, journal_path, utc_now
@@ -87,6 +81,7 @@ class Engine:
 
     def _append(self, session_id: str, *events: ev.Event) -> None:
         self.journal(session_id).append(*events)
+        notify_events(journal_path(self.home.journals, session_id), events, self.work_dir)
 
     def view(self, session_id: str) -> SessionView:
         """The session as a call sees it: its events, configuration, rules and ``sessions`` row."""
@@ -126,10 +121,15 @@ class Engine:
 
     # -- lifecycle -----------------------------------------------------------
     def start(
-        self, session_id: str, config: LoopConfig, *, prompt: str = "", command: Sequence[str] = ()
+        self,
+        session_id: str,
+        config: LoopConfig,
+        *,
+        prompt: str = "",
+        command: Sequence[str] = (),
+        worktree: tuple[str, str] = ("", ""),
     ) -> NextResult:
-        """iteration_start: record the loop's configuration (and the ``prompt`` and agent ``command``
-        a runner feeds and starts each iteration) and begin iteration 1."""
+        """iteration_start: record the configuration and what a runner runs, and where; begin iteration 1."""
         path = journal_path(self.home.journals, session_id)
         if path.exists() and not only_errors(path):
             raise EngineError(f"session {session_id!r} already exists")
@@ -155,6 +155,8 @@ class Engine:
                 completion_promises=config.completion_promises,
                 rules=[spec(r) for r in rules],
                 config=recorded_config(config),
+                worktree=worktree[0],
+                branch=worktree[1],
             ),
             *hooks,
             ev.IterationStarted(session_id=session_id, iteration=1, max_iterations=max_it),
@@ -298,10 +300,9 @@ class Engine:
         notes: str = "",
         lead: Callable[[int, int], Sequence[ev.Event]] | None = None,
     ) -> NextResult:
-        """iteration_next: advance, refusing past the maximum; the latest checkpoint's agent context
-        carries over, validation state does not. ``lead`` gives the events (e.g. the stop decision)
-        that land in the same append, before the new iteration, from its number and the maximum.
-        Raises ``Paused`` for a paused session; a human's pending guidance starts the iteration."""
+        """iteration_next: advance, refusing past the maximum (``Paused``: while paused); the agent context
+        and a human's pending guidance carry over, validation state does not. ``lead`` gives the events
+        (e.g. the stop decision) landing first in the same append, from the iteration and maximum."""
         s = self._running(session_id)
         if is_paused(s.events):
             raise Paused(paused_message(session_id))

@@ -12,8 +12,10 @@ guards) it does not already say::
     Fix the failing validation rules: tests: 1 failed
     - thrashing: app.py modified in 5 iterations
 
-With nothing learned, the prompt is the task unchanged. Guidance a human gave with
-``ralph-ledger steer`` (or ``unblock``) comes last, once, in the iteration that consumed it::
+With nothing learned, the prompt is the task unchanged. A loop with ``summary = true`` gives the
+summary of the loop so far (``ledger.loop.summary``) too: it comes after the feedback, and a
+feedback line it already carries is not said twice. Guidance a human gave with ``ralph-ledger
+steer`` (or ``unblock``) comes last, once, in the iteration that consumed it::
 
     Guidance from the person running this loop:
     Use the sqlite backend, not postgres.
@@ -41,18 +43,26 @@ class Learned(Protocol):
         """The tripped guards' details and the failing rules' messages."""
 
 
-def next_prompt(task: str, result: Learned, *, guidance: str = "") -> str:
+def next_prompt(task: str, result: Learned, summary: str = "", *, guidance: str = "") -> str:
     """The prompt of the iteration after ``result``: ``task``, then the hooks' next prompt and the
-    feedback lines it does not already contain (``task`` alone when there is neither), then the
-    ``guidance`` a human steered the loop with (``ledger.loop.steering``), when there is some."""
+    feedback lines neither it nor ``summary`` contains (``task`` alone when there is neither), then
+    ``summary`` (the loop so far) when one is given, then the ``guidance`` a human steered the loop
+    with (``ledger.loop.steering``), when there is some."""
     hint = result.next_prompt.strip()
     if hint == task.strip():
         hint = ""  # a hook that answers with the task itself adds nothing
     learned = [hint] if hint else []
-    learned += [f"- {line}" for line in result.feedback if line.strip() and line not in hint]
+    carried = set(summary.splitlines())  # the summary's own bullet lines
+    learned += [
+        f"- {line}"
+        for line in result.feedback
+        if line.strip() and line not in hint and f"- {line}" not in carried
+    ]
     prompt = task
     if learned:
         prompt = f"{task.rstrip()}\n\nFeedback from iteration {result.iteration}:\n" + "\n".join(learned)
+    if summary.strip():
+        prompt = f"{prompt.rstrip()}\n\n{summary.strip()}"
     if guidance.strip():
         prompt = f"{prompt.rstrip()}\n\n{GUIDANCE_HEADING}\n{guidance.strip()}"
     return prompt

@@ -53,26 +53,31 @@ class Learned(NamedTuple):
     iteration: int
     next_prompt: str
     feedback: list[str]
+    summary: str = ""  # the summary of the loop given with the next iteration's prompt
 
 
 def learned(events: Iterable[ev.AnyEvent], iteration: int) -> Learned:
     """What iteration ``iteration`` taught the loop: the deciding hook's next prompt and the feedback
-    of its last validate (nothing for iteration 0, or one not validated)."""
-    hint, feedback = "", list[str]()
+    of its last validate (nothing for iteration 0, or one not validated), and the summary of the loop
+    given to the iteration after it (``summary_given``)."""
+    hint, feedback, summary = "", list[str](), ""
     for e in events:
+        if isinstance(e, ev.SummaryGiven) and e.iteration == iteration + 1:
+            summary = e.loop_summary
         if e.iteration != iteration:
             continue
         if isinstance(e, ev.HookDecided):
             hint = e.next_prompt
         elif isinstance(e, ev.SignalResolved):
             feedback = list(e.feedback)
-    return Learned(iteration, hint, feedback)
+    return Learned(iteration, hint, feedback, summary)
 
 
 def prompt_of(task: str, events: Sequence[ev.AnyEvent], iteration: int) -> str:
     """The prompt iteration ``iteration`` was (or is to be) given, from the journal: what resuming
     a loop gives the agent again."""
-    return next_prompt(task, learned(events, iteration - 1), guidance=iteration_guidance(events, iteration))
+    before = learned(events, iteration - 1)
+    return next_prompt(task, before, before.summary, guidance=iteration_guidance(events, iteration))
 
 
 def let_go(events: Iterable[ev.AnyEvent]) -> bool:

@@ -69,6 +69,10 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     started_at: datetime | None
     updated_at: datetime | None
     stop_requested: bool
+    worktree: str = ""
+    """The git worktree the loop runs in (``run --worktree``), ``""`` for the project's checkout."""
+    branch: str = ""
+    """That worktree's branch (``ralph/NAME``), ``""`` for the project's checkout."""
     paused: bool = False
     """A person paused the loop (``ralph-ledger pause``) and has not resumed it."""
 
@@ -144,6 +148,7 @@ class IterationDetail(msgspec.Struct, frozen=True, kw_only=True):
     feedback: list[str]
     next_prompt: str
     hook_reason: str
+    summary: str = ""  # the summary of the loop its prompt carried (``summary = true``)
     guidance: str = ""
     """What a person steered the loop with, given in this iteration's prompt (``ralph-ledger steer``)."""
 
@@ -221,6 +226,8 @@ def session_of(r: dict[str, Any]) -> SessionRow:
         started_at=aware(r["started_at"]),
         updated_at=aware(r["updated_at"]),
         stop_requested=bool(r["stop_requested"]),
+        worktree=str(r.get("worktree") or ""),
+        branch=str(r.get("branch") or ""),
         paused=bool(r.get("paused")),
     )
 
@@ -245,6 +252,33 @@ def iteration_of(r: dict[str, Any], rules: list[RuleCell]) -> IterationRow:
         rules=rules,
         cost_usd=_money(r.get("cost_usd")),
         context_used=_money(r.get("context_used")),
+    )
+
+
+def detail_of(iteration: int, rows: list[dict[str, Any]]) -> IterationDetail:
+    """An ``IterationDetail`` from an iteration's ``iteration_started``, ``agent_turn``,
+    ``signal_resolved``, ``hook_decided`` and ``summary_given`` rows, in order."""
+    output, feedback, prompt, reason, summary, guidance = "", list[str](), "", "", "", ""
+    for r in rows:
+        if r["type"] == "iteration_started":
+            guidance = str(r["guidance"] or "")
+        elif r["type"] == "agent_turn":
+            output = str(r["output_excerpt"] or "")
+        elif r["type"] == "signal_resolved":
+            feedback = [str(f) for f in r["feedback"] or []]
+        elif r["type"] == "summary_given":
+            summary = str(r["loop_summary"] or "")
+        else:
+            prompt = str(r["next_prompt"] or "") or prompt
+            reason = str(r["reason"] or "") or reason
+    return IterationDetail(
+        iteration=iteration,
+        output_excerpt=output,
+        feedback=feedback,
+        next_prompt=prompt,
+        hook_reason=reason,
+        summary=summary,
+        guidance=guidance,
     )
 
 
@@ -274,8 +308,11 @@ def summary_of(r: dict[str, Any]) -> str:
         "override": f"override {r['kind']}: {r['reason'] or ''}",
         "error_recorded": f"error in {r['component']}: {r['message'] or ''}",
         "rate_limited": f"rate limited ({r['reason'] or 'limit reached'}): a {r['wait_s'] or 0:.0f} s wait",
+        "summary_given": f"loop summary in the prompt: {r.get('summary_bytes') or 0} bytes",
         "subagent_stopped": f"subagent {r['agent_type'] or r['agent_id'] or ''} stopped: "
         f"{len(r['files_modified'] or [])} file(s), {r['tool_count'] or 0} tool(s)",
+        "notification_sent": f"notification ({r['notice']}) sent to {r['targets'] or 0} URL(s)"
+        + (f", {r['failed']} failed" if r["failed"] else ""),
     }
     text = " ".join(parts.get(t, t.replace("_", " ")).split()).replace(" ()", "")
     return text.removesuffix(":")

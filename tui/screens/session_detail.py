@@ -34,6 +34,7 @@ EVENT_COLOURS = {
     "error_recorded": fmt.RED,
     "override": fmt.AMBER,
     "rate_limited": fmt.AMBER,
+    "summary_given": fmt.BLUE,
 }
 
 
@@ -93,12 +94,15 @@ def event_text(e: EventLine) -> Text:
 
 
 def detail_text(d: IterationDetail) -> Text:
-    """The guidance it was given, the feedback, next prompt, hook reason and output excerpt of one
-    iteration."""
+    """The guidance it was given, the summary of the loop its prompt carried (if any), the feedback,
+    next prompt, hook reason and output excerpt of one iteration."""
     out = Text()
     if d.guidance:  # a person's guidance, given in this iteration's prompt
         out.append("guidance: ", style=f"bold {fmt.AMBER}")
         out.append(" ".join(d.guidance.split()) + "\n")
+    if d.summary:
+        out.append("summary given with its prompt\n", style="bold")
+        out.append("".join(f"  {line}\n" for line in d.summary.splitlines()), style=fmt.GREY)
     if d.hook_reason:
         out.append("hook: ", style="bold")
         out.append(" ".join(d.hook_reason.split()) + "\n")
@@ -134,6 +138,8 @@ def title_text(session_id: str, row: SessionRow | None) -> Text:
     if row.cost_usd is not None:
         out.append(f"  {fmt.cost(row.cost_usd)}")
     out.append(f"  {row.agent}  ")
+    if row.branch:  # a loop in its own worktree (run --worktree)
+        out.append(f"⎇ {row.branch}  ")
     out.append(" ".join(row.task.split()), style=fmt.GREY)
     return out
 

@@ -36,11 +36,8 @@ loop and never blocks (``ledger.agents.claude_code.subagent``). Claude Code ends
 after ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` blocks in a row without a tool call: the loop keeps the
 count and stops itself at the cap, escalated (``ledger.agents.claude_code.block_cap``).
 
-Steering (``ledger.loop.steering``): while a person has paused the loop (``ralph-ledger pause``)
-a stop the plugin would block is allowed ("paused") and the state file keeps its iteration, so
-the first stop after ``ralph-ledger resume`` goes on as the plugin would; guidance given with
-``ralph-ledger steer`` is added once to the next block's prompt. (``unblock`` does not restore a
-plugin loop: start it again with ``/ralph-loop``.)
+Steering (``ledger.loop.steering``, docs/steering.md): a paused loop's stop the plugin would block
+is allowed ("paused"), the state file keeping its iteration; ``steer`` guidance is added once.
 
 A transcript the drop-in cannot read (no path, a relative one, missing, not a
 regular file, unreadable) stops the loop as the plugin does: one line on stderr
@@ -103,6 +100,7 @@ from ledger.core.sync import sync_file
 from ledger.loop import steering_events
 from ledger.loop.promises import detect_promises, to_event
 from ledger.loop.prompts import next_prompt
+from ledger.notify import notify_events
 from ledger.storage.fold import events_of
 from ledger.storage.journal import Journal, JournalError, journal_path, utc_now
 
@@ -391,8 +389,9 @@ def _commit(
         with contextlib.suppress(OSError):  # else the next stop's reconcile puts it back
             write_state(state_path, read)
         raise
+    events = [*notes, *_events(stop, decision)]
     try:
-        journal.append(*notes, *_events(stop, decision))
+        journal.append(*events)
     except OSError as exc:
         line = allowing(exc)
         if decision.action == "block":
@@ -400,6 +399,7 @@ def _commit(
                 write_state(state_path, read)
         _record_error(journal, stop.sid, line)
         return HookOutcome(stderr=line + "\n")
+    notify_events(journal.path, events, state_path.parent.parent)  # detached: nothing waits for it
     return msgspec.structs.replace(_outcome(decision), sync=(str(journal.path),))
 
 

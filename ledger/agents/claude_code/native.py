@@ -12,7 +12,8 @@ guards and hooks are evaluated and the signal table decides:
 | signal    | the hook                                                            |
 |-----------|---------------------------------------------------------------------|
 | CONTINUE  | blocks the stop; the reason is the prompt plus the validation       |
-|           | feedback, the system message the iteration, score and failures      |
+|           | feedback (and, with ``summary = true``, the summary of the loop so   |
+|           | far), the system message the iteration, score and failures          |
 | COMPLETE  | allows the stop, completes the session, removes the loop file        |
 | BLOCKED   | allows the stop (the session is blocked), removes the loop file      |
 | ESCALATE  | allows the stop (the session is escalated), removes the loop file    |
@@ -175,10 +176,11 @@ def _owned_stop(
     if sink is not None:
         sink.use(journal, sid)
     rules = record.config.get("rules") or []
+    summary = bool(record.config.get("summary"))  # as recorded: off costs nothing
     if not record.started:
         config = loop_config(project, loop)
         engine.start(sid, config, prompt=loop.prompt)  # the whole prompt: what an unblock tells again
-        rules = config.rules
+        rules, summary = config.rules, config.summary
     elif record.ended:
         path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
         sweep_temps(path)
@@ -203,7 +205,9 @@ def _owned_stop(
     )
     cap, warning = block_cap.block_cap()
     count = block_cap.cap_reached(events_of(journal.path), cap) if result.signal == "CONTINUE" else 0
-    outcome = _at_cap(engine, path, result, count, cap) if count else _decide(engine, loop, path, result)
+    outcome = (
+        _at_cap(engine, path, result, count, cap) if count else _decide(engine, loop, path, result, summary)
+    )
     stderr = outcome.stderr + (warning + "\n" if warning and result.signal == "CONTINUE" else "")
     return msgspec.structs.replace(outcome, stderr=stderr, sync=(str(journal.path),))
 
@@ -222,20 +226,22 @@ def _at_cap(engine: Engine, path: Path, result: ValidateResult, count: int, cap:
     return HookOutcome(stdout=block_cap.allow_json(message))
 
 
-def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) -> HookOutcome:
+def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, summary: bool) -> HookOutcome:
     """Record the stop decision and act on the signal. The decision lands in the same append as
-    what it starts or ends (the next iteration, the session's end) and the answer is printed after
-    it; the loop file goes once the journal says the loop ended (a file left by a stop killed in
-    between is removed by the next stop)."""
+    what it starts or ends (the next iteration, the session's end, with ``summary`` the summary of
+    the loop given to the next) and the answer is printed after it; the loop file goes once the
+    journal says the loop ended (a file left by a stop killed in between is removed by the next stop)."""
     sid, n = result.session_id, result.iteration
     refused = ""
     if result.signal == "CONTINUE":
+        told = _summary(engine, sid, n, summary)
         block = {"decision": "block", "reason": "", "systemMessage": ""}
 
         def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
             decision_point()  # as the append is made: a hook killed meanwhile gets nothing decided
             message = status_line(result, iteration, max_iterations)
             block["systemMessage"] = message
+            given = [ev.SummaryGiven(session_id=sid, iteration=iteration, loop_summary=told)] if told else []
             return [
                 ev.StopDecided(
                     session_id=sid,
@@ -243,7 +249,8 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
                     decision="block",
                     reason="loop continues",
                     system_message=message,
-                )
+                ),
+                *given,
             ]
 
         try:
@@ -260,7 +267,7 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
         except EngineError as exc:
             refused = str(exc)
         else:
-            block["reason"] = next_prompt(loop.prompt, result, guidance=advanced.guidance)
+            block["reason"] = next_prompt(loop.prompt, result, told, guidance=advanced.guidance)
             return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
     message = _ending(n, result, refused)
     decision_point()
@@ -274,6 +281,15 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
     path.unlink(missing_ok=True)
     sweep_temps(path)
     return HookOutcome(stdout=message + "\n")
+
+
+def _summary(engine: Engine, sid: str, n: int, wanted: bool) -> str:
+    """The summary of the loop to give the iteration after ``n`` ("" unless the loop asked for it)."""
+    if not wanted:
+        return ""
+    from ledger.loop.summary import summary_to_give  # only for a loop that asked for it
+
+    return summary_to_give(engine, sid, n)
 
 
 def _let_go(engine: Engine, path: Path, loop: LoopFile, sid: str) -> HookOutcome | None:
@@ -293,10 +309,12 @@ def _let_go(engine: Engine, path: Path, loop: LoopFile, sid: str) -> HookOutcome
     if steering.is_paused(s.events):
         return HookOutcome(stdout=steering.paused_line(sid, n) + "\n")
     block = {"decision": "block", "reason": "", "systemMessage": ""}
+    told = _summary(engine, sid, n, s.config.summary)
 
     def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
         decision_point()
         block["systemMessage"] = f"🔄 Ralph iteration {iteration} of {max_iterations} | resumed by a person"
+        given = [ev.SummaryGiven(session_id=sid, iteration=iteration, loop_summary=told)] if told else []
         return [
             ev.StopDecided(
                 session_id=sid,
@@ -304,12 +322,13 @@ def _let_go(engine: Engine, path: Path, loop: LoopFile, sid: str) -> HookOutcome
                 decision="block",
                 reason="loop resumes",
                 system_message=block["systemMessage"],
-            )
+            ),
+            *given,
         ]
 
     learned = steering.learned(s.events, n)  # its iteration was validated: the next one begins now
     advanced = engine.next(sid, lead=decided)
-    block["reason"] = next_prompt(loop.prompt, learned, guidance=advanced.guidance)
+    block["reason"] = next_prompt(loop.prompt, learned, told, guidance=advanced.guidance)
     return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
 
 
