@@ -177,3 +177,16 @@ def test_the_monitor_shows_the_guidance_where_it_was_given() -> None:
     (row,) = monitor.sessions(["paused-steered"])
     assert row.paused is False and row.status == "complete"
     monitor.close()
+
+
+def test_the_guidance_comes_last_after_the_feedback_and_the_summary() -> None:
+    from ledger.loop.prompts import next_prompt
+    from ledger.loop.steering_events import Learned
+
+    taught = Learned(3, "", ["tests: 1 failed"])
+    prompt = next_prompt("Fix it.", taught, "Loop so far:\n- 3 iterations", guidance="use sqlite")
+    assert prompt == (
+        "Fix it.\n\nFeedback from iteration 3:\n- tests: 1 failed\n\nLoop so far:\n- 3 iterations"
+        f"\n\n{GUIDANCE_HEADING}\nuse sqlite"
+    )
+    assert next_prompt("Fix it.", Learned(3, "", []), guidance="  ") == "Fix it."  # blank: nothing added
