@@ -95,7 +95,9 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type
 
 class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_started"):
     """A loop began; carries the loop's configuration. ``prompt`` and ``command`` are what the loop
-    runner (``ralph-ledger run``) feeds and starts each iteration, empty for loops driven otherwise."""
+    runner (``ralph-ledger run``) feeds and starts each iteration, empty for loops driven otherwise.
+    ``task_kind`` is the configured kind of task (``kind``; "" when none); ``max_iterations_reason``
+    says how ``max_iterations`` was chosen when the configuration asked for ``"auto"`` ("" otherwise)."""
 
     task: str = ""
     task_id: str = ""
@@ -106,6 +108,8 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     completion_promises: list[str] = []
     rules: list[RuleSpec] = []
     config: dict[str, Any] = {}
+    task_kind: str = ""
+    max_iterations_reason: str = ""
 
 
 class HookRegistered(Event, frozen=True, kw_only=True, gc=False, tag="hook_registered"):

@@ -76,7 +76,10 @@ def test_defaults_without_files(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("max_iteration = 3\n", "ralph.toml: max_iteration: unknown key"),
-        ("max_iterations = 'soon'\n", "ralph.toml: max_iterations: expected an integer, got 'soon'"),
+        (
+            "max_iterations = 'soon'\n",
+            "ralph.toml: max_iterations: expected a whole number >= 1 or \"auto\", got 'soon'",
+        ),
         (
             "[guards.thrashing]\nmin_iterations = 'five'\n",
             "ralph.toml: guards.thrashing.min_iterations: expected an integer, got 'five'",
@@ -206,8 +209,11 @@ def test_config_path_is_what_find_config_and_has_config_read(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("max_iterations = 0\n", "ralph.toml: max_iterations: expected a whole number >= 1, got 0"),
-        ("max_iterations = -3\n", "ralph.toml: max_iterations: expected a whole number >= 1, got -3"),
+        ("max_iterations = 0\n", 'ralph.toml: max_iterations: expected a whole number >= 1 or "auto", got 0'),
+        (
+            "max_iterations = -3\n",
+            'ralph.toml: max_iterations: expected a whole number >= 1 or "auto", got -3',
+        ),
         (
             "hooks = ['default', 'valdation']\n",
             "ralph.toml: hooks[1]: unknown hook 'valdation' (expected one of: default, promise, validation)",

@@ -164,12 +164,17 @@ def run_loop(
             config,
             task=config.task or prompt,
             agent=config.agent or Path(agent_cmd[0]).name,
-            max_iterations=config.effective_max_iterations(),  # the default of the configured agent
+            # the default of the configured agent; "auto" is chosen by the engine (ledger.loop.limits)
+            max_iterations="auto" if config.max_iterations == "auto" else config.effective_max_iterations(),
         )
         started = engine.start(session_id, config, prompt=prompt, command=agent_cmd)
         n, max_it = started.iteration, started.max_iterations
         stdin_text = prompt
     loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
+    if not resume and config.max_iterations == "auto":  # say how the limit was chosen
+        loop.say(
+            f"[ralph-ledger] {session_id}: max iterations {max_it} ({_limit_reason(engine, session_id)})\n"
+        )
     with interrupts() as pending:
         try:
             return loop.iterate(n, max_it, stdin_text, prompt, agent_cmd, iteration_timeout_s, timer)
@@ -181,6 +186,11 @@ def run_loop(
                 raise
             pending.close()  # a signal during a DuckDB statement comes back as DuckDB's own error
             return loop.interrupted(Interrupted(pending.signum))
+
+
+def _limit_reason(engine: Engine, session_id: str) -> str:
+    """Why the session's limit is what it is, as its ``session_started`` recorded it."""
+    return str(engine.status(session_id)["max_iterations_reason"] or "")
 
 
 class _Loop:

@@ -16,7 +16,7 @@ import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import msgspec
 
@@ -27,9 +27,15 @@ from ledger.loop.rules import RuleConfigError, parse_rules
 T = TypeVar("T")
 AGENT_MAX_ITERATIONS: Final = {"me": 15, "qa": 10, "sec": 10, "doc": 6, "do": 8}
 DEFAULT_MAX_ITERATIONS: Final = 15
+AUTO_FLOOR: Final = (
+    3  # the least and most iterations max_iterations = "auto" chooses (auto_floor, auto_ceiling)
+)
+AUTO_CEILING: Final = 50
+MAX_ITERATIONS_EXPECTED: Final = 'expected a whole number >= 1 or "auto"'
 FRONTMATTER_RE: Final = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 AGENTS_DIR: Final = Path(".claude") / "agents"
 AGENT_NAME_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+KIND_RE: Final = AGENT_NAME_RE  # a task kind is named as an agent is: it groups loops in limit_suggestions
 
 
 class ConfigError(Exception):
@@ -38,11 +44,16 @@ class ConfigError(Exception):
 
 class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """How one loop runs. ``rules`` are validation rule tables (see
-    ``ledger.loop.rules``); ``hooks`` are preset names registered in order."""
+    ``ledger.loop.rules``); ``hooks`` are preset names registered in order. ``kind`` is the kind of
+    task (``bugfix``, ``docs``: any name), which groups past loops for ``max_iterations = "auto"``
+    (``ledger.loop.limits``), between ``auto_floor`` and ``auto_ceiling``."""
 
     task: str = ""
     agent: str = ""
-    max_iterations: int | None = None
+    kind: str = ""
+    max_iterations: int | Literal["auto"] | None = None
+    auto_floor: int = AUTO_FLOOR
+    auto_ceiling: int = AUTO_CEILING
     completion_promises: list[str] = msgspec.field(default_factory=lambda: ["COMPLETE", "BLOCKED"])
     exclusive_promises: bool = False  # only completion_promises complete (not COMPLETE, LOOP_DONE)
     rules: list[dict[str, Any]] = []
@@ -51,8 +62,9 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     require_passing_validation: bool = False
 
     def effective_max_iterations(self) -> int:
-        """``max_iterations`` if set, else the agent's default (``AGENT_MAX_ITERATIONS``; 15 otherwise)."""
-        if self.max_iterations is not None:
+        """``max_iterations`` if set to a number, else the agent's default (``AGENT_MAX_ITERATIONS``; 15
+        otherwise): also what ``"auto"`` falls back to without enough past loops."""
+        if isinstance(self.max_iterations, int):
             return self.max_iterations
         return AGENT_MAX_ITERATIONS.get(self.agent, DEFAULT_MAX_ITERATIONS)
 
@@ -72,6 +84,8 @@ def convert(data: Any, typ: type[T], source: str, prefix: str = "") -> T:
         return msgspec.convert(data, typ)
     except msgspec.ValidationError as exc:
         where, what = explain(str(exc), data)
+        if typ is LoopConfig and where.lstrip(".") == "max_iterations" and isinstance(data, dict):
+            what = f"{MAX_ITERATIONS_EXPECTED}, got {data['max_iterations']!r}"  # not msgspec's union words
         key = (
             (prefix + where)
             if where.startswith("[")
@@ -190,8 +204,9 @@ def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: b
     def bad(key: str, what: str) -> ConfigError:
         return ConfigError(f"{source}: {prefix}{key}: {what}")
 
-    if config.max_iterations is not None and config.max_iterations < 1:
-        raise bad("max_iterations", f"expected a whole number >= 1, got {config.max_iterations}")
+    if isinstance(config.max_iterations, int) and config.max_iterations < 1:
+        raise bad("max_iterations", f"{MAX_ITERATIONS_EXPECTED}, got {config.max_iterations}")
+    _check_auto(config, bad)
     for i, word in enumerate(config.completion_promises):
         if not word.strip():
             raise bad(f"completion_promises[{i}]", "expected a promise word, got an empty string")
@@ -209,6 +224,21 @@ def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: b
             except re.error as exc:
                 raise bad(f"rules[{i}].pattern", f"invalid regular expression {pattern!r}: {exc}") from None
     _check_guards(config.guards, bad, runner)
+
+
+def _check_auto(config: LoopConfig, bad: Callable[[str, str], ConfigError]) -> None:
+    """``check_config``'s part for ``kind``, ``auto_floor`` and ``auto_ceiling``."""
+    if config.kind and (KIND_RE.fullmatch(config.kind) is None or config.kind.strip("-_") == ""):
+        raise bad(
+            "kind", f"expected a name of letters, digits, '-' and '_' (at most 64), got {config.kind!r}"
+        )
+    if config.auto_floor < 1:
+        raise bad("auto_floor", f"expected a whole number >= 1, got {config.auto_floor}")
+    if config.auto_ceiling < config.auto_floor:
+        raise bad(
+            "auto_ceiling",
+            f"expected a whole number >= auto_floor ({config.auto_floor}), got {config.auto_ceiling}",
+        )
 
 
 def _check_guards(guards: GuardConfig, bad: Callable[[str, str], ConfigError], runner: bool) -> None:
@@ -354,4 +384,7 @@ def recorded_config(config: LoopConfig) -> dict[str, Any]:
     recorded: dict[str, Any] = msgspec.to_builtins(config)
     if not config.exclusive_promises:
         del recorded["exclusive_promises"]
+    for key, default in (("kind", ""), ("auto_floor", AUTO_FLOOR), ("auto_ceiling", AUTO_CEILING)):
+        if recorded[key] == default:  # likewise the settings of adaptive limits
+            del recorded[key]
     return recorded

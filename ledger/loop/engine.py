@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import astuple, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from ledger.loop.config import LoopConfig, recorded_config
 from ledger.loop.engine_types import CompleteResult, EngineError, NextResult, SessionView, ValidateResult
 from ledger.loop.facts import read_facts
 from ledger.loop.guards import check, exhausted
+from ledger.loop.limits import limit_for
 from ledger.loop.promises import detect_promises, strongest, to_event
 from ledger.loop.rules import CustomRule, Rule, RuleContext, parse_rules, spec
 from ledger.loop.score import validation_score
@@ -120,13 +121,13 @@ class Engine:
     def start(
         self, session_id: str, config: LoopConfig, *, prompt: str = "", command: Sequence[str] = ()
     ) -> NextResult:
-        """iteration_start: record the loop's configuration (and the ``prompt`` and agent ``command``
-        a runner feeds and starts each iteration) and begin iteration 1."""
+        """iteration_start: record the loop's configuration (and the ``prompt`` and agent ``command`` a
+        runner feeds each iteration) and begin iteration 1; ``"auto"`` limits: ``ledger.loop.limits``."""
         path = journal_path(self.home.journals, session_id)
         if path.exists() and not _only_errors(path):
             raise EngineError(f"session {session_id!r} already exists")
         rules = [*parse_rules(config.rules, "configuration"), *self.custom_rules]
-        max_it = config.effective_max_iterations()
+        max_it, why = astuple(limit_for(self.home, config))
         hooks = [
             ev.HookRegistered(session_id=session_id, hook_id=f"{name}-{i}", hook_type=name)
             for i, name in enumerate(config.hooks, 1)
@@ -140,7 +141,9 @@ class Engine:
             ev.SessionStarted(
                 session_id=session_id,
                 task=config.task,
+                task_kind=config.kind,
                 agent=config.agent,
+                max_iterations_reason=why,
                 prompt=prompt,
                 command=list(command),
                 max_iterations=max_it,
@@ -395,10 +398,8 @@ class Engine:
         """End a running session as escalated (a caller that cannot go on, e.g. ``next`` refused);
         ``lead`` lands first, same append."""
         s = self._running(session_id)
-        escalated = ev.SessionEscalated(
-            session_id=session_id, iteration=s.iteration, reason=reason, guard=guard
-        )
-        self._append(session_id, *lead, escalated)
+        ended = ev.SessionEscalated(session_id=session_id, iteration=s.iteration, reason=reason, guard=guard)
+        self._append(session_id, *lead, ended)
 
     def stop(self, session_id: str, reason: str = "") -> None:
         """Ask a running loop to stop; honoured at its next validate."""
