@@ -35,7 +35,6 @@ MAX_ITERATIONS_EXPECTED: Final = 'expected a whole number >= 1 or "auto"'
 FRONTMATTER_RE: Final = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 AGENTS_DIR: Final = Path(".claude") / "agents"
 AGENT_NAME_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
-KIND_RE: Final = AGENT_NAME_RE  # a task kind is named as an agent is: it groups loops in limit_suggestions
 
 
 class ConfigError(Exception):
@@ -226,12 +225,19 @@ def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: b
     _check_guards(config.guards, bad, runner)
 
 
+def check_kind(kind: str) -> str:
+    """``kind`` when it names a task kind, as an agent is named (``check_agent_name``), else
+    ``ConfigError`` (``kind: expected ...``)."""
+    return check_agent_name(kind, "kind")
+
+
 def _check_auto(config: LoopConfig, bad: Callable[[str, str], ConfigError]) -> None:
     """``check_config``'s part for ``kind``, ``auto_floor`` and ``auto_ceiling``."""
-    if config.kind and (KIND_RE.fullmatch(config.kind) is None or config.kind.strip("-_") == ""):
-        raise bad(
-            "kind", f"expected a name of letters, digits, '-' and '_' (at most 64), got {config.kind!r}"
-        )
+    if config.kind:
+        try:
+            check_kind(config.kind)
+        except ConfigError as exc:
+            raise bad("kind", str(exc).removeprefix("kind: ")) from None
     if config.auto_floor < 1:
         raise bad("auto_floor", f"expected a whole number >= 1, got {config.auto_floor}")
     if config.auto_ceiling < config.auto_floor:
@@ -337,12 +343,12 @@ def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
     )
 
 
-def check_agent_name(name: str) -> str:
+def check_agent_name(name: str, key: str = "agent") -> str:
     """``name`` when it is a safe agent file name (1-64 letters, digits, ``-`` and ``_``), else
-    ``ConfigError`` saying so in one line."""
+    ``ConfigError`` saying so in one line, naming ``key``."""
     if AGENT_NAME_RE.fullmatch(name) is None or name.strip("-_") == "":
         raise ConfigError(
-            f"agent: expected a name of letters, digits, '-' and '_' (at most 64), got {name!r}"
+            f"{key}: expected a name of letters, digits, '-' and '_' (at most 64), got {name!r}"
         )
     return name
 

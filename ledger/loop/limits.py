@@ -41,7 +41,7 @@ def choose(config: LoopConfig, suggestion: dict[str, Any] | None) -> Limit:
     loops = int(suggestion["completed_loops"]) if suggestion else 0
     of = f"{loops} completed loop{'' if loops == 1 else 's'} (agent {agent}, kind {kind})"
     if suggestion is None or not suggestion["enough_loops"]:
-        return Limit(default, f"auto: only {of}, fewer than 10: the default {default}")
+        return Limit(default, f"auto: {of}, fewer than 10: the default {default}")
     p90 = int(suggestion["suggested_max_iterations"])
     number = min(max(p90, config.auto_floor), config.auto_ceiling)
     reason = f"auto: p90 of {of} is {p90}"

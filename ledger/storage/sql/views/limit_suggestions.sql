@@ -10,8 +10,8 @@ SELECT
   coalesce(nullif(task_kind, ''), '-') AS task_kind,
   count(*) AS completed_loops,
   quantile_disc(iteration, 0.9) AS suggested_max_iterations,
-  min(iteration) AS min_iterations,
-  max(iteration) AS max_iterations,
+  min(iteration) AS fewest_iterations,
+  max(iteration) AS most_iterations,
   count(*) >= 10 AS enough_loops
 FROM sessions
 WHERE status = 'complete'
