@@ -196,3 +196,27 @@ def test_auto_and_a_kind_load_from_the_configuration(tmp_path: Path) -> None:
         ConfigError, match=r'tool\.ralph\.max_iterations: expected a whole number >= 1 or "auto"'
     ):
         load_checked(path)
+
+
+def test_an_agent_definition_may_ask_for_auto(tmp_path: Path) -> None:
+    from ledger.agents.claude_code.agent_def import agent_markdown
+    from ledger.loop.config import load_agent
+
+    path = tmp_path / "fixer.md"
+    text = agent_markdown(
+        "fixer", max_iterations="auto", completion_promises=["COMPLETE"], validation_rules=[]
+    )
+    assert "maxIterations: auto" in text and "as many iterations as past loops suggest (auto)" in text
+    path.write_text(text)
+    assert load_agent(path, LoopConfig(max_iterations=7)).max_iterations == "auto"
+    numbered = agent_markdown(
+        "fixer", max_iterations=9, completion_promises=["COMPLETE"], validation_rules=[]
+    )
+    assert "maxIterations: 9" in numbered and "at most 9 iterations, the promises" in numbered
+    path.write_text("---\niteration:\n  maxIterations: lots\n---\n")
+    with pytest.raises(ConfigError) as info:
+        load_agent(path)
+    assert (
+        str(info.value)
+        == f"{path}: iteration.maxIterations: expected a whole number >= 1 or \"auto\", got 'lots'"
+    )

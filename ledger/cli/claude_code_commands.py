@@ -111,7 +111,8 @@ def _agent_plan(project: Path, args: argparse.Namespace) -> tuple[dict[str, Any]
         defaults = LoopConfig(agent=args.agent_name, max_iterations=config.max_iterations)
         text = agent_markdown(
             args.agent_name,
-            max_iterations=args.max_iterations or defaults.effective_max_iterations(),
+            max_iterations=args.max_iterations
+            or ("auto" if config.max_iterations == "auto" else defaults.effective_max_iterations()),
             completion_promises=args.completion_promises or config.completion_promises,
             validation_rules=[str(rule.get("name")) for rule in config.rules],
         )

@@ -176,7 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="also register the `ralph-ledger mcp` tools in .mcp.json and write .claude/agents/NAME.md",
     )
     s.add_argument(
-        "--max-iterations", type=positive_int, metavar="N", help="the agent's maxIterations (with --agent)"
+        "--max-iterations",
+        type=max_iterations_arg,
+        metavar="N|auto",
+        help="the agent's maxIterations (with --agent; auto: what past loops suggest)",
     )
     s.add_argument(
         "--completion-promise",

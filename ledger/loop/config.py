@@ -72,7 +72,7 @@ class AgentIteration(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     """The ``iteration:`` block of an agent's frontmatter (seed 000 §2.3)."""
 
     enabled: bool = False
-    max_iterations: int | None = None
+    max_iterations: int | Literal["auto"] | None = None  # "auto": as max_iterations in ralph.toml
     completion_promises: list[str] = []
     validation_rules: list[str] = []
 
@@ -83,8 +83,9 @@ def convert(data: Any, typ: type[T], source: str, prefix: str = "") -> T:
         return msgspec.convert(data, typ)
     except msgspec.ValidationError as exc:
         where, what = explain(str(exc), data)
-        if typ is LoopConfig and where.lstrip(".") == "max_iterations" and isinstance(data, dict):
-            what = f"{MAX_ITERATIONS_EXPECTED}, got {data['max_iterations']!r}"  # not msgspec's union words
+        field = where.lstrip(".")
+        if field in ("max_iterations", "maxIterations") and isinstance(data, dict):  # int | "auto"
+            what = f"{MAX_ITERATIONS_EXPECTED}, got {data[field]!r}"  # not msgspec's union words
         key = (
             (prefix + where)
             if where.startswith("[")
@@ -327,9 +328,9 @@ def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
         raise ConfigError(f"{path}: name: expected a string, got {kind}")
     agent = str(name or path.stem)
     block = convert(meta.get("iteration", {}), AgentIteration, str(path), "iteration")
-    if block.max_iterations is not None and block.max_iterations < 1:
+    if isinstance(block.max_iterations, int) and block.max_iterations < 1:
         raise ConfigError(
-            f"{path}: iteration.maxIterations: expected a whole number >= 1, got {block.max_iterations}"
+            f"{path}: iteration.maxIterations: {MAX_ITERATIONS_EXPECTED}, got {block.max_iterations}"
         )
     rules = base.rules
     if block.validation_rules:

@@ -236,3 +236,20 @@ def test_the_view_is_listed_by_schema_and_exported(project: Project, tmp_path: P
     assert proc.returncode == 0, proc
     (view,) = [p for p in (out / "views").iterdir() if p.name.endswith("-limit_suggestions.sql")]
     assert "quantile_disc(iteration, 0.9)" in view.read_text()
+
+
+def test_init_agent_writes_auto_when_the_configuration_asks_for_it(project: Project) -> None:
+    ledger_project(project)
+    config = project.dir / "ralph.toml"
+    config.write_text('max_iterations = "auto"\n' + config.read_text())  # before its [[rules]] table
+    proc = project.cli("init", "claude-code", "--agent", "fixer")
+    assert proc.returncode == 0, proc
+    text = (project.dir / ".claude" / "agents" / "fixer.md").read_text()
+    assert "  maxIterations: auto\n" in text
+    proc = project.cli("init", "claude-code", "--agent", "other", "--max-iterations", "6")
+    assert (
+        proc.returncode == 0
+        and "  maxIterations: 6\n" in (project.dir / ".claude/agents/other.md").read_text()
+    )
+    proc = project.cli("init", "claude-code", "--agent", "third", "--max-iterations", "many")
+    assert proc.returncode == 2 and "expected a whole number >= 1 or auto, got 'many'" in proc.stderr, proc
