@@ -220,3 +220,24 @@ def test_an_agent_definition_may_ask_for_auto(tmp_path: Path) -> None:
         str(info.value)
         == f"{path}: iteration.maxIterations: expected a whole number >= 1 or \"auto\", got 'lots'"
     )
+
+
+def test_the_mcp_iteration_start_takes_auto_and_a_kind(home: Home, tmp_path: Path) -> None:
+    from ledger.mcp.tools import ToolCallError, Tools, decode
+
+    for i, count in enumerate([2, 3, 3, 4, 4, 4, 5, 5, 6, 6, 7]):
+        past_loop(home.journals, f"past-{i}", count, agent="fixer", kind="bugfix")
+    tools = Tools(home, tmp_path)
+    args = {"taskId": "t1", "task": "Fix it", "agent": "fixer", "maxIterations": "auto", "kind": "bugfix"}
+    step = tools.iteration_start(decode("iteration_start", args))  # type: ignore[arg-type]
+    assert step.max_iterations == p90([2, 3, 3, 4, 4, 4, 5, 5, 6, 6, 7]) == 6
+    assert tools.engine.status("t1")["max_iterations_reason"].startswith("auto: p90 of 11 completed loops")
+    with pytest.raises(ToolCallError) as info:
+        decode("iteration_start", {"taskId": "t2", "maxIterations": "many"})
+    assert (
+        str(info.value)
+        == "iteration_start: maxIterations: expected a whole number >= 1 or \"auto\", got 'many'"
+    )
+    bad = {"taskId": "t3", "kind": "two words"}
+    with pytest.raises(ConfigError, match="kind: expected a name of letters"):
+        tools.iteration_start(decode("iteration_start", bad))  # type: ignore[arg-type]
