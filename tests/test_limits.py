@@ -95,14 +95,14 @@ def test_auto_uses_the_suggestion_between_the_floor_and_the_ceiling() -> None:
 
 def test_auto_falls_back_to_the_default_with_fewer_than_ten_completed_loops() -> None:
     assert choose(AUTO, row(9, 7)) == Limit(
-        15, "auto: 9 completed loops (agent claude, kind bugfix), fewer than 10: the default 15"
+        15, "auto: 9 completed loops (agent claude, kind bugfix), too few for a suggestion: the default 15"
     )
     assert choose(AUTO, None) == Limit(
-        15, "auto: 0 completed loops (agent claude, kind bugfix), fewer than 10: the default 15"
+        15, "auto: 0 completed loops (agent claude, kind bugfix), too few for a suggestion: the default 15"
     )
     qa = LoopConfig(max_iterations="auto", agent="qa")  # the agent's own default (seed 000 §6.1)
     assert choose(qa, None) == Limit(
-        10, "auto: 0 completed loops (agent qa, kind -), fewer than 10: the default 10"
+        10, "auto: 0 completed loops (agent qa, kind -), too few for a suggestion: the default 10"
     )
     assert choose(AUTO, row(10, 7)).number == 7
 

@@ -33,7 +33,8 @@ def group_of(agent: str, kind: str) -> tuple[str, str]:
 
 def choose(config: LoopConfig, suggestion: dict[str, Any] | None) -> Limit:
     """The limit of a loop configured as ``config``, given its group's ``limit_suggestions`` row
-    (``None``: no completed loop in the group). Not ``"auto"``: the configured number or default."""
+    (``None``: no completed loop in the group), used when its ``enough_loops`` says so. Not
+    ``"auto"``: the configured number or default."""
     default = config.effective_max_iterations()
     if config.max_iterations != "auto":
         return Limit(default)
@@ -41,7 +42,7 @@ def choose(config: LoopConfig, suggestion: dict[str, Any] | None) -> Limit:
     loops = int(suggestion["completed_loops"]) if suggestion else 0
     of = f"{loops} completed loop{'' if loops == 1 else 's'} (agent {agent}, kind {kind})"
     if suggestion is None or not suggestion["enough_loops"]:
-        return Limit(default, f"auto: {of}, fewer than 10: the default {default}")
+        return Limit(default, f"auto: {of}, too few for a suggestion: the default {default}")
     p90 = int(suggestion["suggested_max_iterations"])
     number = min(max(p90, config.auto_floor), config.auto_ceiling)
     reason = f"auto: p90 of {of} is {p90}"

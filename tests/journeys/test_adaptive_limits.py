@@ -128,7 +128,7 @@ def test_run_max_iterations_auto_and_kind_on_the_command_line(project: Project) 
     started = project.journal("docs")[0]
     assert started["max_iterations"] == 15
     assert started["max_iterations_reason"] == (
-        "auto: 3 completed loops (agent fixer, kind docs), fewer than 10: the default 15"
+        "auto: 3 completed loops (agent fixer, kind docs), too few for a suggestion: the default 15"
     )
     assert "(auto: 3 completed loops" in project.cli("show", "docs").stdout.splitlines()[0]
     # a number as before: no reason recorded or shown
