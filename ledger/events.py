@@ -317,6 +317,29 @@ class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_
     model: str = ""
 
 
+class NotificationSent(Event, frozen=True, kw_only=True, gc=False, tag="notification_sent"):
+    """A notification about the session went out (``[notify]`` in the configuration,
+    ``ledger.notify``): what it was about (``notice``: complete, blocked, escalated or guard), its
+    ``title`` and ``body``, the services it went to (``services``: each URL's scheme, never the URL,
+    which may hold a secret), to how many URLs (``targets``) and how many of them failed
+    (``failed``; each failure is also an ``error_recorded`` of component ``notify``)."""
+
+    notice: str = ""
+    title: str = ""
+    body: str = ""
+    services: list[str] = []
+    targets: int = 0
+    failed: int = 0
+
+
+class SummaryGiven(Event, frozen=True, kw_only=True, gc=False, tag="summary_given"):
+    """The summary of the loop so far (``ledger.loop.summary``, on with ``summary = true``) that the
+    prompt of iteration ``iteration`` carries: appended by the runner and the ledger-native hook in
+    the append that starts that iteration, before its ``iteration_started``."""
+
+    loop_summary: str = ""
+
+
 AnyEvent = (
     SessionStarted
     | HookRegistered
@@ -338,6 +361,8 @@ AnyEvent = (
     | ErrorRecorded
     | RateLimited
     | SubagentStopped
+    | NotificationSent
+    | SummaryGiven
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__

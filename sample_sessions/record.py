@@ -1375,16 +1375,29 @@ class Scenario:
 
 
 AGENT_FIXTURES: Final = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "agents"
-"""Real output of each agent, from its own repository (``tests/fixtures/agents/README.md``)."""
+"""Output of each agent: real, from its own repository, or written from its source or documentation
+where none could be found (``tests/fixtures/agents/README.md``)."""
 AGENT_SAMPLES: Final = {
     "claude": ("claude/sample-turns.jsonl", "Claude Code (claude -p --output-format stream-json)", 10),
     "codex": ("codex/exec-docs.jsonl", "Codex CLI (codex exec --json)", 20),
     "gemini": ("gemini/headless-docs.jsonl", "Gemini CLI (gemini --output-format stream-json)", 30),
+    "opencode": ("opencode/run-source.jsonl", "opencode (opencode run --format json)", 40),
+    "cursor": ("cursor/stream-docs.jsonl", "Cursor (cursor-agent -p --output-format stream-json)", 50),
 }
+UNCONFIRMED_SAMPLES: Final = {
+    "opencode": "written from its source",
+    "cursor": "written from its documentation",
+}
+"""The samples that are not a captured stream of their agent, and what they follow."""
+
+
+def sample_origin(name: str) -> str:
+    """How ``name``'s sample came to be: "real output", or what it was written from."""
+    return f"output ({UNCONFIRMED_SAMPLES[name]})" if name in UNCONFIRMED_SAMPLES else "real output"
 
 
 def agent_sample(name: str) -> Callable[[Sandbox, bool], bytes]:
-    """A loop whose agent prints ``name``'s real sample, read in that agent's format: one
+    """A loop whose agent prints ``name``'s sample, read in that agent's format: one
     iteration (the sample holds no promise, so the iteration limit ends it), its tokens, tools and
     cost as the sample reports them."""
 
@@ -1397,7 +1410,7 @@ def agent_sample(name: str) -> Callable[[Sandbox, bool], bytes]:
             sid,
             start=at(17, minute),
             config=LoopConfig(max_iterations=1, agent=name),
-            prompt=f"Replay of {title}'s real output.\n",
+            prompt=f"Replay of {title}'s {sample_origin(name)}.\n",
             turns=[Turn(output)],
             agent_format=name,
             echo=echo,
@@ -1426,7 +1439,10 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         f"cc-{CLAUDE_SESSION}", "Claude Code Stop hook, drop-in mode", claude_code_hook, needs_shared=True
     ),
     Scenario("torn-last-line", "a crash mid-append leaves a torn last line", torn_last_line),
-    *(Scenario(f"agent-{n}", f"{AGENT_SAMPLES[n][1]}'s real output", agent_sample(n)) for n in AGENT_SAMPLES),
+    *(
+        Scenario(f"agent-{n}", f"{AGENT_SAMPLES[n][1]}'s {sample_origin(n)}", agent_sample(n))
+        for n in AGENT_SAMPLES
+    ),
 )
 
 

@@ -19,6 +19,8 @@ CLAUDE = AGENTS / "claude" / "sample-turns.jsonl"
 CODEX = AGENTS / "codex" / "exec-docs.jsonl"
 GEMINI_DOCS = AGENTS / "gemini" / "headless-docs.jsonl"
 GEMINI_SNAPSHOT = AGENTS / "gemini" / "snapshot-stream.jsonl"
+OPENCODE = AGENTS / "opencode" / "run-source.jsonl"
+CURSOR = AGENTS / "cursor" / "stream-docs.jsonl"
 
 GARBAGE = ["not json at all", "{broken", '{"type": "mystery-event"}', "[1, 2]", '{"type": 7}']
 """Lines no format reads: plain text, broken JSON, an unknown type, not an object, a wrong type."""
@@ -106,6 +108,50 @@ def expected_gemini(path: Path) -> AgentReport:
     return AgentReport(text=text, tokens=tokens, model=init[0]["model"], tool_count=len(uses))
 
 
+def expected_opencode(path: Path) -> AgentReport:
+    events = objects(path)
+    steps = [e["part"] for e in events if e["type"] == "step_finish"]
+    uses = [i for i, e in enumerate(events) if e["type"] == "tool_use"]
+    after = events[uses[-1] + 1 :] if uses else events
+    files = list[str]()
+    for i in uses:
+        part = events[i]["part"]
+        edited: str = part["state"]["input"].get("filePath")
+        if part["tool"] in ("edit", "write", "multiedit") and part["state"]["status"] == "completed":
+            files += [edited] if edited not in files else []
+    return AgentReport(
+        text="".join(e["part"]["text"] for e in after if e["type"] == "text"),
+        tokens=TokenUsage(
+            input=sum(s["tokens"]["input"] for s in steps),
+            output=sum(s["tokens"]["output"] + s["tokens"]["reasoning"] for s in steps),
+            cache_read=sum(s["tokens"]["cache"]["read"] for s in steps),
+            cache_creation=sum(s["tokens"]["cache"]["write"] for s in steps),
+        ),
+        cost_usd=sum(s["cost"] for s in steps),
+        tool_count=len({events[i]["part"]["id"] for i in uses}),
+        files_modified=tuple(files),
+    )
+
+
+def expected_cursor(path: Path) -> AgentReport:
+    events = objects(path)
+    calls = [e for e in events if e["type"] == "tool_call"]
+    files = list[str]()
+    for e in calls:
+        write = e["tool_call"].get("writeToolCall", {})
+        if e["subtype"] == "completed" and "success" in write.get("result", {}):
+            files += [write["args"]["path"]] if write["args"]["path"] not in files else []
+    results = [e["result"] for e in events if e["type"] == "result"]
+    texts = [b["text"] for e in events if e["type"] == "assistant" for b in e["message"]["content"]]
+    init = [e for e in events if e["type"] == "system" and e.get("subtype") == "init"]
+    return AgentReport(
+        text=results[-1] if results else "".join(texts),
+        model=init[0]["model"] if init else "",
+        tool_count=len({e["call_id"] for e in calls}),
+        files_modified=tuple(files),
+    )
+
+
 def malformed(path: Path) -> int:
     """The sample's own non-blank lines that are not JSON."""
     count = 0
@@ -122,6 +168,8 @@ CASES = [
     ("codex", CODEX, expected_codex),
     ("gemini", GEMINI_DOCS, expected_gemini),
     ("gemini", GEMINI_SNAPSHOT, expected_gemini),
+    ("opencode", OPENCODE, expected_opencode),
+    ("cursor", CURSOR, expected_cursor),
 ]
 
 
@@ -148,6 +196,11 @@ def test_the_samples_hold_what_the_parsers_read() -> None:
     assert expected_codex(CODEX).tokens.cache_read == 24448
     assert expected_gemini(GEMINI_DOCS).tokens.output == 200
     assert malformed(GEMINI_SNAPSHOT) == 1  # its result line holds a "<DURATION>" placeholder
+    opencode = expected_opencode(OPENCODE)
+    assert opencode.cost_usd and opencode.tokens.cache_creation and opencode.tokens.output > 0
+    assert len(opencode.files_modified) == 2 and opencode.tool_count == 6 and opencode.text
+    cursor = expected_cursor(CURSOR)
+    assert cursor.model and cursor.tool_count == 4 and len(cursor.files_modified) == 2 and cursor.text
 
 
 @pytest.mark.parametrize(("name", "path", "expected"), CASES, ids=lambda c: getattr(c, "name", str(c)))
@@ -201,8 +254,18 @@ def test_a_prompt_echoed_in_a_stream_is_not_the_final_text() -> None:
         (["amp", "-x", "fix it", "--stream-json"], "amp"),
         (["amp", "-x", "fix it"], "text"),
         (["copilot", "-p", "fix it", "--allow-all-tools"], "copilot"),
-        (["opencode", "run", "--format", "json", "x"], "text"),
-        (["cursor-agent", "-p", "--output-format", "stream-json"], "text"),
+        (["opencode", "run", "--format", "json", "fix it"], "opencode"),
+        (["/opt/bin/opencode", "run", "--model", "anthropic/claude-sonnet-4", "--format=json"], "opencode"),
+        (["opencode", "run", "fix it"], "text"),
+        (["opencode", "--format", "json"], "text"),
+        (["cursor-agent", "-p", "--output-format", "stream-json"], "cursor"),
+        (["cursor-agent", "--print", "--output-format=json", "fix it"], "cursor"),
+        (["cursor-agent", "--output-format", "stream-json"], "cursor"),  # prints: stdout is a pipe
+        (["cursor-agent", "-p", "fix it"], "text"),
+        (["cursor-agent", "-p", "--output-format", "text"], "text"),
+        (["agent", "-p", "--output-format", "stream-json", "fix it"], "cursor"),
+        (["agent", "--output-format", "stream-json"], "text"),  # "agent" alone is not clearly Cursor's
+        (["agent", "-p", "fix it"], "text"),
         (["python3", "agent.py", "--output-format", "stream-json"], "text"),
         ([], "text"),
     ],
@@ -220,3 +283,59 @@ def test_an_unknown_name_says_the_choices() -> None:
     assert "'claude-code'" in message and "\n" not in message
     assert all(name in message for name in FORMATS)
     assert all(f.name == key for key, f in FORMATS.items())
+
+
+def test_opencode_text_chunks_and_failed_edits() -> None:
+    """Newer opencode writes one ``text`` event per chunk of a part: the chunks join; text before
+    the last tool call is not the final text; a failed edit names no edited file; a ``reasoning``
+    part (with ``--thinking``) is not the answer; steps without a cost leave the cost unknown."""
+
+    def event(type_: str, **part: Any) -> str:
+        return json.dumps({"type": type_, "timestamp": 1, "sessionID": "ses_1", "part": part})
+
+    failed = {"status": "error", "input": {"filePath": "/w/a.py"}, "error": "oldString not found"}
+    output = "\n".join([
+        event("text", id="prt_1", type="text", text="Let me look. "),
+        event("tool_use", id="prt_2", type="tool", tool="edit", state=failed),
+        event("reasoning", id="prt_3", type="reasoning", text="<promise>COMPLETE</promise>?"),
+        event("text", id="prt_4", type="text", text="All "),
+        event("text", id="prt_4", type="text", text="done."),
+        event("step_finish", id="prt_5", type="step-finish", tokens={"input": 5, "output": 1,
+              "reasoning": 0, "cache": {"read": 0, "write": 0}}),
+    ])  # fmt: skip
+    report = FORMATS["opencode"].parse(output)
+    assert (report.text, report.tool_count, report.files_modified) == ("All done.", 1, ())
+    assert report.tokens == TokenUsage(input=5, output=1) and report.cost_usd is None
+
+
+def test_cursor_json_output_is_its_result_line_alone() -> None:
+    """``--output-format json`` writes only the terminal ``result`` object: its text is the answer."""
+    (last,) = [line for line in CURSOR.read_text().splitlines() if json.loads(line)["type"] == "result"]
+    report = FORMATS["cursor"].parse(last + "\n")
+    assert report == AgentReport(text=json.loads(last)["result"])
+
+
+def test_cursor_without_a_result_line_joins_the_assistant_messages() -> None:
+    """A stream cut short (the agent failed) has no ``result``: its assistant messages are the text;
+    the echoed prompt never is; an edit call names its file only when it succeeded."""
+    lines = [json.loads(line) for line in CURSOR.read_text().splitlines()]
+    cut = [e for e in lines if e["type"] != "result"]
+    cut.insert(1, {"type": "user", "message": {"role": "user", "content": [
+        {"type": "text", "text": "Say <promise>COMPLETE</promise> when done"}]}})  # fmt: skip
+    cut.append({"type": "tool_call", "subtype": "completed", "call_id": "c9", "tool_call": {
+        "editToolCall": {"args": {"path": "x.py"}, "result": {"error": {"message": "no"}}}}})  # fmt: skip
+    cut.append({"type": "tool_call", "subtype": "completed", "call_id": "c10", "tool_call": {
+        "editToolCall": {"args": {"path": "y.py"}, "result": {"success": {}}}}})  # fmt: skip
+    report = FORMATS["cursor"].parse("\n".join(json.dumps(e) for e in cut))
+    want = expected_cursor(CURSOR)
+    assert report.text == "".join(
+        b["text"] for e in lines if e["type"] == "assistant" for b in e["message"]["content"]
+    )
+    assert "promise" not in report.text and report.files_modified == (*want.files_modified, "y.py")
+    assert report.tool_count == want.tool_count + 2
+
+
+def test_unconfirmed_formats_are_marked() -> None:
+    """Formats checked against no captured output of their agent say so (the README says so too)."""
+    unconfirmed = {name for name, f in FORMATS.items() if not f.confirmed}
+    assert unconfirmed == {"amp", "copilot", "cursor", "opencode"}

@@ -145,12 +145,12 @@ def test_agent_defaults_per_agent(tmp_path: Path) -> None:
     [
         (
             "---\niteration:\n  maxIterations: many\n---\n",
-            "iteration.maxIterations: expected an integer, got 'many'",
+            "iteration.maxIterations: expected a whole number >= 1 or \"auto\", got 'many'",
         ),
         ("---\niteration:\n  maxIters: 3\n---\n", "iteration.maxIters: unknown key"),
         (
             "---\niteration:\n  maxIterations: 0\n---\n",
-            "iteration.maxIterations: expected a whole number >= 1, got 0",
+            'iteration.maxIterations: expected a whole number >= 1 or "auto", got 0',
         ),
         (
             "---\niteration:\n  validationRules: [nope]\n---\n",

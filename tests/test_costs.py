@@ -138,6 +138,23 @@ def test_a_turn_without_a_model_costs_null_and_old_lines_decode(home: Home) -> N
     assert ledger.rows("SELECT model, cost_usd FROM turn_costs") == [{"model": "", "cost_usd": None}]
 
 
+def test_a_turn_that_reported_no_tokens_costs_null_not_zero(home: Home) -> None:
+    """An agent that names its model but reports no tokens (Cursor's stream) spent an unknown amount:
+    tokens x prices would say $0, a guess; a cost it reported still counts."""
+    record(
+        home,
+        "a",
+        E.AgentTurn(session_id="a", iteration=1, model=GPT),
+        E.AgentTurn(session_id="a", iteration=1, model=GPT, cost_usd=0.25),
+        E.AgentTurn(session_id="a", iteration=1, model=GPT, tokens=E.TokenUsage(output=10)),
+    )
+    ledger = Ledger.memory(home)
+    assert ledger.ingest().notes == []
+    costs = [r["cost_usd"] for r in ledger.rows("SELECT cost_usd FROM turn_costs ORDER BY seq")]
+    assert costs[:2] == [None, 0.25]
+    assert costs[2] == pytest.approx(library_price(GPT, E.TokenUsage(output=10)), rel=1e-9) and costs[2] > 0
+
+
 def test_long_context_prices_apply_above_their_threshold(home: Home) -> None:
     """Two turns of one model, the same tokens but for the cache read that takes the second past
     200K input tokens: the second pays genai-prices' higher rate on every token."""

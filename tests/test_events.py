@@ -36,6 +36,8 @@ RELEASED_TAGS = (
     "error_recorded",
     "rate_limited",
     "subagent_stopped",
+    "notification_sent",
+    "summary_given",
 )
 
 # Fields without a default, per tag, as first released. A new field must have a
@@ -60,6 +62,7 @@ RELEASED_REQUIRED = {
     "session_escalated": {"session_id"},
     "error_recorded": {"session_id", "component"},
     "subagent_stopped": {"session_id"},
+    "notification_sent": {"session_id"},
 }
 
 

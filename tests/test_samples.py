@@ -333,48 +333,56 @@ def check_torn_last_line(ledger: Ledger, sid: str) -> None:
 
 
 def check_agent_sample(ledger: Ledger, sid: str) -> None:
-    """An agent's real output replayed: the session's tokens and tool calls are the sample's own,
-    summed here from the fixture with plain JSON (``tests/test_agent_formats.py``'s readings)."""
+    """An agent's output replayed: the session's tokens, tool calls, model and cost are the
+    sample's own, computed here from the fixture with plain JSON (``tests/test_agent_formats.py``'s
+    readings)."""
     from tests.test_agent_formats import (
         CLAUDE,
         CODEX,
+        CURSOR,
         GEMINI_DOCS,
+        OPENCODE,
         expected_claude,
         expected_codex,
+        expected_cursor,
         expected_gemini,
+        expected_opencode,
     )
 
     name = sid.removeprefix("agent-")
-    path, expected = {"claude": (CLAUDE, expected_claude), "codex": (CODEX, expected_codex)}.get(
-        name, (GEMINI_DOCS, expected_gemini)
-    )
+    path, expected = {
+        "claude": (CLAUDE, expected_claude),
+        "codex": (CODEX, expected_codex),
+        "gemini": (GEMINI_DOCS, expected_gemini),
+        "opencode": (OPENCODE, expected_opencode),
+        "cursor": (CURSOR, expected_cursor),
+    }[name]
     report = expected(path)
     row = session(ledger, sid)
     assert (row["status"], row["agent"], row["iteration"]) == ("escalated", name, 1)
     tokens = report.tokens
-    assert row["tokens"] == tokens.input + tokens.output + tokens.cache_creation + tokens.cache_read > 0
+    assert row["tokens"] == tokens.input + tokens.output + tokens.cache_creation + tokens.cache_read
+    assert row["tokens"] > 0 or name == "cursor"  # Cursor's stream reports no tokens
     (turn,) = ledger.rows(
-        "SELECT tool_count, output_excerpt FROM events WHERE session_id = ? AND type = 'agent_turn'", [sid]
+        "SELECT tool_count, output_excerpt, model FROM events WHERE session_id = ? AND type = 'agent_turn'",
+        [sid],
     )
     assert turn["tool_count"] == report.tool_count
     assert turn["output_excerpt"] == report.text[-2000:]
-    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip().startswith("{")]
-    reported = [x["total_cost_usd"] for x in lines if x.get("type") == "result" and "total_cost_usd" in x]
-    models = {str(x["model"]) for x in lines if isinstance(x.get("model"), str)}
-    if reported:  # the agent's own total (Claude's result line)
-        assert row["cost_usd"] == pytest.approx(sum(reported))
-    elif models:  # else the price library's own calculation for the sample's model
+    assert turn["model"] == report.model
+    if report.cost_usd is not None:  # the agent's own total (Claude's result line, opencode's steps)
+        assert row["cost_usd"] == pytest.approx(report.cost_usd)
+    elif report.model and row["tokens"]:  # else the price library's own calculation for its model
         from genai_prices import Usage, calc_price
 
-        (model,) = models
         usage = Usage(
             input_tokens=tokens.input + tokens.cache_read + tokens.cache_creation,
             cache_read_tokens=tokens.cache_read,
             cache_write_tokens=tokens.cache_creation,
             output_tokens=tokens.output,
         )
-        assert row["cost_usd"] == pytest.approx(float(calc_price(usage, model_ref=model).total_price))
-    else:  # no model named, no cost reported: no guess
+        assert row["cost_usd"] == pytest.approx(float(calc_price(usage, model_ref=report.model).total_price))
+    else:  # no model named, or no tokens, and no cost reported: no guess
         assert row["cost_usd"] is None
 
 
@@ -395,6 +403,8 @@ KEY_FACTS: dict[str, Callable[[Ledger, str], None]] = {
     "agent-claude": check_agent_sample,
     "agent-codex": check_agent_sample,
     "agent-gemini": check_agent_sample,
+    "agent-opencode": check_agent_sample,
+    "agent-cursor": check_agent_sample,
 }
 
 

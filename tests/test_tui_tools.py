@@ -75,13 +75,14 @@ def test_p_pauses_the_replay_and_its_clock_then_resumes(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: written_lines(replay_dir) == 1)
+            first = len(SAMPLE_FILES)  # every recording's first line: they start together
+            await until(pilot, lambda: written_lines(replay_dir) == first)
             await pilot.press("p")
             assert app.paused
             gate.set()  # the worker would go on now, but the replay is paused
             clock = app.now()
             await pilot.pause(0.4)
-            assert written_lines(replay_dir) == 1 and app.now() == clock
+            assert written_lines(replay_dir) == first and app.now() == clock
             assert any("paused (p resumes) ×20: " in line for line in screen_text(app))
             await pilot.press("p")
             await until(pilot, lambda: app.replay_done)
@@ -124,7 +125,7 @@ def test_alerts_are_kept_in_a_history_screen_and_enter_opens_the_session(tmp_pat
     app = RalphApp(replay_files=SAMPLE_FILES, replay_dir=tmp_path / "replay", speed=0, now=fixed_clock)
 
     async def scenario() -> None:
-        async with app.run_test(size=(120, 30)) as pilot:
+        async with app.run_test(size=(120, 34)) as pilot:  # tall enough to show every alert
             await until(pilot, lambda: app.replay_done and len(app.sessions_screen.rows) == len(SAMPLE_FILES))
             await until(pilot, lambda: any("tdd-success complete" in a for a in app.alerts))
             await pilot.press("a")

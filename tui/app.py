@@ -28,6 +28,8 @@ from textual.widgets import Input, TextArea
 
 from ledger import error_reason
 from ledger.monitor import Monitor
+from ledger.monitor.replay import ReplayClock
+from tui.attention import Attention
 from tui.colours import ThemeColours
 from tui.commands import RalphCommands
 from tui.live import BATCH_BYTES, LiveJournals
@@ -83,10 +85,12 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         replay_files: Sequence[Path] = (),
         replay_dir: Path | None = None,
         speed: float = DEFAULT_SPEED,
+        sequential: bool = False,
         sleep: Callable[[float], object] | None = None,
         now: Callable[[], datetime] | None = None,
         batch_bytes: int = BATCH_BYTES,
         watch: bool = True,
+        attention: Attention = Attention(),  # noqa: B008 (frozen)
     ) -> None:
         super().__init__()
         self.replay_files = list(replay_files)
@@ -104,8 +108,9 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         self.homes = list(homes)
         self.replay_dir = replay_dir
         self.speed = speed
+        self.sequential = sequential
         self._sleep = sleep
-        self._replayed_at: tuple[float, float] | None = None  # (recorded time, monotonic) of the last line
+        self.replay_clock = ReplayClock()
         self._clock = now or (self.replay_clock if self.replaying else utc_now)
         self.batch_bytes = batch_bytes
         self.watch_files = watch
@@ -122,10 +127,10 @@ class RalphApp(LiveJournals, Replaying, App[None]):
         self.alerts: list[str] = []
         self.alert_history: list[AlertEntry] = []
         """Every alert since start-up, oldest first (the alerts screen shows them newest first)."""
+        self.attention = attention  # the bell, the desktop notification, per alert (tui/attention.py)
         self.paused = False
         self._resume = threading.Event()
         self._resume.set()
-        self._paused_at: float | None = None
         self.errors: list[str] = []
         self.bad_lines: list[str] = []
         self.resets: list[str] = []

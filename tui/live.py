@@ -25,6 +25,7 @@ from ledger import is_journal
 from ledger import one_line as first_line
 from ledger.monitor import Monitor, Update
 from tui import format as fmt
+from tui.attention import Attention
 from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, Watching
 from tui.screens.alerts import AlertEntry, AlertsScreen
 from tui.screens.fleet import SessionsScreen
@@ -68,6 +69,7 @@ class LiveJournals(_AppBase):
     updates: int
     alerts: list[str]
     alert_history: list[AlertEntry]
+    attention: Attention
     errors: list[str]
     bad_lines: list[str]
     resets: list[str]
@@ -257,6 +259,7 @@ class LiveJournals(_AppBase):
             if n < MAX_TOASTS:
                 severity = SEVERITY.get(alert.kind, "information")
                 self.notify(fmt.truncate(message, 240), title=alert.kind, severity=severity, markup=False)
+                self.call_attention(alert.kind, message)
         if len(update.alerts) > MAX_TOASTS:
             hidden = len(update.alerts) - MAX_TOASTS
             self.notify(f"and {hidden} more alert(s)", title="alerts", severity="warning", markup=False)
@@ -269,6 +272,14 @@ class LiveJournals(_AppBase):
             message = f"{path} was truncated or rewritten while watched: its session was read again"
             self.resets.append(message)
             self.notify(message, title="journal rewritten", severity="warning", markup=False)
+
+    def call_attention(self, kind: str, message: str) -> None:
+        """Ring the bell and send the desktop notification ``--bell`` / ``--osc-notify`` ask for, for one
+        alert: written to the terminal through the driver, between its frames."""
+        data = self.attention.sequence(kind, message)
+        if data and self._driver is not None:
+            self._driver.write(data)
+            self._driver.flush()
 
     def report_bad_lines(self, bad_lines: Sequence[str]) -> None:
         """One notification for journal lines that could not be read (the first, and how many more)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from ledger import journals_in, ready
 from ledger.monitor import resolve_home
 from tui.app import RalphApp
+from tui.attention import OSC_KINDS, Attention
 from tui.commands import MAX_SPEED, MIN_SPEED, valid_speed
 from tui.replaying import DEFAULT_SPEED, MAX_GAP_S
 
@@ -63,7 +64,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="+",
         type=Path,
         metavar="FILE_OR_DIR",
-        help="play recorded journals back as if live (e.g. sample_sessions/)",
+        help="play recorded journals back as if live (e.g. sample_sessions/), all of them starting "
+        "together, each at its own recorded pace",
+    )
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="with --replay: play the recordings at their recorded times, one after another",
     )
     parser.add_argument(
         "--speed",
@@ -72,11 +79,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"replay speed: recorded gaps / N, each at most {MAX_GAP_S:g} s; N from {MIN_SPEED:g} to "
         f"{MAX_SPEED:g}, or 0 = no waiting (default {DEFAULT_SPEED:g}); + / - change it, p pauses",
     )
+    parser.add_argument(
+        "--bell",
+        action="store_true",
+        help="ring the terminal bell at each alert (a loop completes, blocks or escalates, a guard trips)",
+    )
+    parser.add_argument(
+        "--osc-notify",
+        type=int,
+        choices=OSC_KINDS,
+        metavar="9|777",
+        help="also send each alert as a desktop notification through the terminal: OSC 9 (iTerm2, WezTerm, "
+        "Windows Terminal, kitty, Ghostty) or OSC 777 (VTE terminals such as GNOME Terminal, rxvt-unicode)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ... [--speed N]``."""
+    """``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ... [--speed N] [--sequential]``."""
     ready()  # loaded: Ctrl-C is the app's again
     args = parse_args(argv)
     if not valid_speed(args.speed):
@@ -85,6 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.sequential and not args.replay:
+        print("ralph-tui: --sequential goes with --replay FILE_OR_DIR ...", file=sys.stderr)
+        return 2
+    attention = Attention(bell=args.bell, osc=args.osc_notify)
     if args.replay:
         if args.homes or args.home:
             print("ralph-tui: give either HOME ... or --replay FILE_OR_DIR ..., not both", file=sys.stderr)
@@ -97,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not files:
             print("ralph-tui: no *.jsonl journals to replay", file=sys.stderr)
             return 2
-        app = RalphApp(replay_files=files, speed=args.speed)
+        app = RalphApp(replay_files=files, speed=args.speed, sequential=args.sequential, attention=attention)
     else:
         sources = list(args.homes)
         missing = [s for s in sources if not s.exists()]
@@ -111,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             given = f"--home {args.home}" if args.home else f"RALPH_HOME={os.environ.get('RALPH_HOME', '')}"
             print(f"ralph-tui: {given}: the ledger home {homes[0]} is not a directory", file=sys.stderr)
             return 2
-        app = RalphApp(sources, homes=homes)
+        app = RalphApp(sources, homes=homes, attention=attention)
     try:
         app.run()
     finally:

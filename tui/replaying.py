@@ -3,6 +3,8 @@
 ``Replaying`` is a mixin of ``RalphApp`` (tui/app.py), which sets the state declared here in its
 ``__init__``: the replay worker copies the recordings line by line into the watched directory (at the
 recorded gaps divided by the speed), where the live tail (tui/live.py) picks them up like any loop's.
+The recordings start together unless ``sequential``; the clock is ledger's ``ReplayClock``, the
+monitor's ``now``, so ages read from the replayed times.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 from textual import work
 
 from ledger import one_line as first_line
-from ledger.monitor.replay import replay
+from ledger.monitor.replay import ReplayClock, replay
 from tui.commands import MAX_SPEED, MIN_SPEED, faster, slower, speed_label
 from tui.messages import Failed, ReplayProgress
 from tui.screens.fleet import SessionsScreen
@@ -58,29 +60,21 @@ class Replaying(_AppBase):
     replay_lines: int
     replay_total: int
     replay_done: bool
+    sequential: bool
     sessions_screen: SessionsScreen
+    replay_clock: ReplayClock
+    """The replayed time (``ledger.monitor.replay.ReplayClock``): the monitor's ``now`` in a replay, so
+    ages and durations are measured on the replayed timeline."""
     _sleep: Callable[[float], object] | None
-    _replayed_at: tuple[float, float] | None
-    _paused_at: float | None
     _resume: threading.Event
     _stop: threading.Event
 
-    def replay_clock(self) -> datetime:
-        """A replay's clock: the recorded time of the last line replayed, running on from there
-        (so ages read as they did while the loops ran); the wall clock before the first line."""
-        at = self._replayed_at
-        if at is None:
-            return utc_now()
-        recorded, written = at
-        now = self._paused_at if self._paused_at is not None else time.monotonic()
-        return datetime.fromtimestamp(recorded + now - written, UTC)
-
-    def _replayed(self, recorded: float) -> None:
+    def _replayed(self, replayed: float) -> None:
         """Called by the replay before each line: waits while paused, then notes the line's time."""
         while not self._resume.wait(0.1):
             if self._stop.is_set():
                 return
-        self._replayed_at = (recorded, time.monotonic())
+        self.replay_clock.mark(replayed)
 
     def action_faster(self) -> None:
         """Replay twice as fast (up to no waiting at all)."""
@@ -101,13 +95,10 @@ class Replaying(_AppBase):
             return
         self.paused = not self.paused
         if self.paused:
-            self._paused_at = time.monotonic()
+            self.replay_clock.pause()
             self._resume.clear()
         else:
-            if self._paused_at is not None and self._replayed_at is not None:
-                recorded, written = self._replayed_at
-                self._replayed_at = (recorded, written + time.monotonic() - self._paused_at)
-            self._paused_at = None
+            self.replay_clock.resume()
             self._resume.set()
         self.show_replay()
 
@@ -127,8 +118,9 @@ class Replaying(_AppBase):
                 sleep=self._replay_sleep,
                 stop=self._stop,
                 on_line=self._replayed,
+                sequential=self.sequential,
             ):
-                if time.monotonic() - last_post > 0.1:
+                if self.paused or time.monotonic() - last_post > 0.1:  # paused: the count it stopped at
                     last_post = time.monotonic()
                     self.post_message(ReplayProgress(written, total, False))
         except Exception as exc:

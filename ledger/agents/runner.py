@@ -24,7 +24,9 @@ tool calls and edited files are recorded, and promises are looked for in its
 final text only (never in the prompt a stream echoes, nor in tool output).
 
 Every iteration's prompt is the task plus what the previous iteration taught
-the loop (``ledger.loop.prompts.next_prompt``, shared with the Claude Code hook).
+the loop (``ledger.loop.prompts.next_prompt``, shared with the Claude Code hook) and,
+when the session's configuration says ``summary = true``, the summary of the loop so far
+(``ledger.loop.summary``), recorded as ``summary_given`` in the append that starts the iteration.
 
 An interruption (SIGINT, SIGTERM or SIGHUP) kills the agent's process group,
 or the running validation rule's, records the agent's turn so far (its output,
@@ -60,6 +62,8 @@ from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
 from ledger.loop.prompts import next_prompt
+from ledger.loop.summary import summary_to_give
+from ledger.notify import reporting
 from ledger.storage.journal import Cursor, read_new
 
 EXIT_COMPLETE: Final = 0
@@ -107,20 +111,24 @@ class _Learned:
     iteration: int
     next_prompt: str
     feedback: list[str]
+    summary: str = ""  # the summary of the loop given with the next iteration's prompt
 
 
 def _learned(engine: Engine, session_id: str, iteration: int) -> _Learned:
     """What iteration ``iteration`` of the session taught the loop: the deciding hook's next prompt
-    and the feedback of its last validate (nothing for iteration 0)."""
-    hint, feedback = "", list[str]()
+    and the feedback of its last validate (nothing for iteration 0), and the summary of the loop
+    given to the iteration after it."""
+    hint, feedback, summary = "", list[str](), ""
     for e in read_new(engine.journal(session_id).path, Cursor()).events:
+        if isinstance(e, ev.SummaryGiven) and e.iteration == iteration + 1:
+            summary = e.loop_summary
         if e.iteration != iteration:
             continue
         if isinstance(e, ev.HookDecided):
             hint = e.next_prompt
         elif isinstance(e, ev.SignalResolved):
             feedback = list(e.feedback)
-    return _Learned(iteration, hint, feedback)
+    return _Learned(iteration, hint, feedback, summary)
 
 
 def run_loop(
@@ -158,7 +166,8 @@ def run_loop(
         if ev.session_status(row["status"]) != "running":
             raise EngineError(f"session {session_id!r} is {row['status']}; only a running session resumes")
         n, max_it = int(row["iteration"]), int(row["max_iterations"] or config.effective_max_iterations())
-        stdin_text = next_prompt(prompt, _learned(engine, session_id, n - 1))
+        learned = _learned(engine, session_id, n - 1)
+        stdin_text = next_prompt(prompt, learned, learned.summary)
     else:
         config = msgspec.structs.replace(
             config,
@@ -175,7 +184,7 @@ def run_loop(
         loop.say(
             f"[ralph-ledger] {session_id}: max iterations {max_it} ({_limit_reason(engine, session_id)})\n"
         )
-    with interrupts() as pending:
+    with reporting(), interrupts() as pending:  # notifications: failures on stderr, awaited at the end
         try:
             return loop.iterate(n, max_it, stdin_text, prompt, agent_cmd, iteration_timeout_s, timer)
         except KeyboardInterrupt as exc:
@@ -234,7 +243,8 @@ class _Loop:
                 agent_cmd, stdin_text, cwd=engine.work_dir, timeout_s=timeout_s, out=self.out, timer=timer
             )
             spoken = self.fmt.parse(run.output)  # what the agent reported, in its own format
-            limit = rate_limit(run.output, run.returncode != 0 or run.timed_out, engine.clock)
+            failed = run.returncode != 0 or run.timed_out
+            limit = rate_limit(run.output, failed, engine.clock, self.fmt.limits)  # as its agent reports
             if limit is not None:  # not an iteration: wait, then run the same one again
                 limited += 1
                 if limited > MAX_LIMITED_RUNS:
@@ -267,13 +277,14 @@ class _Loop:
                 return RunResult(sid, EXIT_BLOCKED, result.signal, n, result.reason)
             if result.signal == "ESCALATE":
                 return RunResult(sid, EXIT_ESCALATED, result.signal, n, result.reason)
-            try:
-                advanced = engine.next(sid)  # the maximum too: `ralph-ledger set` may have changed it
+            summary = summary_to_give(engine, sid, n) if engine.view(sid).config.summary else ""
+            try:  # the maximum too: `ralph-ledger set` may have changed it
+                advanced = engine.next(sid, lead=_given(sid, summary))
                 n, max_it = advanced.iteration, advanced.max_iterations
             except EngineError as exc:
                 engine.escalate(sid, str(exc))
                 return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, str(exc))
-            stdin_text = next_prompt(prompt, result)
+            stdin_text = next_prompt(prompt, result, summary)
 
     def wait_out(self, limit: RateLimit, attempt: int, tokens: ev.TokenUsage) -> None:
         """Record a rate-limited run and sleep until the limit resets (or a back-off); a signal
@@ -332,6 +343,15 @@ class _Loop:
             journal.append(*events)
         self.say(f"\n[ralph-ledger] {sid}: {reason}; resume with --resume {sid}\n")
         return RunResult(sid, 128 + signum, "", n, reason)
+
+
+def _given(session_id: str, summary: str) -> Callable[[int, int], list[ev.Event]] | None:
+    """``Engine.next``'s lead recording ``summary`` as given to the iteration it starts (none: no summary)."""
+    if not summary:
+        return None
+    return lambda iteration, _max: [
+        ev.SummaryGiven(session_id=session_id, iteration=iteration, loop_summary=summary)
+    ]
 
 
 def _stop_reason(run: AgentRun) -> str:

@@ -16,29 +16,29 @@ import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal
 
 import msgspec
 
-from ledger.core.errors import error_reason, explain, one_line
+from ledger.core.errors import one_line
+from ledger.loop.config_file import MAX_ITERATIONS_EXPECTED as MAX_ITERATIONS_EXPECTED
+from ledger.loop.config_file import NOTICES as NOTICES
+from ledger.loop.config_file import ConfigError as ConfigError
+from ledger.loop.config_file import NotifyConfig as NotifyConfig
+from ledger.loop.config_file import check_notify as check_notify
+from ledger.loop.config_file import config_path as config_path
+from ledger.loop.config_file import convert as convert
+from ledger.loop.config_file import key_prefix, read_config
 from ledger.loop.guards import GuardConfig
 from ledger.loop.rules import RuleConfigError, parse_rules
 
-T = TypeVar("T")
 AGENT_MAX_ITERATIONS: Final = {"me": 15, "qa": 10, "sec": 10, "doc": 6, "do": 8}
 DEFAULT_MAX_ITERATIONS: Final = 15
-AUTO_FLOOR: Final = (
-    3  # the least and most iterations max_iterations = "auto" chooses (auto_floor, auto_ceiling)
-)
-AUTO_CEILING: Final = 50
-MAX_ITERATIONS_EXPECTED: Final = 'expected a whole number >= 1 or "auto"'
+AUTO_FLOOR: Final = 3  # the fewest iterations max_iterations = "auto" chooses (auto_floor)
+AUTO_CEILING: Final = 50  # and the most (auto_ceiling)
 FRONTMATTER_RE: Final = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 AGENTS_DIR: Final = Path(".claude") / "agents"
 AGENT_NAME_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-class ConfigError(Exception):
-    """Bad configuration; the message is one line naming file and key."""
 
 
 class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -59,6 +59,8 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     hooks: list[str] = []
     guards: GuardConfig = GuardConfig()
     require_passing_validation: bool = False
+    notify: NotifyConfig = NotifyConfig()
+    summary: bool = False  # each next prompt carries the loop so far (``ledger.loop.summary``)
 
     def effective_max_iterations(self) -> int:
         """``max_iterations`` if set to a number, else the agent's default (``AGENT_MAX_ITERATIONS``; 15
@@ -77,34 +79,10 @@ class AgentIteration(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     validation_rules: list[str] = []
 
 
-def convert(data: Any, typ: type[T], source: str, prefix: str = "") -> T:
-    """msgspec.convert with a one-line error naming ``source`` and the key."""
-    try:
-        return msgspec.convert(data, typ)
-    except msgspec.ValidationError as exc:
-        where, what = explain(str(exc), data)
-        field = where.lstrip(".")
-        if field in ("max_iterations", "maxIterations") and isinstance(data, dict):  # int | "auto"
-            what = f"{MAX_ITERATIONS_EXPECTED}, got {data[field]!r}"  # not msgspec's union words
-        key = (
-            (prefix + where)
-            if where.startswith("[")
-            else ".".join(p for p in (prefix, where.lstrip(".")) if p)
-        )
-        raise ConfigError(f"{source}: {key or '(top level)'}: {what}") from None
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {error_reason(exc)}") from None
-
-
 def load_toml(path: Path) -> LoopConfig:
     """``ralph.toml`` (top level), or ``pyproject.toml``'s ``[tool.ralph]``."""
     try:
-        data = tomllib.loads(_read(path))
+        data = tomllib.loads(read_config(path))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     if path.name == "pyproject.toml":
@@ -117,13 +95,8 @@ def load_toml(path: Path) -> LoopConfig:
 def load_checked(path: Path, *, runner: bool = False) -> LoopConfig:
     """``load_toml``, then ``check_config``: a configuration that will not fail once a loop runs."""
     config = load_toml(path)
-    check_config(config, str(path), _prefix(path), runner=runner)
+    check_config(config, str(path), key_prefix(path), runner=runner)
     return config
-
-
-def _prefix(path: Path) -> str:
-    """How the keys of the configuration in ``path`` are named: ``tool.ralph.`` in a pyproject.toml."""
-    return "tool.ralph." if path.name == "pyproject.toml" else ""
 
 
 def _check_rules(config: LoopConfig, source: str, prefix: str = "") -> LoopConfig:
@@ -134,24 +107,6 @@ def _check_rules(config: LoopConfig, source: str, prefix: str = "") -> LoopConfi
     except RuleConfigError as exc:
         raise ConfigError(str(exc)) from None
     return config
-
-
-def config_path(project: Path) -> Path | None:
-    """The file holding the project's configuration: ``ralph.toml``, else a ``pyproject.toml`` with
-    a ``[tool.ralph]`` table, else ``None``. A ``pyproject.toml`` that cannot be read or parsed is
-    returned too, so that loading it reports why."""
-    ralph = project / "ralph.toml"
-    if ralph.is_file():
-        return ralph
-    pyproject = project / "pyproject.toml"
-    if not pyproject.is_file():
-        return None
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return pyproject
-    tool = data.get("tool")
-    return pyproject if isinstance(tool, dict) and "ralph" in tool else None
 
 
 def has_config(project: Path) -> bool:
@@ -189,7 +144,7 @@ def source_of(project: Path) -> tuple[str, str]:
     path = config_path(project)
     if path is None:
         return str(project / "ralph.toml"), ""
-    return str(path), _prefix(path)
+    return str(path), key_prefix(path)
 
 
 def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: bool = False) -> None:
@@ -224,6 +179,7 @@ def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: b
             except re.error as exc:
                 raise bad(f"rules[{i}].pattern", f"invalid regular expression {pattern!r}: {exc}") from None
     _check_guards(config.guards, bad, runner)
+    check_notify(config.notify, bad)
 
 
 def check_kind(kind: str) -> str:
@@ -321,7 +277,7 @@ def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
     ``validationRules`` name rules defined in ``base.rules``; an unknown name
     is an error."""
     base = base or LoopConfig()
-    meta = frontmatter(_read(path), str(path))
+    meta = frontmatter(read_config(path), str(path))
     name = meta.get("name")
     if isinstance(name, list | dict):  # not str()-ed: a YAML alias bomb would take minutes
         kind = "a list" if isinstance(name, list) else "a table"
@@ -386,12 +342,14 @@ def rules_named(
 
 
 def recorded_config(config: LoopConfig) -> dict[str, Any]:
-    """The configuration as ``session_started`` records it; ``exclusive_promises`` only when set,
-    so the records of loops without it are as they were before it existed."""
+    """The configuration as ``session_started`` records it; ``exclusive_promises`` and ``summary``
+    only when set, so the records of loops without them are as they were before they existed."""
     recorded: dict[str, Any] = msgspec.to_builtins(config)
-    if not config.exclusive_promises:
-        del recorded["exclusive_promises"]
+    for key in ("exclusive_promises", "summary"):
+        if not recorded[key]:
+            del recorded[key]
     for key, default in (("kind", ""), ("auto_floor", AUTO_FLOOR), ("auto_ceiling", AUTO_CEILING)):
         if recorded[key] == default:  # likewise the settings of adaptive limits
             del recorded[key]
+    del recorded["notify"]  # its URLs may hold secrets: read from the configuration when sent
     return recorded

@@ -41,6 +41,7 @@ from ledger.loop.stop_policies import (
 )
 from ledger.loop.todos import Todo
 from ledger.loop.validation_events import validation_events
+from ledger.notify import notify_events
 from ledger.storage.database import Ledger
 from ledger.storage.fold import fold
 from ledger.storage.journal import Journal, journal_path, utc_now
@@ -80,6 +81,7 @@ class Engine:
 
     def _append(self, session_id: str, *events: ev.Event) -> None:
         self.journal(session_id).append(*events)
+        notify_events(journal_path(self.home.journals, session_id), events, self.work_dir)
 
     def view(self, session_id: str) -> SessionView:
         """The session as a call sees it: its events, configuration, rules and ``sessions`` row."""
@@ -395,8 +397,7 @@ class Engine:
 
     # -- overrides (seed 000 §5.4) --------------------------------------------
     def escalate(self, session_id: str, reason: str, guard: str = "", lead: Sequence[ev.Event] = ()) -> None:
-        """End a running session as escalated (a caller that cannot go on, e.g. ``next`` refused);
-        ``lead`` lands first, same append."""
+        """End a running session as escalated (e.g. ``next`` refused); ``lead`` lands first, same append."""
         s = self._running(session_id)
         ended = ev.SessionEscalated(session_id=session_id, iteration=s.iteration, reason=reason, guard=guard)
         self._append(session_id, *lead, ended)

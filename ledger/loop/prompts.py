@@ -12,7 +12,9 @@ guards) it does not already say::
     Fix the failing validation rules: tests: 1 failed
     - thrashing: app.py modified in 5 iterations
 
-With nothing learned, the prompt is the task unchanged.
+With nothing learned, the prompt is the task unchanged. A loop with ``summary = true`` gives the
+summary of the loop so far (``ledger.loop.summary``) too: it comes last, and a feedback line it
+already carries is not said twice.
 """
 
 from __future__ import annotations
@@ -37,14 +39,21 @@ class Learned(Protocol):
         """The tripped guards' details and the failing rules' messages."""
 
 
-def next_prompt(task: str, result: Learned) -> str:
+def next_prompt(task: str, result: Learned, summary: str = "") -> str:
     """The prompt of the iteration after ``result``: ``task``, then the hooks' next prompt and the
-    feedback lines it does not already contain (``task`` alone when there is neither)."""
+    feedback lines neither it nor ``summary`` contains (``task`` alone when there is neither), then
+    ``summary`` (the loop so far) when one is given."""
     hint = result.next_prompt.strip()
     if hint == task.strip():
         hint = ""  # a hook that answers with the task itself adds nothing
     learned = [hint] if hint else []
-    learned += [f"- {line}" for line in result.feedback if line.strip() and line not in hint]
-    if not learned:
-        return task
-    return f"{task.rstrip()}\n\nFeedback from iteration {result.iteration}:\n" + "\n".join(learned)
+    carried = set(summary.splitlines())  # the summary's own bullet lines
+    learned += [
+        f"- {line}"
+        for line in result.feedback
+        if line.strip() and line not in hint and f"- {line}" not in carried
+    ]
+    prompt = task
+    if learned:
+        prompt = f"{task.rstrip()}\n\nFeedback from iteration {result.iteration}:\n" + "\n".join(learned)
+    return f"{prompt.rstrip()}\n\n{summary.strip()}" if summary.strip() else prompt

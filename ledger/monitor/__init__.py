@@ -1,5 +1,6 @@
 """The headless core of a live monitor (``ralph-tui`` and any other front end): ``live`` holds the
-``Monitor``, ``answers`` the plain Structs it answers with, ``replay`` the replay of recorded journals.
+``Monitor``, ``answers`` the plain Structs it answers with, ``replay`` the replay of recorded journals
+(side by side, or ``sequential``) and its clock (``ReplayClock``, a ``Monitor``'s ``now`` in a replay).
 
 A ``Monitor`` opens one or more sources of journals, ingests their backlog in
 batches (reporting progress), then ingests only what is appended

@@ -142,6 +142,7 @@ class IterationDetail(msgspec.Struct, frozen=True, kw_only=True):
     feedback: list[str]
     next_prompt: str
     hook_reason: str
+    summary: str = ""  # the summary of the loop its prompt carried (``summary = true``)
 
 
 class Heat(msgspec.Struct, frozen=True, kw_only=True):
@@ -243,6 +244,30 @@ def iteration_of(r: dict[str, Any], rules: list[RuleCell]) -> IterationRow:
     )
 
 
+def detail_of(iteration: int, rows: list[dict[str, Any]]) -> IterationDetail:
+    """An ``IterationDetail`` from an iteration's ``agent_turn``, ``signal_resolved``, ``hook_decided``
+    and ``summary_given`` rows, in order."""
+    output, feedback, prompt, reason, summary = "", list[str](), "", "", ""
+    for r in rows:
+        if r["type"] == "agent_turn":
+            output = str(r["output_excerpt"] or "")
+        elif r["type"] == "signal_resolved":
+            feedback = [str(f) for f in r["feedback"] or []]
+        elif r["type"] == "summary_given":
+            summary = str(r["loop_summary"] or "")
+        else:
+            prompt = str(r["next_prompt"] or "") or prompt
+            reason = str(r["reason"] or "") or reason
+    return IterationDetail(
+        iteration=iteration,
+        output_excerpt=output,
+        feedback=feedback,
+        next_prompt=prompt,
+        hook_reason=reason,
+        summary=summary,
+    )
+
+
 def _money(value: Any) -> float | None:
     """A nullable number of the views as a float."""
     return None if value is None else float(value)
@@ -268,8 +293,11 @@ def summary_of(r: dict[str, Any]) -> str:
         "override": f"override {r['kind']}: {r['reason'] or ''}",
         "error_recorded": f"error in {r['component']}: {r['message'] or ''}",
         "rate_limited": f"rate limited ({r['reason'] or 'limit reached'}): a {r['wait_s'] or 0:.0f} s wait",
+        "summary_given": f"loop summary in the prompt: {r.get('summary_bytes') or 0} bytes",
         "subagent_stopped": f"subagent {r['agent_type'] or r['agent_id'] or ''} stopped: "
         f"{len(r['files_modified'] or [])} file(s), {r['tool_count'] or 0} tool(s)",
+        "notification_sent": f"notification ({r['notice']}) sent to {r['targets'] or 0} URL(s)"
+        + (f", {r['failed']} failed" if r["failed"] else ""),
     }
     text = " ".join(parts.get(t, t.replace("_", " ")).split()).replace(" ()", "")
     return text.removesuffix(":")

@@ -30,6 +30,7 @@ from ledger.monitor.answers import (
     Update,
     alert_of,
     aware,
+    detail_of,
     fleet_of,
     iteration_of,
     session_of,
@@ -323,30 +324,16 @@ class Monitor:
         return [iteration_of(r, list(by_iteration.get(int(r["iteration"]), {}).values())) for r in rows]
 
     def detail(self, session_id: str, iteration: int) -> IterationDetail:
-        """The agent's output excerpt, the feedback and the next prompt of one iteration."""
+        """The agent's output excerpt, the feedback and the next prompt of one iteration, and the
+        summary of the loop its prompt carried (``summary_given``)."""
         with self._lock:
             rows = self.ledger.rows(
-                "SELECT type, output_excerpt, feedback, next_prompt, reason FROM events "
+                "SELECT type, output_excerpt, feedback, next_prompt, reason, loop_summary FROM events "
                 "WHERE session_id = ? AND iteration = ? AND type IN "
-                "('agent_turn', 'signal_resolved', 'hook_decided') ORDER BY seq",
+                "('agent_turn', 'signal_resolved', 'hook_decided', 'summary_given') ORDER BY seq",
                 [session_id, iteration],
             )
-        output, feedback, prompt, reason = "", [], "", ""
-        for r in rows:
-            if r["type"] == "agent_turn":
-                output = str(r["output_excerpt"] or "")
-            elif r["type"] == "signal_resolved":
-                feedback = [str(f) for f in r["feedback"] or []]
-            else:
-                prompt = str(r["next_prompt"] or "") or prompt
-                reason = str(r["reason"] or "") or reason
-        return IterationDetail(
-            iteration=iteration,
-            output_excerpt=output,
-            feedback=feedback,
-            next_prompt=prompt,
-            hook_reason=reason,
-        )
+        return detail_of(iteration, rows)
 
     def heat(self, session_id: str) -> Heat:
         """Which files changed in which iteration."""
@@ -389,8 +376,9 @@ class Monitor:
             rows = self.ledger.rows(
                 "SELECT * FROM (SELECT seq, ts, type, iteration, promise, signal, reason, guard, detail,"
                 " score, passed, decision, message, action, hook_id, files_modified, tool_count, trigger,"
-                " checkpoint_id, kind, total_iterations, component, wait_s, agent_type, agent_id FROM events"
-                " WHERE session_id = ?"
+                " checkpoint_id, kind, total_iterations, component, wait_s, agent_type, agent_id, notice,"
+                " targets, failed, octet_length(encode(loop_summary)) AS summary_bytes"
+                " FROM events WHERE session_id = ?"
                 " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
                 [session_id, limit],
             )

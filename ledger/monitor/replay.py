@@ -8,8 +8,18 @@ watcher on that directory (``ralph-tui --replay``) sees exactly what it would
 see from live loops: appends, one line at a time, and a torn last line where
 the recording has one (written last, as a crash would leave it).
 
-Lines are copied byte for byte (one ``os.write`` each, ``O_APPEND``), never
-re-encoded, so the replayed journals equal the recordings.
+By default the recordings are *aligned*: each one's times are shifted by a
+constant so that every recording starts when the earliest one does, so they
+play side by side, each at its own recorded pace. A line whose times moved
+is written again with only its timestamps changed (every datetime field of
+the events: ``ts``, ``expires_at``, ``resets_at``); a line of the earliest
+recording, and every line with ``sequential=True`` (the recorded times, one
+recording after another when they were recorded apart), is copied byte for
+byte (one ``os.write`` each, ``O_APPEND``).
+
+``ReplayClock`` is a replay's clock: the replayed time of the line written
+last, running on from there, standing still while paused. A monitor given it
+as its ``now`` measures ages and durations on the replayed timeline.
 """
 
 from __future__ import annotations
@@ -19,10 +29,14 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Final, get_args
 
 import msgspec
+
+from ledger.events import EVENT_TYPES
+from ledger.storage.journal import utc_now
 
 
 class _Stamp(msgspec.Struct):
@@ -30,6 +44,14 @@ class _Stamp(msgspec.Struct):
 
 
 _STAMP = msgspec.json.Decoder(_Stamp)
+
+TIME_FIELDS: Final[frozenset[str]] = frozenset(
+    f.encode_name
+    for t in EVENT_TYPES
+    for f in msgspec.structs.fields(t)
+    if f.type is datetime or datetime in get_args(f.type)
+)
+"""The events' datetime fields: what aligning a recording shifts."""
 
 
 def _stamp(line: bytes) -> float | None:
@@ -41,17 +63,43 @@ def _stamp(line: bytes) -> float | None:
     return ts.timestamp() if ts is not None else None
 
 
-def _lines(path: Path) -> tuple[list[tuple[float, bytes]], bytes]:
-    """A journal's complete lines with their timestamps (a line without one takes the previous
-    line's), and its torn tail (``b""`` when it ends with a newline)."""
+def _lines(path: Path) -> tuple[float | None, list[tuple[float, bytes]], bytes]:
+    """A journal's first timestamp (``None`` when no line has one), its complete lines with their
+    timestamps (a line without one takes the previous line's, lines before the first stamp take it,
+    and 0 in a journal without any), and its torn tail (``b""`` when it ends with a newline)."""
     complete, newline, tail = path.read_bytes().rpartition(b"\n")
+    raws = complete.split(b"\n") if newline else []
+    stamps = [_stamp(raw) for raw in raws]
+    first = next((ts for ts in stamps if ts is not None), None)
+    last = first if first is not None else 0.0
     out: list[tuple[float, bytes]] = []
-    last = 0.0
-    for raw in complete.split(b"\n") if newline else []:
-        ts = _stamp(raw)
+    for raw, ts in zip(raws, stamps, strict=True):
         last = ts if ts is not None else last
         out.append((last, raw + b"\n"))
-    return out, tail
+    return first, out, tail
+
+
+def shifted(line: bytes, by: float) -> bytes:
+    """``line`` with every datetime field of its event moved by ``by`` seconds, the rest unchanged
+    (key order, numbers and strings as msgspec wrote them); a line that is not a JSON object, or
+    ``by`` 0, is returned as it is."""
+    if not by:
+        return line
+    try:
+        obj = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return line
+    if not isinstance(obj, dict):
+        return line
+    moved = False
+    for key in TIME_FIELDS & obj.keys():
+        try:
+            value = msgspec.convert(obj[key], datetime)
+        except msgspec.ValidationError:
+            continue
+        obj[key] = value + timedelta(seconds=by)
+        moved = True
+    return msgspec.json.encode(obj) + b"\n" if moved else line
 
 
 def replay(
@@ -63,20 +111,25 @@ def replay(
     sleep: Callable[[float], None] = time.sleep,
     stop: threading.Event | None = None,
     on_line: Callable[[float], None] | None = None,
+    sequential: bool = False,
 ) -> Iterator[int]:
-    """Copy ``files`` into ``journals/`` line by line in timestamp order; yields the lines written
-    so far after each line. ``speed`` 0 copies without sleeping; ``stop`` ends the replay early;
-    ``on_line`` is told each line's recorded time (POSIX seconds) just before it is written."""
+    """Copy ``files`` into ``journals/`` line by line in (replayed) timestamp order; yields the
+    lines written so far after each line. The recordings start together (each shifted to the
+    earliest one's start) unless ``sequential``, which keeps their recorded times. ``speed`` 0
+    copies without sleeping; ``stop`` ends the replay early; ``on_line`` is told each line's
+    replayed time (POSIX seconds) just before it is written."""
     if speed < 0:
         raise ValueError(f"speed must be >= 0, got {speed}")
     journals.mkdir(parents=True, exist_ok=True)
+    recordings = [_lines(Path(path)) for path in files]
+    start = min((first for first, _, _ in recordings if first is not None), default=0.0)
     merged: list[tuple[float, int, int, bytes]] = []
-    tails: list[tuple[Path, bytes]] = []
-    for index, path in enumerate(files):
-        lines, tail = _lines(Path(path))
-        merged += [(ts, index, n, raw) for n, (ts, raw) in enumerate(lines)]
-        if tail:
-            tails.append((Path(path), tail))
+    shifts: list[float] = []
+    for index, (first, lines, _) in enumerate(recordings):
+        shift = 0.0 if sequential or first is None else start - first
+        shifts.append(shift)
+        at = start if first is None and not sequential else 0.0  # no stamp at all: at the start
+        merged += [(ts + shift + at, index, n, raw) for n, (ts, raw) in enumerate(lines)]
     heapq.heapify(merged)
     names = [Path(f).name for f in files]
     written = 0
@@ -92,13 +145,14 @@ def replay(
         previous = ts
         if on_line is not None:
             on_line(ts)
-        _append(journals / names[index], raw)
+        _append(journals / names[index], shifted(raw, shifts[index]))
         written += 1
         yield written
-    for path, tail in tails:
-        _append(journals / path.name, tail)
-        written += 1
-        yield written
+    for index, (_, _, tail) in enumerate(recordings):
+        if tail:
+            _append(journals / names[index], tail)
+            written += 1
+            yield written
 
 
 def _append(path: Path, data: bytes) -> None:
@@ -107,3 +161,49 @@ def _append(path: Path, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+class ReplayClock:
+    """A replay's clock, for a ``Monitor``'s ``now``: the replayed time of the line written last
+    (``mark``), running on from there at the wall clock's pace, standing still between ``pause``
+    and ``resume``; before the first line, the wall clock. Thread-safe (the replay marks, a UI reads)."""
+
+    def __init__(
+        self, *, monotonic: Callable[[], float] = time.monotonic, wall: Callable[[], datetime] = utc_now
+    ) -> None:
+        self._monotonic = monotonic
+        self._wall = wall
+        self._lock = threading.Lock()
+        self._marked: tuple[float, float] | None = None  # (replayed time, monotonic) of the last line
+        self._paused_at: float | None = None
+
+    def mark(self, replayed: float) -> None:
+        """A line replayed at ``replayed`` (POSIX seconds) is being written now."""
+        with self._lock:
+            self._marked = (replayed, self._paused_at if self._paused_at is not None else self._monotonic())
+
+    def pause(self) -> None:
+        """Stop the clock (until ``resume``)."""
+        with self._lock:
+            if self._paused_at is None:
+                self._paused_at = self._monotonic()
+
+    def resume(self) -> None:
+        """Run the clock on from where ``pause`` stopped it."""
+        with self._lock:
+            if self._paused_at is None:
+                return
+            if self._marked is not None:
+                replayed, at = self._marked
+                self._marked = (replayed, at + self._monotonic() - self._paused_at)
+            self._paused_at = None
+
+    def __call__(self) -> datetime:
+        """The replay's time now, in UTC."""
+        with self._lock:
+            marked, paused_at = self._marked, self._paused_at
+        if marked is None:
+            return self._wall()
+        replayed, at = marked
+        now = paused_at if paused_at is not None else self._monotonic()
+        return datetime.fromtimestamp(replayed + now - at, UTC)

@@ -1,8 +1,8 @@
 """Journeys of ``ralph-ledger run`` with agents that speak their own output format: a scripted
-``claude``, ``codex`` or ``gemini`` replays that agent's real sample (``tests/fixtures/agents``); the
-format is detected from the command line, the tokens and tool calls recorded are those computed
-from the sample, and only a promise in the agent's final text completes the loop (a promise in the
-echoed prompt or in the agent's reasoning does not)."""
+``claude``, ``codex``, ``gemini``, ``opencode`` or ``cursor-agent`` replays that agent's sample
+(``tests/fixtures/agents``); the format is detected from the command line, the tokens, cost, model
+and tool calls recorded are those computed from the sample, and only a promise in the agent's final
+text completes the loop (a promise in the echoed prompt or in the agent's reasoning does not)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,14 @@ from tests.journeys.conftest import Project
 from tests.test_agent_formats import (
     CLAUDE,
     CODEX,
+    CURSOR,
     GEMINI_DOCS,
+    OPENCODE,
     expected_claude,
     expected_codex,
+    expected_cursor,
     expected_gemini,
+    expected_opencode,
 )
 
 PROMISE = "<promise>COMPLETE</promise>"
@@ -42,6 +46,10 @@ DECOY = {  # the promise where it is not the agent's answer: the echoed prompt, 
     "codex": {"type": "item.completed", "item": {"id": "item_decoy", "type": "reasoning",
               "text": "I must not print " + PROMISE + " yet"}},
     "gemini": {"type": "message", "role": "user", "content": "Say " + PROMISE + " when done"},
+    "opencode": {"type": "reasoning", "timestamp": 1, "sessionID": "ses_decoy", "part": {
+                 "id": "prt_decoy", "type": "reasoning", "text": "I must not print " + PROMISE + " yet"}},
+    "cursor": {"type": "user", "message": {"role": "user", "content": [
+               {"type": "text", "text": "Say " + PROMISE + " when done"}]}},
 }[fmt]
 if n == 1:
     events.insert(1, DECOY)
@@ -52,6 +60,12 @@ else:  # the second run's answer ends with the promise
     elif fmt == "codex":
         final = [e for e in events if e.get("item", {}).get("type") == "agent_message"][-1]
         final["item"]["text"] += "\\n" + PROMISE
+    elif fmt == "opencode":
+        final = [e for e in events if e["type"] == "text"][-1]
+        final["part"]["text"] += "\\n" + PROMISE
+    elif fmt == "cursor":
+        final = [e for e in events if e["type"] == "result"][-1]
+        final["result"] += "\\n" + PROMISE
     else:
         final = [e for e in events if e["type"] == "message" and e["role"] == "assistant"][-1]
         final["content"] += "\\n" + PROMISE
@@ -64,6 +78,13 @@ CASES: list[tuple[str, list[str], Path, Callable[[Path], AgentReport]]] = [
     ("claude", ["-p", "--output-format", "stream-json", "--verbose"], CLAUDE, expected_claude),
     ("codex", ["exec", "--json", "--full-auto"], CODEX, expected_codex),
     ("gemini", ["--output-format", "stream-json", "--yolo"], GEMINI_DOCS, expected_gemini),
+    (
+        "opencode",
+        ["run", "--format", "json", "--model", "anthropic/claude-sonnet-4"],
+        OPENCODE,
+        expected_opencode,
+    ),
+    ("cursor-agent", ["-p", "--force", "--output-format", "stream-json"], CURSOR, expected_cursor),
 ]
 
 
@@ -83,7 +104,7 @@ def test_a_replayed_agent_is_read_in_its_own_format(
     state = tmp_path / "state"
     state.mkdir()
     project.write("PROMPT.md", f"Fix the bug, then say {PROMISE}.\n")
-    command = [str(agent), *args, str(state), str(sample), program]
+    command = [str(agent), *args, str(state), str(sample), program.removesuffix("-agent")]
     proc = project.cli("run", "--session", "s1", "--prompt", "PROMPT.md", "--", *command, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     events = project.journal("s1")
@@ -99,6 +120,7 @@ def test_a_replayed_agent_is_read_in_its_own_format(
     assert all({k: t["tokens"].get(k, 0) for k in tokens} == tokens for t in turns)
     assert [t["tool_count"] for t in turns] == [want.tool_count] * 2
     assert [t["files_modified"] for t in turns] == [list(want.files_modified)] * 2
+    assert [(t.get("model", ""), t.get("cost_usd")) for t in turns] == [(want.model, want.cost_usd)] * 2
     assert PROMISE in turns[1]["output_excerpt"] and want.text in turns[1]["output_excerpt"]
     promised = [e["iteration"] for e in events if e["type"] == "promise_detected"]
     assert promised == [2]
@@ -124,8 +146,9 @@ def test_a_named_format_wins_over_detection(project: Project, tmp_path: Path) ->
 
 
 def test_a_bad_format_name_is_a_usage_error(project: Project) -> None:
-    proc = project.cli("run", "--agent-format", "cursor", "--", "true")
+    proc = project.cli("run", "--agent-format", "cursor-agent", "--", "true")
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "'cursor'" in lines[0]
-    assert all(name in lines[0] for name in ("amp", "claude", "codex", "copilot", "gemini", "text"))
+    assert len(lines) == 1 and "'cursor-agent'" in lines[0]
+    names = ("amp", "claude", "codex", "copilot", "cursor", "gemini", "opencode", "text")
+    assert all(name in lines[0] for name in names)

@@ -45,9 +45,10 @@ def test_a_replay_pauses_resumes_changes_speed_shows_alerts_and_quits(replay: Te
     assert "sessions" in screen and "· p pauses" in screen
 
     replay.press("p")
-    screen = replay.wait_for(lambda s: (p := progress(s)) is not None and p[0].startswith("paused"))
-    paused_at = progress(screen)
-    assert paused_at is not None
+    replay.wait_for(lambda s: (p := progress(s)) is not None and p[0].startswith("paused"))
+    time.sleep(0.3)  # a line on its way when p was pressed lands, and the count it stopped at shows
+    paused_at = progress(replay.screen())
+    assert paused_at is not None and paused_at[0].startswith("paused")
     time.sleep(1.5)  # at x100 the recorded 10 s gaps take 0.1 s: a running replay would move on
     assert progress(replay.screen()) == paused_at
 

@@ -34,6 +34,7 @@ EVENT_COLOURS = {
     "error_recorded": fmt.RED,
     "override": fmt.AMBER,
     "rate_limited": fmt.AMBER,
+    "summary_given": fmt.BLUE,
 }
 
 
@@ -93,8 +94,12 @@ def event_text(e: EventLine) -> Text:
 
 
 def detail_text(d: IterationDetail) -> Text:
-    """The feedback, next prompt, hook reason and output excerpt of one iteration."""
+    """The summary of the loop its prompt carried (if any), the feedback, next prompt, hook reason and
+    output excerpt of one iteration."""
     out = Text()
+    if d.summary:
+        out.append("summary given with its prompt\n", style="bold")
+        out.append("".join(f"  {line}\n" for line in d.summary.splitlines()), style=fmt.GREY)
     if d.hook_reason:
         out.append("hook: ", style="bold")
         out.append(" ".join(d.hook_reason.split()) + "\n")

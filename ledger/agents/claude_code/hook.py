@@ -95,6 +95,7 @@ from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.core.sync import sync_file
 from ledger.loop.promises import detect_promises, to_event
+from ledger.notify import notify_events
 from ledger.storage.fold import events_of
 from ledger.storage.journal import Journal, JournalError, journal_path, utc_now
 
@@ -354,8 +355,9 @@ def _commit(
         with contextlib.suppress(OSError):  # else the next stop's reconcile puts it back
             write_state(state_path, read)
         raise
+    events = [*notes, *_events(stop, decision)]
     try:
-        journal.append(*notes, *_events(stop, decision))
+        journal.append(*events)
     except OSError as exc:
         line = allowing(exc)
         if decision.action == "block":
@@ -363,6 +365,7 @@ def _commit(
                 write_state(state_path, read)
         _record_error(journal, stop.sid, line)
         return HookOutcome(stderr=line + "\n")
+    notify_events(journal.path, events, state_path.parent.parent)  # detached: nothing waits for it
     return msgspec.structs.replace(_outcome(decision), sync=(str(journal.path),))
 
 

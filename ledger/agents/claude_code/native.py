@@ -12,7 +12,8 @@ guards and hooks are evaluated and the signal table decides:
 | signal    | the hook                                                            |
 |-----------|---------------------------------------------------------------------|
 | CONTINUE  | blocks the stop; the reason is the prompt plus the validation       |
-|           | feedback, the system message the iteration, score and failures      |
+|           | feedback (and, with ``summary = true``, the summary of the loop so   |
+|           | far), the system message the iteration, score and failures          |
 | COMPLETE  | allows the stop, completes the session, removes the loop file        |
 | BLOCKED   | allows the stop (the session is blocked), removes the loop file      |
 | ESCALATE  | allows the stop (the session is escalated), removes the loop file    |
@@ -167,10 +168,11 @@ def _owned_stop(
     if sink is not None:
         sink.use(journal, sid)
     rules = record.config.get("rules") or []
+    summary = bool(record.config.get("summary"))  # as recorded: off costs nothing
     if not record.started:
         config = loop_config(project, loop)
         engine.start(sid, config)
-        rules = config.rules
+        rules, summary = config.rules, config.summary
     elif record.ended:
         path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
         sweep_temps(path)
@@ -193,7 +195,9 @@ def _owned_stop(
     )
     cap, warning = block_cap.block_cap()
     count = block_cap.cap_reached(events_of(journal.path), cap) if result.signal == "CONTINUE" else 0
-    outcome = _at_cap(engine, path, result, count, cap) if count else _decide(engine, loop, path, result)
+    outcome = (
+        _at_cap(engine, path, result, count, cap) if count else _decide(engine, loop, path, result, summary)
+    )
     stderr = outcome.stderr + (warning + "\n" if warning and result.signal == "CONTINUE" else "")
     return msgspec.structs.replace(outcome, stderr=stderr, sync=(str(journal.path),))
 
@@ -212,20 +216,26 @@ def _at_cap(engine: Engine, path: Path, result: ValidateResult, count: int, cap:
     return HookOutcome(stdout=block_cap.allow_json(message))
 
 
-def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) -> HookOutcome:
+def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, summary: bool) -> HookOutcome:
     """Record the stop decision and act on the signal. The decision lands in the same append as
-    what it starts or ends (the next iteration, the session's end) and the answer is printed after
-    it; the loop file goes once the journal says the loop ended (a file left by a stop killed in
-    between is removed by the next stop)."""
+    what it starts or ends (the next iteration, the session's end, with ``summary`` the summary of
+    the loop given to the next) and the answer is printed after it; the loop file goes once the
+    journal says the loop ended (a file left by a stop killed in between is removed by the next stop)."""
     sid, n = result.session_id, result.iteration
     refused = ""
     if result.signal == "CONTINUE":
-        block = {"decision": "block", "reason": next_prompt(loop.prompt, result), "systemMessage": ""}
+        told = ""
+        if summary:
+            from ledger.loop.summary import summary_to_give  # only for a loop that asked for it
+
+            told = summary_to_give(engine, sid, n)
+        block = {"decision": "block", "reason": next_prompt(loop.prompt, result, told), "systemMessage": ""}
 
         def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
             decision_point()  # as the append is made: a hook killed meanwhile gets nothing decided
             message = status_line(result, iteration, max_iterations)
             block["systemMessage"] = message
+            given = [ev.SummaryGiven(session_id=sid, iteration=iteration, loop_summary=told)] if told else []
             return [
                 ev.StopDecided(
                     session_id=sid,
@@ -233,7 +243,8 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult) 
                     decision="block",
                     reason="loop continues",
                     system_message=message,
-                )
+                ),
+                *given,
             ]
 
         try:

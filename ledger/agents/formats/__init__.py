@@ -4,17 +4,20 @@ Each format reads an agent's whole stdout into an ``AgentReport`` (final text, t
 reported, model, tool calls, edited files, skipped lines). A run names one with
 ``--agent-format NAME`` or lets ``detect`` choose from the agent command:
 
-| format  | detected from                                   | sample it was checked against   |
-|---------|-------------------------------------------------|---------------------------------|
-| claude  | ``claude ... --output-format stream-json|json`` | claude-code-action's fixture    |
-| codex   | ``codex exec ... --json``                       | openai/codex ``docs/exec.md``   |
-| gemini  | ``gemini ... --output-format|-o stream-json``   | gemini-cli docs and snapshot    |
-| amp     | ``amp ... --stream-json``                       | none (Claude's format, per Amp) |
-| copilot | ``copilot ...``                                 | none (plain text)               |
-| text    | anything else                                   | -                               |
+| format   | detected from                                             | checked against                  |
+|----------|-----------------------------------------------------------|----------------------------------|
+| claude   | ``claude ... --output-format stream-json|json``           | claude-code-action's fixture     |
+| codex    | ``codex exec ... --json``                                 | openai/codex ``docs/exec.md``    |
+| gemini   | ``gemini ... --output-format|-o stream-json``             | gemini-cli docs and snapshot     |
+| opencode | ``opencode run ... --format json``                        | none: fixture from its source    |
+| cursor   | ``cursor-agent ... --output-format stream-json|json``     | none: fixture from Cursor's docs |
+|          | ``agent -p|--print ... --output-format stream-json|json`` |                                  |
+| amp      | ``amp ... --stream-json``                                 | none (Claude's format, per Amp)  |
+| copilot  | ``copilot ...``                                           | none (plain text)                |
+| text     | anything else                                             | -                                |
 
-(see ``tests/fixtures/agents/README.md``). opencode's and Cursor's JSON streams are not read: no
-sample of them could be found in their vendors' repositories, so those agents run as ``text``.
+(see ``tests/fixtures/agents/README.md``). A format checked against no captured output of its
+agent is ``confirmed=False``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import PurePath
 from types import MappingProxyType
 from typing import Final
 
-from ledger.agents.formats import claude, codex, gemini, text
+from ledger.agents.formats import claude, codex, cursor, gemini, opencode, text
 from ledger.agents.formats.report import AgentReport, Parser
 
 __all__ = ["FORMATS", "AgentFormat", "AgentReport", "UnknownFormat", "detect", "named", "resolve"]
@@ -33,22 +36,26 @@ __all__ = ["FORMATS", "AgentFormat", "AgentReport", "UnknownFormat", "detect", "
 
 @dataclass(frozen=True, slots=True)
 class AgentFormat:
-    """One output format: its name, its parser, and whether it was checked against a real sample."""
+    """One output format: its name, its parser, whether it was checked against a real sample, and
+    whose limit reports its runs carry (``ledger.agents.rate_limits``; ``None``: plain text)."""
 
     name: str
     parse: Parser
     confirmed: bool
+    limits: str | None = None
 
 
 FORMATS: Final[Mapping[str, AgentFormat]] = MappingProxyType(
     {
         f.name: f
         for f in (
-            AgentFormat("amp", claude.parse, confirmed=False),
-            AgentFormat("claude", claude.parse, confirmed=True),
-            AgentFormat("codex", codex.parse, confirmed=True),
+            AgentFormat("amp", claude.parse, confirmed=False, limits="claude"),
+            AgentFormat("claude", claude.parse, confirmed=True, limits="claude"),
+            AgentFormat("codex", codex.parse, confirmed=True, limits="codex"),
             AgentFormat("copilot", text.parse, confirmed=False),
-            AgentFormat("gemini", gemini.parse, confirmed=True),
+            AgentFormat("cursor", cursor.parse, confirmed=False),
+            AgentFormat("gemini", gemini.parse, confirmed=True, limits="gemini"),
+            AgentFormat("opencode", opencode.parse, confirmed=False, limits="opencode"),
             AgentFormat("text", text.parse, confirmed=True),
         )
     }
@@ -83,6 +90,15 @@ def _option(args: Sequence[str], *names: str) -> str | None:
     return value
 
 
+def _cursor(program: str, args: Sequence[str]) -> bool:
+    """Whether a command runs Cursor's agent CLI writing JSON: ``cursor-agent`` (which prints when
+    its output is not a terminal) or, a name other programs could have, ``agent`` with ``-p`` or
+    ``--print``; both with ``--output-format stream-json`` or ``json``."""
+    if _option(args, "--output-format") not in ("stream-json", "json"):
+        return False
+    return program == "cursor-agent" or (program == "agent" and ("-p" in args or "--print" in args))
+
+
 def detect(agent_cmd: Sequence[str]) -> AgentFormat:
     """The format an agent command asks its agent to write (the table above), else ``text``."""
     if not agent_cmd:
@@ -95,6 +111,10 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
         name = "codex"
     elif program == "gemini" and _option(args, "--output-format", "-o") == "stream-json":
         name = "gemini"
+    elif program == "opencode" and "run" in args and _option(args, "--format") == "json":
+        name = "opencode"
+    elif _cursor(program, args):
+        name = "cursor"
     elif program == "amp" and "--stream-json" in args:
         name = "amp"
     elif program == "copilot":

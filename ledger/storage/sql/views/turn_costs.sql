@@ -2,7 +2,8 @@
 -- screen uses. cost_usd = the cost the agent reported for the turn when it reported one, else its
 -- tokens (turn_tokens) x its model's per-token prices (model_prices, from genai-prices): input,
 -- output, cache reads and cache writes each at their own rate, in the price band of the turn's input
--- tokens (long-context prices). NULL when neither is known (no model, or one without a known price).
+-- tokens (long-context prices). NULL when neither is known (no model, one without a known price, or
+-- no tokens: an agent that reports none, such as Cursor's, spent an unknown amount, not nothing).
 -- context_window is the model's, as the price library knows it (NULL: not known); context_used is
 -- the turn's last request's input tokens (cache included) over it: how full the context was.
 SELECT
@@ -16,8 +17,8 @@ SELECT
   t.tokens,
   t.prompt,
   coalesce(t.reported_cost_usd,
-           t.input * p.input + t.output * p.output + t.cache_read * p.cache_read
-           + t.cache_write * p.cache_write) AS cost_usd,
+           CASE WHEN t.tokens > 0 THEN t.input * p.input + t.output * p.output
+                + t.cache_read * p.cache_read + t.cache_write * p.cache_write END) AS cost_usd,
   t.reported_cost_usd IS NOT NULL AS cost_reported,
   p.context_window,
   t.context_tokens,
