@@ -95,9 +95,11 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type
 
 class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_started"):
     """A loop began; carries the loop's configuration. ``prompt`` and ``command`` are what the loop
-    runner (``ralph-ledger run``) feeds and starts each iteration, empty for loops driven otherwise.
-    ``task_kind`` is the configured kind of task (``kind``; "" when none); ``max_iterations_reason``
-    says how ``max_iterations`` was chosen when the configuration asked for ``"auto"`` ("" otherwise)."""
+    runner (``ralph-ledger run``) feeds and starts each iteration, empty for loops driven otherwise;
+    ``worktree`` and ``branch`` the git worktree (its root) and branch it runs in (``run --worktree``),
+    empty when it runs in the project's own checkout. ``task_kind`` is the configured kind of task
+    (``kind``; "" when none); ``max_iterations_reason`` says how ``max_iterations`` was chosen when the
+    configuration asked for ``"auto"`` ("" otherwise)."""
 
     task: str = ""
     task_id: str = ""
@@ -108,6 +110,8 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     completion_promises: list[str] = []
     rules: list[RuleSpec] = []
     config: dict[str, Any] = {}
+    worktree: str = ""
+    branch: str = ""
     task_kind: str = ""
     max_iterations_reason: str = ""
 

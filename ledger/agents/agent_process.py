@@ -11,7 +11,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final, TextIO
@@ -121,8 +121,10 @@ def run_agent(
     timeout_s: float,
     out: TextIO,
     timer: Callable[[], float] = time.monotonic,
+    env: Mapping[str, str] | None = None,
 ) -> AgentRun:
-    """Run ``argv`` once with ``prompt`` on stdin, streaming its output to ``out``.
+    """Run ``argv`` once with ``prompt`` on stdin, streaming its output to ``out``, in the
+    environment ``env`` (``None``: this process's).
 
     On time-out the process group is killed and the output is ``agent timed out after N s``.
     On ``KeyboardInterrupt`` (Ctrl-C, or ``Interrupted`` by a signal) the process group is killed
@@ -135,6 +137,7 @@ def run_agent(
     proc = subprocess.Popen(
         list(argv),
         cwd=cwd,
+        env=None if env is None else dict(env),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -42,7 +42,8 @@ def snapshot(work_dir: Path, exclude: Path | None = None) -> dict[str, str] | No
     """Content hashes of the paths ``git status`` reports (changed from HEAD, or untracked and
     not ignored), relative to the repository root; ``None`` outside a git work tree.
 
-    Paths under ``exclude`` (the ledger home) are left out.
+    Paths under ``exclude`` (the ledger home) are left out, unless the work tree itself is inside it
+    (a loop's worktree in ``.ralph/worktrees``: all its paths count).
     """
     top = _git(work_dir, "rev-parse", "--show-toplevel")
     if top is None:
@@ -53,6 +54,8 @@ def snapshot(work_dir: Path, exclude: Path | None = None) -> dict[str, str] | No
         return None
     hashes: dict[str, str] = {}
     skip = exclude.resolve() if exclude is not None else None
+    if skip is not None and root.resolve().is_relative_to(skip):
+        skip = None
     for entry in status.split(b"\0"):
         if len(entry) < 4:
             continue

@@ -42,6 +42,7 @@ session recorded its prompt and agent command when it started (``recorded``).
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -57,6 +58,7 @@ from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reaso
 from ledger.agents.changes import files_changed, snapshot
 from ledger.agents.formats import AgentFormat, detect
 from ledger.agents.rate_limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
+from ledger.agents.worktrees import Worktree
 from ledger.core.errors import no_session
 from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
@@ -91,17 +93,30 @@ class RunResult:
 
 
 # ----------------------------------------------------------------------------- the loop
-def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
-    """The prompt and the agent command the session recorded when it started (a session that
-    recorded no prompt answers its task; no command, ``[]``). Raises ``EngineError`` when there is
-    no such session."""
+def _started(engine: Engine, session_id: str) -> ev.SessionStarted:
+    """The session's ``session_started`` event (its last); ``EngineError`` when there is no such session."""
     path = engine.journal(session_id).path
     if not path.exists():
         raise EngineError(no_session(session_id, engine.home.root))
     started = [e for e in read_new(path, Cursor()).events if isinstance(e, ev.SessionStarted)]
     if not started:
         raise EngineError(no_session(session_id, engine.home.root, path))
-    return started[-1].prompt or started[-1].task, list(started[-1].command)
+    return started[-1]
+
+
+def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
+    """The prompt and the agent command the session recorded when it started (a session that
+    recorded no prompt answers its task; no command, ``[]``). Raises ``EngineError`` when there is
+    no such session."""
+    started = _started(engine, session_id)
+    return started.prompt or started.task, list(started.command)
+
+
+def recorded_worktree(engine: Engine, session_id: str) -> tuple[str, str]:
+    """The git worktree (its root) and branch the session recorded it runs in, ``("", "")`` for
+    one in the project's own checkout. Raises ``EngineError`` when there is no such session."""
+    started = _started(engine, session_id)
+    return started.worktree, started.branch
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +159,7 @@ def run_loop(
     timer: Callable[[], float] = time.monotonic,
     rate_limit_wait_s: float = 60.0,
     agent_format: AgentFormat | None = None,
+    worktree: Worktree | None = None,
 ) -> RunResult:
     """Run the agent until the engine completes, blocks or escalates the session (exit codes above).
 
@@ -157,7 +173,10 @@ def run_loop(
     iteration: it is recorded (``rate_limited``), the loop waits until the limit resets (or
     ``rate_limit_wait_s``, doubling) and runs the same iteration again. Raises ``EngineError`` if
     the session cannot be started or resumed, ``OSError`` if the agent command cannot be run.
-    ``agent_format`` reads the agent's output (``None``: detected from ``agent_cmd``).
+    ``agent_format`` reads the agent's output (``None``: detected from ``agent_cmd``). A loop in a
+    ``worktree`` (``ledger.agents.worktrees``; the engine's ``work_dir`` is in it) records it when it
+    starts, and its agent runs with ``RALPH_HOME`` naming the engine's home, so a Stop hook or a
+    ``ralph-ledger`` the agent runs records there too, never in a home of the worktree's own.
     """
     if not agent_cmd:
         raise ValueError("run_loop needs an agent command")
@@ -176,7 +195,8 @@ def run_loop(
             # the default of the configured agent; "auto" is chosen by the engine (ledger.loop.limits)
             max_iterations="auto" if config.max_iterations == "auto" else config.effective_max_iterations(),
         )
-        started = engine.start(session_id, config, prompt=prompt, command=agent_cmd)
+        where = (str(worktree.path), worktree.branch) if worktree else ("", "")
+        started = engine.start(session_id, config, prompt=prompt, command=agent_cmd, worktree=where)
         n, max_it = started.iteration, started.max_iterations
         stdin_text = prompt
     loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
@@ -184,6 +204,8 @@ def run_loop(
         loop.say(
             f"[ralph-ledger] {session_id}: max iterations {max_it} ({_limit_reason(engine, session_id)})\n"
         )
+    if worktree is not None:
+        loop.env = {**os.environ, "RALPH_HOME": str(engine.home.root)}
     with reporting(), interrupts() as pending:  # notifications: failures on stderr, awaited at the end
         try:
             return loop.iterate(n, max_it, stdin_text, prompt, agent_cmd, iteration_timeout_s, timer)
@@ -215,6 +237,7 @@ class _Loop:
         self.unrecorded: tuple[AgentRun, list[str]] | None = None  # the agent's run and files, until
         # the engine has recorded them
         self.journal_size = 0
+        self.env: dict[str, str] | None = None  # the agent's environment (None: this process's)
 
     def say(self, text: str) -> None:
         """Write one ``[ralph-ledger]`` line to ``out`` (a terminal gone after SIGHUP is ignored)."""
@@ -240,7 +263,13 @@ class _Loop:
             self.say(f"[ralph-ledger] {sid}: iteration {n} of {max_it}\n")
             self.before = before = snapshot(engine.work_dir, engine.home.root)
             run = run_agent(
-                agent_cmd, stdin_text, cwd=engine.work_dir, timeout_s=timeout_s, out=self.out, timer=timer
+                agent_cmd,
+                stdin_text,
+                cwd=engine.work_dir,
+                timeout_s=timeout_s,
+                out=self.out,
+                timer=timer,
+                env=self.env,
             )
             spoken = self.fmt.parse(run.output)  # what the agent reported, in its own format
             failed = run.returncode != 0 or run.timed_out

@@ -51,7 +51,7 @@ def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
         params = [args.status] if args.status else None
         sql = (
             "SELECT session_id, status, agent, task, iteration, max_iterations, last_score, "
-            f"last_signal, consecutive_failures, tokens, cost_usd, updated_at FROM sessions {where} "
+            f"last_signal, consecutive_failures, tokens, cost_usd, updated_at, branch FROM sessions {where} "
             "ORDER BY updated_at DESC, session_id"
         )
         rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, params))
@@ -89,7 +89,9 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
             f"session {s['session_id']}: {s['status']}, iteration {s['iteration']}/"
             f"{s['max_iterations']}{why}, agent {s['agent'] or '-'}{kind}, task {cell(s['task'] or '-')}, "
             f"last score {cell(s['last_score'])}, last signal {s['last_signal'] or '-'}, "
-            f"{s['tokens']} tokens, cost {usd(s['cost_usd'])}\n"
+            f"{s['tokens']} tokens, cost {usd(s['cost_usd'])}"
+            + (f", worktree {s['worktree']} (branch {s['branch']})" if s.get("branch") else "")
+            + "\n"
         )
     emit(render(rows, args.fmt))
 

@@ -4,6 +4,7 @@ override of a running session).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ from ledger.core.home import Home
 
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
     import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+
+    from ledger.agents.worktrees import Worktree
 
 
 def cmd_override(home: Home, args: argparse.Namespace) -> None:
@@ -103,14 +106,17 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     ``--resume`` the prompt and the agent command the session recorded are used unless given again.
     Raises ``CliError`` (exit 2) for bad usage (no agent command, no prompt, an agent program not
     found), (exit 1) for a configuration that would fail (checked in full before the agent starts)
-    or a session the engine refuses to start or resume.
+    or a session the engine refuses to start or resume. With ``--worktree NAME`` (or resuming a
+    session that ran in one) the loop runs in its own git worktree (``ledger.agents.worktrees``);
+    one that cannot be used is one line (exit 2; exit 1 when another loop holds it).
     """
     from datetime import UTC, datetime
 
     import msgspec
 
     from ledger.agents.formats import resolve
-    from ledger.agents.runner import recorded, run_loop
+    from ledger.agents.runner import recorded, recorded_worktree, run_loop
+    from ledger.agents.worktrees import WorktreeError, hold
     from ledger.loop.config import ConfigError, LoopConfig, config_path, load_checked
     from ledger.loop.engine import Engine
     from ledger.loop.engine_types import EngineError
@@ -118,8 +124,10 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     if args.resume and (args.max_iterations == "auto" or args.kind):  # the loop started with both
         given = "--kind" if args.kind else "--max-iterations auto"
         raise CliError(f"ralph-ledger run: {given} applies when a loop starts, not with --resume", 2)
+    home = _shared_home(home, args)
     engine = Engine(home, work_dir=Path.cwd())
     agent_cmd = list(args.agent_cmd)
+    place = ("", "")  # the worktree and branch a resumed session runs in
     if not args.resume:
         _check_agent(agent_cmd, "missing the agent command")
         prompt = _read_prompt(args.prompt)
@@ -127,6 +135,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
         prompt = _read_prompt(args.prompt, required=False)
         try:
             task, command = recorded(engine, args.resume)
+            place = recorded_worktree(engine, args.resume)
         except EngineError as exc:
             raise CliError(f"ralph-ledger run: {exc}") from None
         prompt, agent_cmd = prompt or task, agent_cmd or command
@@ -144,27 +153,82 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
         config = msgspec.structs.replace(config, max_iterations=args.max_iterations)
     if args.kind:
         config = msgspec.structs.replace(config, kind=args.kind)
-    session = args.resume or args.session or f"run-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    session = args.resume or args.session or f"{args.worktree or 'run'}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    worktree = None
+    if found := _worktree(args, place):
+        worktree, engine.work_dir = found
+        made = worktree.made or "reused"
+        print(f"[ralph-ledger] {session}: worktree {worktree.path} on branch {worktree.branch} ({made})")
     try:
         if args.resume and args.max_iterations is not None:
             engine.set_max_iterations(session, args.max_iterations, "run --resume --max-iterations")
-        result = run_loop(
-            engine,
-            session,
-            config,
-            agent_cmd,
-            prompt,
-            iteration_timeout_s=args.timeout,
-            out=sys.stdout,
-            resume=bool(args.resume),
-            rate_limit_wait_s=args.rate_limit_wait,
-            agent_format=resolve(args.agent_format, agent_cmd),
-        )
+        with hold(worktree.path) if worktree else contextlib.nullcontext():  # one loop per worktree
+            result = run_loop(
+                engine,
+                session,
+                config,
+                agent_cmd,
+                prompt,
+                iteration_timeout_s=args.timeout,
+                out=sys.stdout,
+                resume=bool(args.resume),
+                rate_limit_wait_s=args.rate_limit_wait,
+                agent_format=resolve(args.agent_format, agent_cmd),
+                worktree=worktree,
+            )
     except EngineError as exc:
         raise CliError(f"ralph-ledger run: {exc}") from None
+    except WorktreeError as exc:  # another loop holds the worktree
+        raise CliError(f"ralph-ledger run: {exc}", exc.code) from None
     summary = f"{result.session_id}: {result.signal or 'interrupted'} after {result.iterations} iteration(s)"
     if not result.signal:
         _detach_hung_up()
     if result.exit_code != 0:
         raise CliError(f"ralph-ledger run: {summary}: {result.reason}", result.exit_code)
     print(f"ralph-ledger run: {summary}: {result.reason}")
+
+
+# ----------------------------------------------------------------------------- run --worktree
+def _shared_home(home: Home, args: argparse.Namespace) -> Home:
+    """The home of ``run``: with ``--worktree`` and no home named (``--home``, ``$RALPH_HOME``), the
+    repository's main work tree's ``.ralph``, which every loop of the repository shares (from a
+    linked worktree too); else ``home``."""
+    if args.worktree is None or getattr(args, "home", None) is not None or os.environ.get("RALPH_HOME"):
+        return home
+    from ledger.agents.worktrees import WorktreeError, repository_of
+    from ledger.core.home import DEFAULT_HOME
+
+    try:
+        return Home(repository_of(Path.cwd()) / DEFAULT_HOME)
+    except WorktreeError as exc:
+        raise CliError(f"ralph-ledger run: {exc}", exc.code) from None
+
+
+def _worktree(args: argparse.Namespace, place: tuple[str, str]) -> tuple[Worktree, Path] | None:
+    """The worktree the loop runs in, made or reused (``ledger.agents.worktrees``): ``--worktree
+    NAME``'s, or the one a resumed session recorded; with the folder of it the loop works in (the
+    current directory's in its checkout). ``None`` for the project's own checkout.
+
+    Raises ``CliError`` (exit 2) for a ``--worktree`` a resumed session did not run in, or one
+    that cannot be used (``WorktreeError``'s own exit status).
+    """
+    from ledger.agents.worktrees import WorktreeError, branch_of, ensure, folder_of, repository_of, work_dir
+
+    path, branch = place
+    if args.worktree is None and not path:
+        return None
+    if args.resume and (branch_of(args.worktree) if args.worktree else branch) != branch:
+        where = f"worktree {path} (branch {branch})" if path else "the project's own checkout"
+        raise CliError(
+            f"ralph-ledger run: session {args.resume} ran in {where}: resume it without --worktree", 2
+        )
+    cwd = Path.cwd()
+    try:
+        if path:  # where the session ran, made again from its branch if it was removed
+            repository = Path(path).parent.parent.parent  # <repository>/.ralph/worktrees/NAME
+            made = ensure(repository if repository.is_dir() else cwd, Path(path), branch, create_branch=False)
+        else:
+            made = ensure(cwd, folder_of(repository_of(cwd), args.worktree), branch_of(args.worktree))
+        return made, work_dir(cwd, made.path)
+    except WorktreeError as exc:
+        raise CliError(f"ralph-ledger run: {exc}", exc.code) from None

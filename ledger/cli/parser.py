@@ -249,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--session",
         type=session_id_arg,
         metavar="ID",
-        help="id of the new session (default: run-<UTC timestamp>)",
+        help="id of the new session (default: run-<UTC timestamp>; with --worktree, NAME-<UTC timestamp>)",
     )
     g.add_argument(
         "--resume",
@@ -265,6 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--kind", type=kind_arg, metavar="KIND", help="the kind of task (overrides kind in the configuration)"
+    )
+    s.add_argument(
+        "--worktree",
+        type=worktree_name_arg,
+        metavar="NAME",
+        help="run in the git worktree .ralph/worktrees/NAME on branch ralph/NAME (made from HEAD if missing)",
     )
     s.add_argument(
         "--timeout",
@@ -321,6 +327,19 @@ def session_id_arg(text: str) -> str:
         return check_session_id(text)
     except JournalError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("invalid session id ")) from None
+
+
+def worktree_name_arg(text: str) -> str:
+    """argparse type for ``run --worktree``: a worktree name (``ledger.agents.worktrees``), else
+    ``argparse.ArgumentTypeError``."""
+    import argparse
+
+    from ledger.agents.worktrees import WorktreeError, check_name
+
+    try:
+        return check_name(text)
+    except WorktreeError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[1]) from None
 
 
 def agent_name_arg(text: str) -> str:

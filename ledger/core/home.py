@@ -11,6 +11,8 @@ import msgspec
 from ledger.core.project import up_to_root
 
 DEFAULT_HOME = ".ralph"
+WORKTREES = "worktrees"
+"""The folder of a home holding its repository's loop worktrees (``run --worktree NAME``)."""
 JOURNAL_SUFFIX = ".jsonl"
 
 
@@ -34,9 +36,15 @@ def journals_in(directory: Path) -> list[Path]:
 def default_home(cwd: Path | None = None) -> Path:
     """The home used when none is named: the nearest ``.ralph`` directory at or above ``cwd`` (the
     current directory) up to its project root, as git finds ``.git``; else the project root's
-    ``.ralph``, where the Stop hook and ``loop start`` keep it (``./.ralph`` outside a git work tree)."""
+    ``.ralph``, where the Stop hook and ``loop start`` keep it (``./.ralph`` outside a git work tree);
+    in a loop's worktree (``<repository>/.ralph/worktrees/NAME``) its repository's ``.ralph``."""
     walk = [Path(d) for d in up_to_root(str((cwd or Path.cwd()).absolute()))]
-    return next((d / DEFAULT_HOME for d in walk if (d / DEFAULT_HOME).is_dir()), walk[-1] / DEFAULT_HOME)
+    root = walk[-1]
+    if root.parent.name == WORKTREES and root.parent.parent.name == DEFAULT_HOME:
+        fallback = root.parent.parent  # one home for all the loops of a repository
+    else:
+        fallback = root / DEFAULT_HOME
+    return next((d / DEFAULT_HOME for d in walk if (d / DEFAULT_HOME).is_dir()), fallback)
 
 
 class Home(msgspec.Struct, frozen=True):

@@ -31,14 +31,7 @@ from ledger.loop.promises import detect_promises, strongest, to_event
 from ledger.loop.rules import CustomRule, Rule, RuleContext, parse_rules, spec
 from ledger.loop.score import validation_score
 from ledger.loop.signals import Inputs, resolve
-from ledger.loop.stop_policies import (
-    NO_HOOKS,
-    PRESET_FNS,
-    AgentContext,
-    Evaluation,
-    HookFn,
-    Registry,
-)
+from ledger.loop.stop_policies import NO_HOOKS, PRESET_FNS, AgentContext, Evaluation, HookFn, Registry
 from ledger.loop.todos import Todo
 from ledger.loop.validation_events import validation_events
 from ledger.notify import notify_events
@@ -121,10 +114,15 @@ class Engine:
 
     # -- lifecycle -----------------------------------------------------------
     def start(
-        self, session_id: str, config: LoopConfig, *, prompt: str = "", command: Sequence[str] = ()
+        self,
+        session_id: str,
+        config: LoopConfig,
+        *,
+        prompt: str = "",
+        command: Sequence[str] = (),
+        worktree: tuple[str, str] = ("", ""),
     ) -> NextResult:
-        """iteration_start: record the loop's configuration (and the ``prompt`` and agent ``command`` a
-        runner feeds each iteration) and begin iteration 1; ``"auto"`` limits: ``ledger.loop.limits``."""
+        """iteration_start: record the configuration, what a runner runs and where; begin iteration 1."""
         path = journal_path(self.home.journals, session_id)
         if path.exists() and not _only_errors(path):
             raise EngineError(f"session {session_id!r} already exists")
@@ -152,6 +150,8 @@ class Engine:
                 completion_promises=config.completion_promises,
                 rules=[spec(r) for r in rules],
                 config=recorded_config(config),
+                worktree=worktree[0],
+                branch=worktree[1],
             ),
             *hooks,
             ev.IterationStarted(session_id=session_id, iteration=1, max_iterations=max_it),

@@ -69,6 +69,10 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     started_at: datetime | None
     updated_at: datetime | None
     stop_requested: bool
+    worktree: str = ""
+    """The git worktree the loop runs in (``run --worktree``), ``""`` for the project's checkout."""
+    branch: str = ""
+    """That worktree's branch (``ralph/NAME``), ``""`` for the project's checkout."""
 
 
 class Fleet(msgspec.Struct, frozen=True, kw_only=True):
@@ -218,6 +222,8 @@ def session_of(r: dict[str, Any]) -> SessionRow:
         started_at=aware(r["started_at"]),
         updated_at=aware(r["updated_at"]),
         stop_requested=bool(r["stop_requested"]),
+        worktree=str(r.get("worktree") or ""),
+        branch=str(r.get("branch") or ""),
     )
 
 

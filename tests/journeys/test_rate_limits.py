@@ -75,10 +75,12 @@ def test_ctrl_c_while_waiting_ends_the_loop_and_resume_goes_on(project: Project,
     loop = Loop(project, tmp_path, agent(1, 3600))
     proc = loop.start()
     wait_for_file(loop.state / "limited1", proc)
-    end = 50
+    end = 600  # up to a minute on a loaded machine: the signal must come while it waits
     while "rate_limited" not in loop.types() and end:
         subprocess.run(["sleep", "0.1"], check=True)
         end -= 1
+    assert "rate_limited" in loop.types()
+    subprocess.run(["sleep", "0.5"], check=True)  # the line saying it waits follows the record
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130, (out, err)

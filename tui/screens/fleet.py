@@ -109,16 +109,16 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
         "cost": fmt.cost_text(row.cost_usd),
         "age": Text(fmt.age(row.updated_at, now), justify="right"),
         "agent": Text(fmt.truncate(row.agent, 12)),
-        "task": Text(fmt.truncate(row.task, 48)),
+        "task": Text(fmt.truncate(f"⎇ {row.branch} · {row.task}" if row.branch else row.task, 48)),
     }
 
 
 def matches(row: SessionRow, needle: str) -> bool:
-    """Whether the filter text is a substring of the session's id, agent, task or status."""
+    """Whether the filter text is a substring of the session's id, agent, task, status or branch."""
     if not needle:
         return True
     needle = needle.lower()
-    return any(needle in field.lower() for field in (row.session_id, row.agent, row.task, row.status))
+    return any(needle in f.lower() for f in (row.session_id, row.agent, row.task, row.status, row.branch))
 
 
 class SessionsScreen(Screen[None]):

@@ -135,6 +135,8 @@ def title_text(session_id: str, row: SessionRow | None) -> Text:
     if row.cost_usd is not None:
         out.append(f"  {fmt.cost(row.cost_usd)}")
     out.append(f"  {row.agent}  ")
+    if row.branch:  # a loop in its own worktree (run --worktree)
+        out.append(f"⎇ {row.branch}  ")
     out.append(" ".join(row.task.split()), style=fmt.GREY)
     return out
 

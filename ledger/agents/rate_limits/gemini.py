@@ -29,6 +29,7 @@ import re
 from collections.abc import Mapping
 
 from ledger.agents.rate_limits.limit import Clock, RateLimit, seconds_from
+from ledger.core.errors import one_line
 
 _TOO_MANY = re.compile(
     r"^(?:Please wait and try again later\. To increase your limits, request a quota increase through "
@@ -46,7 +47,7 @@ def from_message(message: str, clock: Clock) -> RateLimit | None:
     """The limit an error ``result``'s message reports, or ``None``."""
     if _TOO_MANY.search(message) is None:
         return None
-    said = message.strip().splitlines()[0]
+    said = one_line(message)
     retry = _RETRY.search(message)
     return RateLimit(said, seconds_from(clock(), retry["amount"], retry["unit"]) if retry else None)
 

@@ -28,22 +28,26 @@ SELECT
   coalesce(sum(e.tokens), 0) AS tokens,  -- as turn_tokens defines them
   -- as turn_costs defines it, NULL when no turn's cost is known; rounded to a billionth of a dollar,
   -- since a parallel float sum differs in its last digits from run to run
-  round(sum(e.cost_usd), 9) AS cost_usd
+  round(sum(e.cost_usd), 9) AS cost_usd,
+  -- the git worktree (its root) and branch the loop runs in (run --worktree); NULL: the project's checkout
+  nullif(arg_max(worktree, seq) FILTER (WHERE type = 'session_started'), '') AS worktree,
+  nullif(arg_max(branch, seq) FILTER (WHERE type = 'session_started'), '') AS branch
 FROM (
   -- The turns' tokens and the failure streak come in as extra rows rather than joins, so that a filter on session_id
   -- reaches both branches (a LEFT JOIN kept it from the detector's side: 57 ms vs 19 ms for one
   -- session of a 1M-event ledger).
   SELECT session_id, type, seq, agent, task, task_kind, iteration, max_iterations, max_iterations_reason,
          score, signal, kind, reason, ts,
-         CAST(NULL AS HUGEINT) AS tokens, CAST(NULL AS BIGINT) AS streak, CAST(NULL AS DOUBLE) AS cost_usd
+         CAST(NULL AS HUGEINT) AS tokens, CAST(NULL AS BIGINT) AS streak, CAST(NULL AS DOUBLE) AS cost_usd,
+         worktree, branch
   FROM events
   UNION ALL
   SELECT session_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-         tokens, NULL, cost_usd
+         tokens, NULL, cost_usd, NULL, NULL
   FROM turn_costs
   UNION ALL
   SELECT session_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-         NULL, streak, NULL
+         NULL, streak, NULL, NULL, NULL
   FROM failure_streak()
 ) e
 GROUP BY e.session_id
