@@ -97,7 +97,9 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     """A loop began; carries the loop's configuration. ``prompt`` and ``command`` are what the loop
     runner (``ralph-ledger run``) feeds and starts each iteration, empty for loops driven otherwise;
     ``worktree`` and ``branch`` the git worktree (its root) and branch it runs in (``run --worktree``),
-    empty when it runs in the project's own checkout."""
+    empty when it runs in the project's own checkout. ``task_kind`` is the configured kind of task
+    (``kind``; "" when none); ``max_iterations_reason`` says how ``max_iterations`` was chosen when the
+    configuration asked for ``"auto"`` ("" otherwise)."""
 
     task: str = ""
     task_id: str = ""
@@ -110,6 +112,8 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     config: dict[str, Any] = {}
     worktree: str = ""
     branch: str = ""
+    task_kind: str = ""
+    max_iterations_reason: str = ""
 
 
 class HookRegistered(Event, frozen=True, kw_only=True, gc=False, tag="hook_registered"):

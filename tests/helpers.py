@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
@@ -32,3 +33,33 @@ counter.write_text(str(n))
 """
 """The start of a scripted agent's program (run as ``python agent.py STATE_DIR``): it reads the prompt
 on stdin and counts its runs in ``STATE_DIR/count`` (``n`` is this run's number)."""
+
+
+def past_loop(
+    journals: Path,
+    session_id: str,
+    iterations: int,
+    *,
+    agent: str = "",
+    kind: str = "",
+    end: str = "complete",
+) -> None:
+    """Write the journal of a past loop of ``agent`` and task ``kind`` that ran ``iterations`` iterations
+    and ended ``end`` ("complete", "blocked", "escalated"; "running": not ended), through the journal API."""
+    from ledger import events as ev
+    from ledger.storage.journal import Journal
+
+    endings: dict[str, list[ev.Event]] = {
+        "complete": [
+            ev.SessionCompleted(session_id=session_id, iteration=iterations, total_iterations=iterations)
+        ],
+        "blocked": [ev.SessionBlocked(session_id=session_id, iteration=iterations)],
+        "escalated": [ev.SessionEscalated(session_id=session_id, iteration=iterations)],
+        "running": [],
+    }
+    ending = endings[end]
+    Journal.for_session(journals, session_id, fsync=False, clock=ticking()).append(
+        ev.SessionStarted(session_id=session_id, agent=agent, task_kind=kind, task="t", max_iterations=60),
+        *(ev.IterationStarted(session_id=session_id, iteration=n) for n in range(1, iterations + 1)),
+        *ending,
+    )

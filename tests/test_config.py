@@ -76,7 +76,10 @@ def test_defaults_without_files(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("max_iteration = 3\n", "ralph.toml: max_iteration: unknown key"),
-        ("max_iterations = 'soon'\n", "ralph.toml: max_iterations: expected an integer, got 'soon'"),
+        (
+            "max_iterations = 'soon'\n",
+            "ralph.toml: max_iterations: expected a whole number >= 1 or \"auto\", got 'soon'",
+        ),
         (
             "[guards.thrashing]\nmin_iterations = 'five'\n",
             "ralph.toml: guards.thrashing.min_iterations: expected an integer, got 'five'",
@@ -142,12 +145,12 @@ def test_agent_defaults_per_agent(tmp_path: Path) -> None:
     [
         (
             "---\niteration:\n  maxIterations: many\n---\n",
-            "iteration.maxIterations: expected an integer, got 'many'",
+            "iteration.maxIterations: expected a whole number >= 1 or \"auto\", got 'many'",
         ),
         ("---\niteration:\n  maxIters: 3\n---\n", "iteration.maxIters: unknown key"),
         (
             "---\niteration:\n  maxIterations: 0\n---\n",
-            "iteration.maxIterations: expected a whole number >= 1, got 0",
+            'iteration.maxIterations: expected a whole number >= 1 or "auto", got 0',
         ),
         (
             "---\niteration:\n  validationRules: [nope]\n---\n",
@@ -206,8 +209,11 @@ def test_config_path_is_what_find_config_and_has_config_read(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("max_iterations = 0\n", "ralph.toml: max_iterations: expected a whole number >= 1, got 0"),
-        ("max_iterations = -3\n", "ralph.toml: max_iterations: expected a whole number >= 1, got -3"),
+        ("max_iterations = 0\n", 'ralph.toml: max_iterations: expected a whole number >= 1 or "auto", got 0'),
+        (
+            "max_iterations = -3\n",
+            'ralph.toml: max_iterations: expected a whole number >= 1 or "auto", got -3',
+        ),
         (
             "hooks = ['default', 'valdation']\n",
             "ralph.toml: hooks[1]: unknown hook 'valdation' (expected one of: default, promise, validation)",

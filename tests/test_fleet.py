@@ -331,6 +331,7 @@ CONSTRUCTS = {
     "integer / integer": r"count\(\*\)(?:\s+FILTER\s+\((?:[^()]|\([^()]*\))*\))?\s*/",
     "OVER (w ROWS ...)": r"OVER\s+\(\w+\s+ROWS",
     "ASOF LEFT JOIN": r"\bASOF\b",
+    "quantile_disc(x, q)": r"\bquantile_disc\(",
     "table macros": r"^--\s*params:|\b(?:failure_streak|quality_regression|thrashing|validation_stall)\(",
 }
 

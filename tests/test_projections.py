@@ -28,6 +28,7 @@ ORDER = {
     "quality_regression": "session_id, iteration",
     "thrashing": "session_id, file",
     "loop_metrics": "agent",
+    "limit_suggestions": "agent, task_kind",
     "success_by_iterations": "agent, iterations",
     "validation_stall": "session_id, iteration",
     "turn_tokens": "session_id, seq",

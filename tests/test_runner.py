@@ -323,7 +323,7 @@ def prompt_file(tmp_path: Path) -> Path:
         ([], "missing the agent command"),
         (["--"], "missing the agent command"),
         (["--max-iterations", "many", "--", "true"], "--max-iterations: expected a whole number"),
-        (["--max-iterations", "0", "--", "true"], "expected a number >= 1"),
+        (["--max-iterations", "0", "--", "true"], "expected a whole number >= 1 or auto, got '0'"),
         (["--timeout", "soon", "--", "true"], "--timeout: expected a number of seconds"),
         (["--timeout", "0", "--", "true"], "--timeout: expected a number of seconds > 0, got '0'"),
         (["--timeout", "-1", "--", "true"], "--timeout: expected a number of seconds > 0"),

@@ -175,13 +175,18 @@ def run_loop(
             config,
             task=config.task or prompt,
             agent=config.agent or Path(agent_cmd[0]).name,
-            max_iterations=config.effective_max_iterations(),  # the default of the configured agent
+            # the default of the configured agent; "auto" is chosen by the engine (ledger.loop.limits)
+            max_iterations="auto" if config.max_iterations == "auto" else config.effective_max_iterations(),
         )
         where = (str(worktree.path), worktree.branch) if worktree else ("", "")
         started = engine.start(session_id, config, prompt=prompt, command=agent_cmd, worktree=where)
         n, max_it = started.iteration, started.max_iterations
         stdin_text, advance, events = prompt, False, []
     loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
+    if not resume and config.max_iterations == "auto":  # say how the limit was chosen
+        loop.say(
+            f"[ralph-ledger] {session_id}: max iterations {max_it} ({_limit_reason(engine, session_id)})\n"
+        )
     if worktree is not None:
         loop.env = {**os.environ, "RALPH_HOME": str(engine.home.root)}
     with reporting(), interrupts() as pending:  # notifications: failures on stderr, awaited at the end
@@ -200,6 +205,11 @@ def run_loop(
                 raise
             pending.close()  # a signal during a DuckDB statement comes back as DuckDB's own error
             return loop.interrupted(Interrupted(pending.signum))
+
+
+def _limit_reason(engine: Engine, session_id: str) -> str:
+    """Why the session's limit is what it is, as its ``session_started`` recorded it."""
+    return str(engine.status(session_id)["max_iterations_reason"] or "")
 
 
 class _Loop:

@@ -111,7 +111,8 @@ def _agent_plan(project: Path, args: argparse.Namespace) -> tuple[dict[str, Any]
         defaults = LoopConfig(agent=args.agent_name, max_iterations=config.max_iterations)
         text = agent_markdown(
             args.agent_name,
-            max_iterations=args.max_iterations or defaults.effective_max_iterations(),
+            max_iterations=args.max_iterations
+            or ("auto" if config.max_iterations == "auto" else defaults.effective_max_iterations()),
             completion_promises=args.completion_promises or config.completion_promises,
             validation_rules=[str(rule.get("name")) for rule in config.rules],
         )
@@ -160,6 +161,7 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     try:
         words, mode = _loop_mode(args.words)
         words, agent = _loop_agent(words)
+        words, kind, auto = _loop_adaptive(words)
         loop = parse_loop_args(words)
     except UsageError as exc:
         raise CliError(f"ralph-ledger loop start: {exc}", 2) from None
@@ -169,9 +171,10 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     project = _loop_project(args.project)
     _no_active_loop(project)
     native = mode == "ledger" or (mode is None and has_config(project))
-    if agent and not native:
+    ledger_only = "--agent" if agent else "--kind" if kind else "--max-iterations auto" if auto else ""
+    if ledger_only and not native:
         why = "--mode plugin" if mode == "plugin" else "this project has no ralph.toml or [tool.ralph]"
-        raise CliError(f"ralph-ledger loop start: --agent needs a ledger-mode loop ({why})", 2)
+        raise CliError(f"ralph-ledger loop start: {ledger_only} needs a ledger-mode loop ({why})", 2)
     limit = f"at most {loop.max_iterations} iterations" if loop.max_iterations else "no iteration limit"
     until = (
         f"until the agent outputs <promise>{loop.completion_promise}</promise>"
@@ -188,10 +191,11 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
         native_loop = LoopFile(
             prompt=loop.prompt,
             claude_session_id=session,
-            max_iterations=loop.max_iterations or None,
+            max_iterations="auto" if auto else loop.max_iterations or None,
             completion_promise=loop.completion_promise,
             started_at=state.started_at,
             agent=agent or "",
+            kind=kind or "",
         )
         try:  # the configuration every stop will use: checked now, not at the first stop
             config = loop_config(project, native_loop)
@@ -203,6 +207,8 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
         read_loop_file(path)
         most = loop.max_iterations
         limit = f"at most {most} iterations" if most else "the configured limits"
+        if config.max_iterations == "auto":  # chosen by the engine when the loop starts (ledger.loop.limits)
+            limit = "an iteration limit chosen from past loops when it starts (max_iterations auto)"
         until = f"until the agent outputs <promise>{loop.completion_promise or 'COMPLETE'}</promise>"
         print(f"loop started with the project's rules and guards ({limit}, {until}); state in {path}")
         if agent:
@@ -227,8 +233,8 @@ def _no_active_loop(project: Path) -> None:
 
 
 LOOP_HELP = """\
-usage: ralph-ledger loop start "PROMPT" [--max-iterations N] [--completion-promise TEXT]
-                               [--mode ledger|plugin] [--agent NAME]
+usage: ralph-ledger loop start "PROMPT" [--max-iterations N|auto] [--completion-promise TEXT]
+                               [--mode ledger|plugin] [--agent NAME] [--kind KIND]
 
 Start a loop in this project that the Claude Code Stop hook (`ralph-ledger hook claude-code`,
 installed by `ralph-ledger init claude-code`) drives: every time the agent stops, it is given
@@ -242,6 +248,9 @@ PROMPT again, until it outputs the completion promise or a limit ends the loop.
                               when it has one); plugin: the ralph-loop plugin's state file and rules
   --agent NAME                ledger mode: apply .claude/agents/NAME.md's iteration: block (its
                               limit, promises and rule names; the options above still win)
+  --kind KIND                 ledger mode: the kind of task (as kind in ralph.toml), grouping loops
+                              for --max-iterations auto: the iterations that covered 90% of past
+                              completed loops of this agent and kind (ralph-ledger stats --suggest)
   -h, --help                  show this help and start nothing
 
 The loop file is written in the project root: $CLAUDE_PROJECT_DIR when set, else the root of the
@@ -256,7 +265,7 @@ def _agent_line(project: Path, agent: str, config: LoopConfig) -> str:
     if not path.is_file():
         return f"agent {agent!r}: no {path}: the configuration's settings apply"
     rules = ", ".join(str(r.get("name")) for r in config.rules) or "none"
-    most = config.effective_max_iterations()
+    most = "auto" if config.max_iterations == "auto" else config.effective_max_iterations()
     return f"agent {agent!r} from {path}: at most {most} iterations, rules: {rules}"
 
 
@@ -273,6 +282,23 @@ def _loop_agent(words: list[str]) -> tuple[list[str], str | None]:
         except ConfigError as exc:
             raise UsageError(f"--agent: {str(exc).removeprefix('agent: ')}") from None
     return rest, agent
+
+
+def _loop_adaptive(words: list[str]) -> tuple[list[str], str | None, bool]:
+    """``loop start``'s words without ``--kind KIND`` and ``--max-iterations auto``, KIND (``None``
+    when absent) and whether ``auto`` was asked for (a number stays for ``parse_loop_args``);
+    ``UsageError`` for a kind that is not a name."""
+    from ledger.agents.claude_code.plugin import UsageError
+    from ledger.loop.config import ConfigError, check_kind
+
+    words, kind = _take_option(words, "--kind", "a kind of task")
+    if kind is not None:
+        try:
+            check_kind(kind)
+        except ConfigError as exc:
+            raise UsageError(f"--kind: {str(exc).removeprefix('kind: ')}") from None
+    rest, most = _take_option(words, "--max-iterations", "a whole number or auto")
+    return (rest, kind, True) if most == "auto" else (words, kind, False)
 
 
 def _loop_project(given: str | None) -> Path:

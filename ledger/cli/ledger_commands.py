@@ -83,9 +83,11 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
         s = dict(zip(found.columns, found.rows[0], strict=True))
         rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, [args.session]))
     if args.fmt == "table":
+        why = f" ({s['max_iterations_reason']})" if s["max_iterations_reason"] else ""
+        kind = f", kind {s['task_kind']}" if s["task_kind"] else ""
         emit(
             f"session {s['session_id']}: {s['status']}, iteration {s['iteration']}/"
-            f"{s['max_iterations']}, agent {s['agent'] or '-'}, task {cell(s['task'] or '-')}, "
+            f"{s['max_iterations']}{why}, agent {s['agent'] or '-'}{kind}, task {cell(s['task'] or '-')}, "
             f"last score {cell(s['last_score'])}, last signal {s['last_signal'] or '-'}, "
             f"{s['tokens']} tokens, cost {usd(s['cost_usd'])}"
             + (f", worktree {s['worktree']} (branch {s['branch']})" if s.get("branch") else "")
@@ -170,12 +172,18 @@ def cmd_stats(home: Home, args: argparse.Namespace) -> None:
     """``stats``: print the ``loop_metrics`` view (one row per agent), then ``success_by_iterations``.
 
     Both in every format: as tables under a title each, as CSV one after the other (each with its
-    header, an empty line between), as JSON one object (view name -> rows). Raises ``LedgerError``
-    if the ledger cannot be opened.
+    header, an empty line between), as JSON one object (view name -> rows). With ``--suggest``, the
+    ``limit_suggestions`` view instead, as ``sessions`` prints its rows. Raises ``LedgerError`` if the
+    ledger cannot be opened.
     """
-    from ledger.core.output import fetch, render_many
+    from ledger.core.output import fetch, render, render_many
     from ledger.storage.ledger_file import interruptible
 
+    if args.suggest:
+        with open_current(home, args.wait) as ledger:
+            sql = "SELECT * FROM limit_suggestions ORDER BY agent, task_kind"
+            emit(render(interruptible(ledger.con, lambda: fetch(ledger.con, sql)), args.fmt))
+        return
     with open_current(home, args.wait) as ledger:
         parts = interruptible(
             ledger.con,

@@ -121,6 +121,9 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     from ledger.loop.engine import Engine
     from ledger.loop.engine_types import EngineError
 
+    if args.resume and (args.max_iterations == "auto" or args.kind):  # the loop started with both
+        given = "--kind" if args.kind else "--max-iterations auto"
+        raise CliError(f"ralph-ledger run: {given} applies when a loop starts, not with --resume", 2)
     home = _shared_home(home, args)
     engine = Engine(home, work_dir=Path.cwd())
     agent_cmd = list(args.agent_cmd)
@@ -148,6 +151,8 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
         raise CliError(f"ralph-ledger run: {exc}") from None
     if args.max_iterations is not None:
         config = msgspec.structs.replace(config, max_iterations=args.max_iterations)
+    if args.kind:
+        config = msgspec.structs.replace(config, kind=args.kind)
     session = args.resume or args.session or f"{args.worktree or 'run'}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     worktree = None
     if found := _worktree(args, place):

@@ -72,6 +72,32 @@ def positive_int(text: str, least: int = 1) -> int:
     return value
 
 
+def max_iterations_arg(text: str) -> int | str:
+    """argparse type for ``run --max-iterations``: a whole number >= 1, or ``auto`` (the limit past
+    loops suggest, ``ledger.loop.limits``); else ``argparse.ArgumentTypeError``."""
+    import argparse
+
+    if text == "auto":
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or auto, got {text!r}") from None
+
+
+def kind_arg(text: str) -> str:
+    """argparse type for ``--kind``: a task kind named as ``kind`` in ``ralph.toml`` is, else
+    ``argparse.ArgumentTypeError``."""
+    import argparse
+
+    from ledger.loop.config import ConfigError, check_kind
+
+    try:
+        return check_kind(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("kind: ")) from None
+
+
 def count_int(text: str) -> int:
     """argparse type: ``text`` as a whole number >= 0."""
     return positive_int(text, least=0)
@@ -150,7 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="also register the `ralph-ledger mcp` tools in .mcp.json and write .claude/agents/NAME.md",
     )
     s.add_argument(
-        "--max-iterations", type=positive_int, metavar="N", help="the agent's maxIterations (with --agent)"
+        "--max-iterations",
+        type=max_iterations_arg,
+        metavar="N|auto",
+        help="the agent's maxIterations (with --agent; auto: what past loops suggest)",
     )
     s.add_argument(
         "--completion-promise",
@@ -170,6 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--project", default=None, help=argparse.SUPPRESS)
     s = sub.add_parser("stats", help="loop metrics per agent (completion rate, iterations, quality)")
+    s.add_argument(
+        "--suggest",
+        action="store_true",
+        help="per agent and task kind, the iterations that covered 90%% of completed loops (what "
+        'max_iterations = "auto" uses)',
+    )
     _add_format(s)
     s = sub.add_parser("stop", help="ask a running loop to stop at its next validate")
     s.add_argument("session", help="session id")
@@ -223,7 +258,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="continue this running (e.g. interrupted) session, with its recorded prompt and agent command",
     )
-    s.add_argument("--max-iterations", type=positive_int, metavar="N", help="override the configuration")
+    s.add_argument(
+        "--max-iterations",
+        type=max_iterations_arg,
+        metavar="N|auto",
+        help="override the configuration (auto: what past loops of this agent and kind suggest)",
+    )
+    s.add_argument(
+        "--kind", type=kind_arg, metavar="KIND", help="the kind of task (overrides kind in the configuration)"
+    )
     s.add_argument(
         "--worktree",
         type=worktree_name_arg,

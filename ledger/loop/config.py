@@ -16,11 +16,12 @@ import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
 from ledger.core.errors import one_line
+from ledger.loop.config_file import MAX_ITERATIONS_EXPECTED as MAX_ITERATIONS_EXPECTED
 from ledger.loop.config_file import NOTICES as NOTICES
 from ledger.loop.config_file import ConfigError as ConfigError
 from ledger.loop.config_file import NotifyConfig as NotifyConfig
@@ -33,6 +34,8 @@ from ledger.loop.rules import RuleConfigError, parse_rules
 
 AGENT_MAX_ITERATIONS: Final = {"me": 15, "qa": 10, "sec": 10, "doc": 6, "do": 8}
 DEFAULT_MAX_ITERATIONS: Final = 15
+AUTO_FLOOR: Final = 3  # the fewest iterations max_iterations = "auto" chooses (auto_floor)
+AUTO_CEILING: Final = 50  # and the most (auto_ceiling)
 FRONTMATTER_RE: Final = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 AGENTS_DIR: Final = Path(".claude") / "agents"
 AGENT_NAME_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -40,11 +43,16 @@ AGENT_NAME_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """How one loop runs. ``rules`` are validation rule tables (see
-    ``ledger.loop.rules``); ``hooks`` are preset names registered in order."""
+    ``ledger.loop.rules``); ``hooks`` are preset names registered in order. ``kind`` is the kind of
+    task (``bugfix``, ``docs``: any name), which groups past loops for ``max_iterations = "auto"``
+    (``ledger.loop.limits``), between ``auto_floor`` and ``auto_ceiling``."""
 
     task: str = ""
     agent: str = ""
-    max_iterations: int | None = None
+    kind: str = ""
+    max_iterations: int | Literal["auto"] | None = None
+    auto_floor: int = AUTO_FLOOR
+    auto_ceiling: int = AUTO_CEILING
     completion_promises: list[str] = msgspec.field(default_factory=lambda: ["COMPLETE", "BLOCKED"])
     exclusive_promises: bool = False  # only completion_promises complete (not COMPLETE, LOOP_DONE)
     rules: list[dict[str, Any]] = []
@@ -55,8 +63,9 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     summary: bool = False  # each next prompt carries the loop so far (``ledger.loop.summary``)
 
     def effective_max_iterations(self) -> int:
-        """``max_iterations`` if set, else the agent's default (``AGENT_MAX_ITERATIONS``; 15 otherwise)."""
-        if self.max_iterations is not None:
+        """``max_iterations`` if set to a number, else the agent's default (``AGENT_MAX_ITERATIONS``; 15
+        otherwise): also what ``"auto"`` falls back to without enough past loops."""
+        if isinstance(self.max_iterations, int):
             return self.max_iterations
         return AGENT_MAX_ITERATIONS.get(self.agent, DEFAULT_MAX_ITERATIONS)
 
@@ -65,7 +74,7 @@ class AgentIteration(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     """The ``iteration:`` block of an agent's frontmatter (seed 000 §2.3)."""
 
     enabled: bool = False
-    max_iterations: int | None = None
+    max_iterations: int | Literal["auto"] | None = None  # "auto": as max_iterations in ralph.toml
     completion_promises: list[str] = []
     validation_rules: list[str] = []
 
@@ -150,8 +159,9 @@ def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: b
     def bad(key: str, what: str) -> ConfigError:
         return ConfigError(f"{source}: {prefix}{key}: {what}")
 
-    if config.max_iterations is not None and config.max_iterations < 1:
-        raise bad("max_iterations", f"expected a whole number >= 1, got {config.max_iterations}")
+    if isinstance(config.max_iterations, int) and config.max_iterations < 1:
+        raise bad("max_iterations", f"{MAX_ITERATIONS_EXPECTED}, got {config.max_iterations}")
+    _check_auto(config, bad)
     for i, word in enumerate(config.completion_promises):
         if not word.strip():
             raise bad(f"completion_promises[{i}]", "expected a promise word, got an empty string")
@@ -170,6 +180,28 @@ def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: b
                 raise bad(f"rules[{i}].pattern", f"invalid regular expression {pattern!r}: {exc}") from None
     _check_guards(config.guards, bad, runner)
     check_notify(config.notify, bad)
+
+
+def check_kind(kind: str) -> str:
+    """``kind`` when it names a task kind, as an agent is named (``check_agent_name``), else
+    ``ConfigError`` (``kind: expected ...``)."""
+    return check_agent_name(kind, "kind")
+
+
+def _check_auto(config: LoopConfig, bad: Callable[[str, str], ConfigError]) -> None:
+    """``check_config``'s part for ``kind``, ``auto_floor`` and ``auto_ceiling``."""
+    if config.kind:
+        try:
+            check_kind(config.kind)
+        except ConfigError as exc:
+            raise bad("kind", str(exc).removeprefix("kind: ")) from None
+    if config.auto_floor < 1:
+        raise bad("auto_floor", f"expected a whole number >= 1, got {config.auto_floor}")
+    if config.auto_ceiling < config.auto_floor:
+        raise bad(
+            "auto_ceiling",
+            f"expected a whole number >= auto_floor ({config.auto_floor}), got {config.auto_ceiling}",
+        )
 
 
 def _check_guards(guards: GuardConfig, bad: Callable[[str, str], ConfigError], runner: bool) -> None:
@@ -252,9 +284,9 @@ def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
         raise ConfigError(f"{path}: name: expected a string, got {kind}")
     agent = str(name or path.stem)
     block = convert(meta.get("iteration", {}), AgentIteration, str(path), "iteration")
-    if block.max_iterations is not None and block.max_iterations < 1:
+    if isinstance(block.max_iterations, int) and block.max_iterations < 1:
         raise ConfigError(
-            f"{path}: iteration.maxIterations: expected a whole number >= 1, got {block.max_iterations}"
+            f"{path}: iteration.maxIterations: {MAX_ITERATIONS_EXPECTED}, got {block.max_iterations}"
         )
     rules = base.rules
     if block.validation_rules:
@@ -268,12 +300,12 @@ def load_agent(path: Path, base: LoopConfig | None = None) -> LoopConfig:
     )
 
 
-def check_agent_name(name: str) -> str:
+def check_agent_name(name: str, key: str = "agent") -> str:
     """``name`` when it is a safe agent file name (1-64 letters, digits, ``-`` and ``_``), else
-    ``ConfigError`` saying so in one line."""
+    ``ConfigError`` saying so in one line, naming ``key``."""
     if AGENT_NAME_RE.fullmatch(name) is None or name.strip("-_") == "":
         raise ConfigError(
-            f"agent: expected a name of letters, digits, '-' and '_' (at most 64), got {name!r}"
+            f"{key}: expected a name of letters, digits, '-' and '_' (at most 64), got {name!r}"
         )
     return name
 
@@ -315,6 +347,9 @@ def recorded_config(config: LoopConfig) -> dict[str, Any]:
     recorded: dict[str, Any] = msgspec.to_builtins(config)
     for key in ("exclusive_promises", "summary"):
         if not recorded[key]:
+            del recorded[key]
+    for key, default in (("kind", ""), ("auto_floor", AUTO_FLOOR), ("auto_ceiling", AUTO_CEILING)):
+        if recorded[key] == default:  # likewise the settings of adaptive limits
             del recorded[key]
     del recorded["notify"]  # its URLs may hold secrets: read from the configuration when sent
     return recorded

@@ -18,6 +18,8 @@ T = TypeVar("T")
 NOTICES: Final = ("complete", "blocked", "escalated", "guard")
 """What ``[notify]`` notifies about (``ledger.notify``): a session completed, blocked, escalated; a guard."""
 _SCHEME: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+MAX_ITERATIONS_EXPECTED: Final = 'expected a whole number >= 1 or "auto"'
+"""What ``max_iterations`` (``maxIterations``) takes: the words of its one-line errors."""
 
 
 class ConfigError(Exception):
@@ -38,6 +40,9 @@ def convert(data: Any, typ: type[T], source: str, prefix: str = "") -> T:
         return msgspec.convert(data, typ)
     except msgspec.ValidationError as exc:
         where, what = explain(str(exc), data)
+        field = where.lstrip(".")
+        if field in ("max_iterations", "maxIterations") and isinstance(data, dict):  # int | "auto"
+            what = f"{MAX_ITERATIONS_EXPECTED}, got {data[field]!r}"  # not msgspec's union words
         key = (
             (prefix + where)
             if where.startswith("[")

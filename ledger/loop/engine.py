@@ -1,17 +1,16 @@
 """The loop engine: start / validate / next / complete / status (seed 000 §3-5).
 
-The engine keeps no state of its own. Every step reads what was appended to the
-session's journal since the process last read it (``ledger.storage.fold``), decides, and
-appends events; the state is always the projection of those events. A process
-that dies between two steps loses nothing: a new ``Engine`` on the same home
-carries on where the last one stopped.
+The engine keeps no state of its own. Every step reads what was appended to the session's journal
+since the process last read it (``ledger.storage.fold``), decides, and appends events; the state is
+always the projection of those events. A process that dies between two steps loses nothing: a new
+``Engine`` on the same home carries on where the last one stopped.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import astuple, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from ledger.loop.engine_types import (
 )
 from ledger.loop.facts import read_facts
 from ledger.loop.guards import check, exhausted
+from ledger.loop.limits import limit_for
 from ledger.loop.promises import detect_promises, strongest, to_event
 from ledger.loop.rules import CustomRule, Rule, RuleContext, parse_rules, spec
 from ledger.loop.score import validation_score
@@ -119,7 +119,6 @@ class Engine:
             raise EngineError(f"session {session_id!r} is {s.status}; it takes no more iterations")
         return s
 
-    # -- lifecycle -----------------------------------------------------------
     def start(
         self,
         session_id: str,
@@ -129,12 +128,12 @@ class Engine:
         command: Sequence[str] = (),
         worktree: tuple[str, str] = ("", ""),
     ) -> NextResult:
-        """iteration_start: record the configuration and what a runner runs, and where; begin iteration 1."""
+        """iteration_start: record the configuration, what a runner runs and where; begin iteration 1."""
         path = journal_path(self.home.journals, session_id)
         if path.exists() and not only_errors(path):
             raise EngineError(f"session {session_id!r} already exists")
         rules = [*parse_rules(config.rules, "configuration"), *self.custom_rules]
-        max_it = config.effective_max_iterations()
+        max_it, why = astuple(limit_for(self.home, config))
         hooks = [
             ev.HookRegistered(session_id=session_id, hook_id=f"{name}-{i}", hook_type=name)
             for i, name in enumerate(config.hooks, 1)
@@ -148,7 +147,9 @@ class Engine:
             ev.SessionStarted(
                 session_id=session_id,
                 task=config.task,
+                task_kind=config.kind,
                 agent=config.agent,
+                max_iterations_reason=why,
                 prompt=prompt,
                 command=list(command),
                 max_iterations=max_it,
@@ -406,8 +407,7 @@ class Engine:
 
     # -- overrides (seed 000 §5.4) --------------------------------------------
     def escalate(self, session_id: str, reason: str, guard: str = "", lead: Sequence[ev.Event] = ()) -> None:
-        """End a running session as escalated (a caller that cannot go on, e.g. ``next`` refused);
-        ``lead`` lands first, same append."""
+        """End a running session as escalated (e.g. ``next`` refused); ``lead`` lands first, same append."""
         s = self._running(session_id)
         end = ev.SessionEscalated(session_id=session_id, iteration=s.iteration, reason=reason, guard=guard)
         self._append(session_id, *lead, end)

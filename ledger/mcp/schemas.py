@@ -51,7 +51,8 @@ class StartArgs(_Args, frozen=True, kw_only=True):
 
     task: Annotated[str, Meta(description="What the loop works on, recorded as the session's task.")] = ""
     agent: Annotated[str, Meta(description="Agent whose iteration: frontmatter gives the defaults.")] = ""
-    max_iterations: Annotated[int, Meta(ge=1)] | None = None
+    max_iterations: Annotated[int, Meta(ge=1)] | Literal["auto"] | None = None
+    kind: Annotated[str, Meta(description="The kind of task; groups past loops for maxIterations auto.")] = ""
     completion_promises: list[Annotated[str, Meta(min_length=1)]] | None = None
     validation_rules: (
         Annotated[list[str], Meta(description="Names of rules defined in the project's configuration.")]

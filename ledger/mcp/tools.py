@@ -28,6 +28,7 @@ from ledger.loop.completion import (
     to_events,
 )
 from ledger.loop.config import (
+    MAX_ITERATIONS_EXPECTED,
     ConfigError,
     LoopConfig,
     agent_config,
@@ -67,6 +68,8 @@ def decode(name: str, arguments: dict[str, Any]) -> msgspec.Struct:
             allowed_keys=lambda _data, _path: list(args_type.__struct_encode_fields__),
         )
         key = where.lstrip(".") or "arguments"
+        if key == "maxIterations":  # a number or "auto", as in ralph.toml (not msgspec's union words)
+            what = f"{MAX_ITERATIONS_EXPECTED}, got {arguments[key]!r}"
         raise ToolCallError(f"{name}: {key}: {what}") from None
 
 
@@ -133,6 +136,7 @@ class Tools:
         config = msgspec.structs.replace(
             config,
             task=a.task or config.task,
+            kind=a.kind or config.kind,
             max_iterations=a.max_iterations if a.max_iterations is not None else config.max_iterations,
             completion_promises=promises,
             rules=rules,

@@ -183,7 +183,7 @@ def test_a_broken_configuration_is_one_line_before_anything_is_written(project: 
     project.write("ralph.toml", "max_iterations = 'many'\n")
     proc = project.cli("init", "claude-code", "--agent", "me")
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "ralph.toml: max_iterations: expected an integer, got 'many'" in proc.stderr
+    assert "ralph.toml: max_iterations: expected a whole number >= 1 or \"auto\", got 'many'" in proc.stderr
     assert _nothing_written(project)
 
 

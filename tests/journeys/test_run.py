@@ -331,7 +331,7 @@ def test_a_signal_while_a_rule_runs_ends_it_and_records_the_turn(
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ("max_iterations = 0\n", "ralph.toml: max_iterations: expected a whole number >= 1, got 0"),
+        ("max_iterations = 0\n", 'ralph.toml: max_iterations: expected a whole number >= 1 or "auto", got 0'),
         ("hooks = ['defualt']\n", "ralph.toml: hooks[0]: unknown hook 'defualt' (expected one of:"),
         (
             "[[rules]]\nname = 'p'\ntype = 'content_pattern'\npattern = '[a-'\n",

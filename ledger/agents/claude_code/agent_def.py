@@ -81,11 +81,16 @@ def tool_names() -> list[str]:
 
 
 def agent_markdown(
-    name: str, *, max_iterations: int, completion_promises: Sequence[str], validation_rules: Sequence[str]
+    name: str,
+    *,
+    max_iterations: int | str,
+    completion_promises: Sequence[str],
+    validation_rules: Sequence[str],
 ) -> str:
     """The definition of agent ``name``: frontmatter (``name``, ``description``, ``tools``, the
     ``iteration:`` block) and the iterative execution protocol. ``completion_promises`` are promise
-    words (``COMPLETE``), written as the seed writes them (``<promise>COMPLETE</promise>``)."""
+    words (``COMPLETE``), written as the seed writes them (``<promise>COMPLETE</promise>``);
+    ``max_iterations`` is a number or ``"auto"`` (``ledger.loop.limits``)."""
     import yaml
 
     meta = {
@@ -102,9 +107,11 @@ def agent_markdown(
     }
     head = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1_000_000)
     rules = ", ".join(f"`{r}`" for r in validation_rules) or "none yet (define them in ralph.toml)"
+    auto = "as many iterations as past loops suggest (auto)"
+    limit = auto if max_iterations == "auto" else f"at most {max_iterations} iterations"
     body = (
         PROTOCOL.replace("@NAME@", name)
-        .replace("@MAX@", str(max_iterations))
+        .replace("at most @MAX@ iterations", limit)
         .replace("@PROMISES@", ", ".join(_js(f"<promise>{w}</promise>") for w in completion_promises))
         .replace("@RULES@", ", ".join(_js(r) for r in validation_rules))
         .replace("@RULE_LIST@", rules)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
@@ -27,11 +28,12 @@ class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
 
     prompt: str
     claude_session_id: str = ""
-    max_iterations: int | None = None
+    max_iterations: int | Literal["auto"] | None = None  # "auto": ledger.loop.limits chooses at the start
     completion_promise: str | None = None
     started_at: str | None = None  # when ``loop start`` wrote it (None: a file from before loop ids)
     ledger_session: str = ""  # the loop's ledger session, chosen by the first stop
     agent: str = ""  # loop start --agent: .claude/agents/<agent>.md applies (config.agent_config)
+    kind: str = ""  # loop start --kind: the kind of task (overrides the configuration's kind)
 
 
 class LoopFileError(ValueError):
@@ -52,7 +54,7 @@ def read_loop_file(path: Path) -> LoopFile | None:
         raise LoopFileError(f"{path}: not a ralph-ledger loop file: {exc}") from None
     if not loop.prompt.strip():
         raise LoopFileError(f"{path}: the prompt is empty")
-    if loop.max_iterations is not None and loop.max_iterations < 1:
+    if isinstance(loop.max_iterations, int) and loop.max_iterations < 1:
         raise LoopFileError(
             f"{path}: max_iterations: expected a whole number >= 1, got {loop.max_iterations}"
         )

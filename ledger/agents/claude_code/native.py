@@ -106,6 +106,7 @@ def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
         config,
         task=loop.prompt[:500],
         agent=config.agent or AGENT,
+        kind=loop.kind or config.kind,
         max_iterations=loop.max_iterations or config.max_iterations,
         completion_promises=promises,
         exclusive_promises=exclusive,

@@ -12,8 +12,13 @@ SELECT
   END AS status,
   arg_max(agent, seq) FILTER (WHERE type = 'session_started') AS agent,
   arg_max(task, seq) FILTER (WHERE type = 'session_started') AS task,
+  arg_max(task_kind, seq) FILTER (WHERE type = 'session_started') AS task_kind,
   max(iteration) AS iteration,
   arg_max(max_iterations, seq) FILTER (WHERE max_iterations IS NOT NULL) AS max_iterations,
+  -- how max_iterations = "auto" chose the limit; NULL when it was not auto or an override changed it
+  nullif(arg_max(coalesce(max_iterations_reason, ''), seq)
+           FILTER (WHERE type = 'session_started' OR (type = 'override' AND kind = 'max_iterations')), '')
+    AS max_iterations_reason,
   arg_max(score, seq) FILTER (WHERE type = 'validation_ran') AS last_score,
   arg_max(signal, seq) FILTER (WHERE type IN ('signal_resolved', 'guard_tripped')) AS last_signal,
   coalesce(any_value(e.streak), 0) AS consecutive_failures,
@@ -37,17 +42,18 @@ FROM (
   -- The turns' tokens and the failure streak come in as extra rows rather than joins, so that a filter on session_id
   -- reaches both branches (a LEFT JOIN kept it from the detector's side: 57 ms vs 19 ms for one
   -- session of a 1M-event ledger).
-  SELECT session_id, type, seq, agent, task, iteration, max_iterations, score, signal, kind, reason, ts,
+  SELECT session_id, type, seq, agent, task, task_kind, iteration, max_iterations, max_iterations_reason,
+         score, signal, kind, reason, ts,
          CAST(NULL AS HUGEINT) AS tokens, CAST(NULL AS BIGINT) AS streak, CAST(NULL AS DOUBLE) AS cost_usd,
          worktree, branch
   FROM events
   UNION ALL
-  SELECT session_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, tokens, NULL, cost_usd,
-         NULL, NULL
+  SELECT session_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+         tokens, NULL, cost_usd, NULL, NULL
   FROM turn_costs
   UNION ALL
-  SELECT session_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, streak, NULL,
-         NULL, NULL
+  SELECT session_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+         NULL, streak, NULL, NULL, NULL
   FROM failure_streak()
 ) e
 GROUP BY e.session_id
