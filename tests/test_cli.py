@@ -37,7 +37,7 @@ def test_sessions_table(fixture_home: Home, capsys: pytest.CaptureFixture[str]) 
     assert main(["--home", str(fixture_home.root), "sessions"]) == 0
     out, err = capsys.readouterr()
     lines = out.splitlines()
-    assert lines[0].split()[:3] == ["session_id", "status", "agent"]
+    assert lines[0].split()[:4] == ["session_id", "status", "paused", "agent"]
     assert "(9 rows)" in out
     assert err.count("skipped bad line") == 6 and "torn.jsonl:3:" in err
 

@@ -50,7 +50,7 @@ def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
         where = "WHERE status = ?" if args.status else ""
         params = [args.status] if args.status else None
         sql = (
-            "SELECT session_id, status, agent, task, iteration, max_iterations, last_score, "
+            "SELECT session_id, status, paused, agent, task, iteration, max_iterations, last_score, "
             f"last_signal, consecutive_failures, tokens, cost_usd, updated_at, branch FROM sessions {where} "
             "ORDER BY updated_at DESC, session_id"
         )

@@ -40,11 +40,10 @@ def _until(proc: subprocess.Popen[str], text: str, seconds: float = 30) -> list[
 
 
 def _paused(project: Project) -> list[dict[str, object]]:
-    """The ``paused`` column of the ``sessions`` view, as ``ralph-ledger sql`` shows it."""
-    proc = project.cli("sql", "SELECT session_id, paused FROM sessions", "--json")
+    """The ``paused`` column, as ``ralph-ledger sessions`` lists it."""
+    proc = project.cli("sessions", "--json")
     assert proc.returncode == 0, proc.stderr
-    rows: list[dict[str, object]] = json.loads(proc.stdout)
-    return rows
+    return [{"session_id": r["session_id"], "paused": r["paused"]} for r in json.loads(proc.stdout)]
 
 
 def test_a_paused_loop_waits_then_resumes_with_the_guidance_once(project: Project, tmp_path: Path) -> None:
