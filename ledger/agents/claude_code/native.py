@@ -242,17 +242,7 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, 
             decision_point()  # as the append is made: a hook killed meanwhile gets nothing decided
             message = status_line(result, iteration, max_iterations)
             block["systemMessage"] = message
-            given = [ev.SummaryGiven(session_id=sid, iteration=iteration, loop_summary=told)] if told else []
-            return [
-                ev.StopDecided(
-                    session_id=sid,
-                    iteration=n,
-                    decision="block",
-                    reason="loop continues",
-                    system_message=message,
-                ),
-                *given,
-            ]
+            return _blocked(sid, n, "loop continues", message, iteration, told)
 
         try:
             advanced = engine.next(sid, lead=decided)
@@ -315,17 +305,7 @@ def _let_go(engine: Engine, path: Path, loop: LoopFile, sid: str) -> HookOutcome
     def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
         decision_point()
         block["systemMessage"] = f"🔄 Ralph iteration {iteration} of {max_iterations} | resumed by a person"
-        given = [ev.SummaryGiven(session_id=sid, iteration=iteration, loop_summary=told)] if told else []
-        return [
-            ev.StopDecided(
-                session_id=sid,
-                iteration=n,
-                decision="block",
-                reason="loop resumes",
-                system_message=block["systemMessage"],
-            ),
-            *given,
-        ]
+        return _blocked(sid, n, "loop resumes", block["systemMessage"], iteration, told)
 
     learned = steering.learned(s.events, n)  # its iteration was validated: the next one begins now
     advanced = engine.next(sid, lead=decided)
@@ -342,3 +322,13 @@ def _ending(n: int, result: ValidateResult, refused: str) -> str:
     if result.signal == "ESCALATE":
         return f"🛑 Ralph loop escalated at iteration {n}: {result.reason}"
     return f"🛑 Ralph loop escalated at iteration {n}: {refused}"
+
+
+def _blocked(sid: str, n: int, reason: str, message: str, iteration: int, told: str) -> list[ev.Event]:
+    """The events of a stop blocked at iteration ``n`` so that ``iteration`` starts: the decision,
+    then the loop summary its prompt carries (``told``; none when empty)."""
+    given = [ev.SummaryGiven(session_id=sid, iteration=iteration, loop_summary=told)] if told else []
+    decided = ev.StopDecided(
+        session_id=sid, iteration=n, decision="block", reason=reason, system_message=message
+    )
+    return [decided, *given]
