@@ -29,10 +29,10 @@ FORMAT: Final = 2
 """The manifest's layout: 2 records each day's state (version 1 manifests had none)."""
 PART: Final = "part-0.parquet"
 DAY_RE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
-_DAY_STATES: Final = (
-    "SELECT strftime(CAST(ts AS DATE), '%Y-%m-%d') AS day, count(*) AS n, "
-    "CAST(sum(hash(session_id, seq, ts, iteration, type)) AS VARCHAR) AS digest "
-    "FROM events GROUP BY day ORDER BY day"
+_DAY_STATES: Final = (  # grouped by the date first: formatting each row's date costs 5x the scan
+    "SELECT strftime(day, '%Y-%m-%d'), n, CAST(digest AS VARCHAR) FROM ("
+    "SELECT CAST(ts AS DATE) AS day, count(*) AS n, "
+    "sum(hash(session_id, seq, ts, iteration, type)) AS digest FROM events GROUP BY day) ORDER BY 1"
 )
 
 
