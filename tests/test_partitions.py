@@ -4,6 +4,7 @@ what an export that fails half-way leaves for the next one."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -98,3 +99,27 @@ def test_an_export_that_fails_half_way_is_finished_by_the_next(
         assert sum(day_rows(first.folder).values()) == 162
         assert sorted(p.name for p in (dest / ".staging").iterdir()) == ["a.lock"]
         assert not export_parquet(ledger, dest, "a").changed
+
+
+def test_a_day_duckdb_splits_into_several_files_is_written_as_one(tmp_path: Path) -> None:
+    """With many partitions open at once DuckDB writes a day as several files (``part-0``,
+    ``part-1``, ...): each day must still become one file, renamed over its place whole."""
+    home = Home.resolve(tmp_path / "home")
+    home.ensure()
+    for n in range(40):  # sessions alternating between three days: the rows of a day come in bursts
+        start = datetime(2026, 1, 5 + n % 3, 8, tzinfo=UTC)
+        events: list[E.AnyEvent] = [E.SessionStarted(session_id=f"s{n:02d}", seq=1, ts=start, task="t")]
+        events += [
+            E.IterationStarted(session_id=f"s{n:02d}", seq=i, ts=start + timedelta(seconds=i), iteration=1)
+            for i in range(2, 201)
+        ]
+        (home.journals / f"s{n:02d}.jsonl").write_bytes(E.encode_lines(events))
+    dest = tmp_path / "fleet"
+    with Ledger.memory(home) as ledger:
+        ledger.ingest()
+        ledger.con.execute("SET partitioned_write_max_open_files = 1")
+        ledger.con.execute("SET partitioned_write_flush_threshold = 100")
+        report = export_parquet(ledger, dest, "a")
+        files = sorted(p.relative_to(report.folder) for p in report.folder.glob("day=*/*.parquet"))
+        assert [str(f) for f in files] == [f"day={d}/part-0.parquet" for d in report.written]
+        assert day_rows(report.folder) == {"2026-01-05": 2800, "2026-01-06": 2600, "2026-01-07": 2600}

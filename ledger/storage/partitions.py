@@ -141,12 +141,21 @@ def write_days(con: duckdb.DuckDBPyConnection, todo: Plan, stage: Path, folder: 
     if with_events:
         where = ""
         if len(with_events) < sum(1 for s in todo.days.values() if s.events):
-            day = "(ts >= TIMESTAMP '{0}' AND ts < TIMESTAMP '{0}' + INTERVAL 1 DAY)"
-            where = "WHERE " + " OR ".join(day.format(d) for d in with_events)
+            where = "WHERE " + " OR ".join(map(_on_day, with_events))
         con.execute(
             f"COPY (SELECT *, CAST(ts AS DATE) AS day FROM events {where} ORDER BY session_id, seq) "
             f"TO '{_quoted(stage)}' (FORMAT parquet, PARTITION_BY (day), FILENAME_PATTERN 'part-{{i}}')"
         )
+    for day in with_events:  # DuckDB splits a partition into several files when it holds many open:
+        files = sorted((stage / f"day={day}").glob("*.parquet"))  # one file a day, or no atomic swap
+        if [f.name for f in files] != [PART]:
+            for f in files:
+                f.unlink()
+            target = _quoted(stage / f"day={day}" / PART)
+            con.execute(
+                f"COPY (SELECT * FROM events WHERE {_on_day(day)} ORDER BY session_id, seq) "
+                f"TO '{target}' (FORMAT parquet)"
+            )
     for day in todo.write:
         if not todo.days[day].events:
             (stage / f"day={day}").mkdir(parents=True, exist_ok=True)
@@ -192,6 +201,11 @@ def day_records(todo: Plan, sizes: dict[str, int], old: dict[str, Any] | None) -
         elif day in before:
             out[day] = before[day]
     return out
+
+
+def _on_day(day: str) -> str:
+    """The SQL condition of the events of ``day`` (``YYYY-MM-DD``, UTC)."""
+    return f"(ts >= TIMESTAMP '{day}' AND ts < TIMESTAMP '{day}' + INTERVAL 1 DAY)"
 
 
 def _quoted(path: Path) -> str:
