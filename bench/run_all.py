@@ -31,6 +31,7 @@ RUNS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]] = (
     ("ralph-tui: start-up, live latency, memory", "bench_tui.py", (), ("--quick",)),
     ("load: hook processes into one home while a reader ingests", "bench_load.py", (), ("--quick",)),
     ("MCP server: start, validate round trip", "bench_mcp.py", (), ("--starts", "3", "--calls", "50")),
+    ("export: full vs incremental Parquet shipping", "bench_export.py", (), ("--quick",)),
 )
 """(title, script, arguments of the full run, arguments of the quick run)."""
 

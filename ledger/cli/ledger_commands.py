@@ -115,24 +115,65 @@ def cmd_sql(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_export(home: Home, args: argparse.Namespace) -> None:
-    """``export --parquet DIR [--source NAME] [--force]``: replace this home's events under
-    ``DIR/events/source=NAME/`` and the views under ``DIR/views/``; print how many events.
+    """``export --parquet DIR [--source NAME] [--force] [--full] [--watch SECONDS]``: bring this
+    home's events under ``DIR/events/source=NAME/`` up to date (only the changed day partitions,
+    every one with ``--full``) and the views under ``DIR/views/``; print one line saying what it did.
 
-    Warns on stderr when other sources of ``DIR`` hold session ids of this home. Raises ``CliError``
-    (exit 2) for a bad ``--source``, ``LedgerError`` if ``DIR`` is not a directory of such a dataset,
-    its source folder was written by another home (without ``--force``), or the ledger cannot be opened.
+    With ``--watch``, exports again every SECONDS until Ctrl-C (``KeyboardInterrupt``: exit 130);
+    a round that fails prints one line on stderr and the next round tries again. Warns on stderr
+    when other sources of ``DIR`` hold session ids of this home. Raises ``CliError`` (exit 2) for a
+    bad ``--source``; without ``--watch``, ``LedgerError`` if ``DIR`` is not a directory of such a
+    dataset, its source folder was written by another home (without ``--force``), or the ledger
+    cannot be opened.
     """
+    import time
+
     from ledger.core.errors import LedgerError
-    from ledger.storage.export import check_source, default_source, export_parquet
+    from ledger.storage.export import check_source, default_source
 
     try:
         source = check_source(default_source() if args.source is None else args.source)
     except LedgerError as exc:
         hint = "" if args.source is not None else " (the host name); pass --source NAME"
         raise CliError(f"ralph-ledger export: --source: {exc}{hint}", 2) from None
+    if args.watch is None:
+        _export_round(home, args, source, full=args.full, warned=set())
+        return
+    warned: set[tuple[str, str]] = set()
+    full = args.full
+    while True:
+        try:
+            _export_round(home, args, source, full=full, warned=warned, stamp=True)
+            full = False  # --full rewrites once; later rounds write what changed
+        except BrokenPipeError:
+            raise  # the reader of the output went away (``| head``): done
+        except Exception as exc:
+            print(
+                f"ralph-ledger: export: {_round_error(home, exc)}; next round in {args.watch:g} s",
+                file=sys.stderr,
+            )
+        time.sleep(args.watch)
+
+
+def _export_round(
+    home: Home,
+    args: argparse.Namespace,
+    source: str,
+    *,
+    full: bool,
+    warned: set[tuple[str, str]],
+    stamp: bool = False,
+) -> None:
+    """One export of ``cmd_export`` (the ledger opened, ingested and closed again); the shared
+    session ids not in ``warned`` are said on stderr and added to it."""
+    from datetime import UTC, datetime
+
+    from ledger.storage.export import export_parquet
+
     with open_current(home, args.wait) as ledger:
-        report = export_parquet(ledger, Path(args.parquet), source, force=args.force)
-    if report.shared:
+        report = export_parquet(ledger, Path(args.parquet), source, force=args.force, full=full)
+    if report.shared and not warned.issuperset(report.shared):
+        warned.update(report.shared)
         others = sorted({other for _, other in report.shared})
         print(
             f"ralph-ledger: export: {len(report.shared)} session id(s) of source {source} are also in "
@@ -140,7 +181,36 @@ def cmd_export(home: Home, args: argparse.Namespace) -> None:
             "the views merge sessions by id, so give each home's sessions distinct ids",
             file=sys.stderr,
         )
-    print(f"export: {report.events} events of {report.sessions} sessions to {report.folder}")
+    what = f"export: {report.events} events of {report.sessions} sessions"
+    if not report.changed:
+        what += f" in {report.folder}: nothing changed since the last export"
+    else:
+        parts = f"{len(report.written)} day partition(s) written, {len(report.removed)} removed"
+        what += f" to {report.folder}: {parts}"
+    if stamp:
+        what = f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {what}"
+    emit(what + "\n")
+
+
+def _round_error(home: Home, exc: Exception) -> str:
+    """One line for an error of a ``--watch`` round (a damaged ledger is set aside: the next
+    round rebuilds it from the journals); Ctrl-C, seen by DuckDB as its own error, is raised again."""
+    from ledger.core import interrupts
+    from ledger.core.errors import LedgerError, LedgerLocked, one_line, os_error
+    from ledger.storage.journal import JournalError
+    from ledger.storage.ledger_file import set_aside
+
+    if interrupts.interrupted():
+        raise KeyboardInterrupt from None
+    if isinstance(exc, LedgerLocked):
+        return f"{exc}; pass --wait SECONDS to wait for it"
+    if isinstance(exc, (LedgerError, JournalError, CliError)):
+        return one_line(exc)
+    if isinstance(exc, OSError):
+        return os_error(exc, "exporting")
+    if set_aside(home.database, exc):
+        return f"the ledger was damaged ({one_line(exc, 200)}): set aside, rebuilt from the journals"
+    return f"internal error ({type(exc).__name__}): {one_line(exc, 300)}"
 
 
 def cmd_schema(home: Home, args: argparse.Namespace) -> None:

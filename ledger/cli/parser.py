@@ -150,6 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--source", metavar="NAME", help="this home's name in the dataset (default: the host name)"
     )
     s.add_argument("--force", action="store_true", help="replace a source folder another home wrote")
+    s.add_argument(
+        "--full", action="store_true", help="rewrite every day partition, not only the changed ones"
+    )
+    s.add_argument(
+        "--watch",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="keep the dataset current: export, wait SECONDS, again, until Ctrl-C",
+    )
     s = sub.add_parser("schema", help="print the views and detectors and their columns")
     s.add_argument(
         "--portable",

@@ -9,8 +9,9 @@
     views/00-events.sql, 00-model_prices.sql, 01-<name>.sql, ...  the views and detectors as SQL
     .staging/                                              exports in progress, and their locks
 
-A home writes only its own ``source=NAME`` folder and replaces it whole: exports of several homes
-merge, and re-exporting a home replaces its rows instead of adding them again.
+A home writes only its own ``source=NAME`` folder: exports of several homes merge. Re-exporting a
+home writes only the day partitions whose events changed since its last export there, each
+replaced atomically (``ledger.storage.partitions``), so its rows are replaced, never added again.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ledger.core.errors import LedgerError, error_reason
+from ledger.storage import partitions
 from ledger.storage.database import Ledger
 from ledger.storage.sql import install_order
 
@@ -57,7 +59,9 @@ ORDER BY model, above;
 
 @dataclass(frozen=True, slots=True)
 class ExportReport:
-    """What one export wrote: ``events`` rows of ``sessions`` into ``folder`` (``DEST/events/source=NAME``).
+    """What one export did: ``folder`` (``DEST/events/source=NAME``) holds ``events`` rows of
+    ``sessions``; the export wrote the day partitions ``written`` (``YYYY-MM-DD``), removed those of
+    ``removed`` and wrote the prices file if ``prices``.
 
     ``shared`` lists (session id, other source) for each of this home's sessions that another
     source of the dataset holds too: the views would merge their events.
@@ -68,6 +72,14 @@ class ExportReport:
     events: int
     sessions: int
     shared: tuple[tuple[str, str], ...]
+    written: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    prices: bool = False
+
+    @property
+    def changed(self) -> bool:
+        """Whether the export wrote or removed anything in ``folder``."""
+        return bool(self.written or self.removed or self.prices)
 
 
 def default_source() -> str:
@@ -107,14 +119,16 @@ def portable_sql() -> str:
 
 
 def export_parquet(
-    ledger: Ledger, dest: Path, source: str | None = None, *, force: bool = False
+    ledger: Ledger, dest: Path, source: str | None = None, *, force: bool = False, full: bool = False
 ) -> ExportReport:
-    """Write the ledger's events to ``dest/events/source=NAME/day=YYYY-MM-DD/*.parquet`` and the
-    views to ``dest/views``, replacing what an earlier export of this home wrote there.
+    """Bring ``dest/events/source=NAME/day=YYYY-MM-DD/part-0.parquet`` up to date with the ledger's
+    events, writing only the days that changed since this home's last export there (every day
+    with ``full``), and write the views to ``dest/views``.
 
-    ``source`` defaults to the host name. The new folder is written aside and swapped in, under a
-    lock per source. Raises ``LedgerError`` if ``dest`` is not a directory, holds files of another
-    layout, or its ``source=NAME`` folder was written by another home (unless ``force``).
+    ``source`` defaults to the host name. Each partition is replaced atomically (``partitions``),
+    under a lock per source; nothing changed, nothing is written. Raises ``LedgerError`` if ``dest``
+    is not a directory, holds files of another layout, or its ``source=NAME`` folder was written
+    by another home (unless ``force``: then it is rewritten whole).
     """
     name = check_source(default_source() if source is None else source)
     dest = dest.absolute()
@@ -139,25 +153,73 @@ def export_parquet(
         "source": name,
         "host": socket.gethostname(),
         "home": str(ledger.home.root) if ledger.home else "",
-        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "sessions": sessions,
+        "format": partitions.FORMAT,
     }
     with _locked(staging / f"{name}.lock"):
         if not force:
             _check_owner(folder, manifest)
-        for leftover in staging.glob(f"{name}~*"):  # of an export of this source that was killed
-            shutil.rmtree(leftover, ignore_errors=True)
-        stage = Path(tempfile.mkdtemp(prefix=f"{name}~", dir=staging))
-        try:
-            staged = stage / folder.name
-            manifest["events"] = _write_events(ledger, staged)
-            (staged / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-            _swap_in(staged, folder, stage / "replaced")
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+        old = _read_manifest(folder)
+        if old is not None and (old.get("host"), old.get("home")) != (manifest["host"], manifest["home"]):
+            old = None  # another home's folder, replaced on purpose (--force): rewritten whole
+        snap = partitions.snapshot(ledger.con)
+        today = datetime.now(UTC).date().isoformat()
+        todo = partitions.plan(folder, old, snap, full=full, today=today, prices=folder / PRICES)
+        events = sum(s.events for s in snap.days.values())
+        if todo.changed:
+            manifest |= {"columns": snap.columns, "prices": snap.prices, "events": events}
+            _write_partitions(ledger, todo, folder, staging, name, old, manifest | {"sessions": sessions})
     _write_views(dest / "views")
     shared = _shared_sessions(events_dir, name, set(sessions))
-    return ExportReport(name, folder, int(manifest["events"]), len(sessions), shared)
+    return ExportReport(name, folder, events, len(sessions), shared, todo.write, todo.remove, todo.prices)
+
+
+def _write_partitions(
+    ledger: Ledger,
+    todo: partitions.Plan,
+    folder: Path,
+    staging: Path,
+    name: str,
+    old: dict[str, Any] | None,
+    manifest: dict[str, Any],
+) -> None:
+    """Carry out ``todo`` in ``folder`` (the caller holds the source's lock), then write its manifest.
+
+    Before anything is replaced, the manifest stops vouching for the days about to change, so an
+    export killed half-way leaves a folder whose next export writes those days again.
+    """
+    for leftover in staging.glob(f"{name}~*"):  # of an export of this source that was killed
+        shutil.rmtree(leftover, ignore_errors=True)
+    stage = Path(tempfile.mkdtemp(prefix=f"{name}~", dir=staging))
+    try:
+        changing = {*todo.write, *todo.remove}
+        kept = {d: r for d, r in partitions.recorded_days(old).items() if d not in changing}
+        vouching = manifest | {"exported_at": _now(), "days": kept, "prices": ""}
+        if folder.exists():
+            _put_manifest(folder, stage, vouching)
+        else:  # a new folder appears with its manifest: never one this home would refuse
+            fresh = stage / folder.name
+            fresh.mkdir()
+            _put_manifest(fresh, stage, vouching)
+            os.rename(fresh, folder)
+        sizes = partitions.write_days(ledger.con, todo, stage, folder)
+        partitions.remove_days(folder, todo.remove)
+        if todo.prices:
+            partitions.write_prices(ledger.con, stage, folder / PRICES)
+        days = partitions.day_records(todo, sizes, old)
+        _put_manifest(folder, stage, manifest | {"exported_at": _now(), "days": days})
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _put_manifest(folder: Path, stage: Path, manifest: dict[str, Any]) -> None:
+    """Write ``folder/_export.json`` atomically (through ``stage``)."""
+    staged = stage / MANIFEST
+    staged.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    os.replace(staged, folder / MANIFEST)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _check_layout(events_dir: Path) -> None:
@@ -207,42 +269,6 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _write_events(ledger: Ledger, folder: Path) -> int:
-    """Write the events partitioned by UTC day into ``folder``; returns how many.
-
-    An empty ledger gets one file without rows, so the dataset always has its schema.
-    """
-    path = str(folder).replace("'", "''")
-    ledger.con.execute(
-        f"COPY (SELECT *, CAST(ts AS DATE) AS day FROM events ORDER BY session_id, seq) "
-        f"TO '{path}' (FORMAT parquet, PARTITION_BY (day), FILENAME_PATTERN 'part-{{i}}')"
-    )
-    row = ledger.con.execute("SELECT count(*) FROM events").fetchone()
-    n = int(row[0]) if row else 0
-    if n == 0:
-        empty = folder / f"day={datetime.now(UTC).date().isoformat()}"
-        empty.mkdir(parents=True, exist_ok=True)
-        target = str(empty / "part-0.parquet").replace("'", "''")
-        ledger.con.execute(f"COPY (SELECT * FROM events LIMIT 0) TO '{target}' (FORMAT parquet)")
-    prices = str(folder / PRICES).replace("'", "''")
-    ledger.con.execute(f"COPY (FROM model_prices ORDER BY model, above) TO '{prices}' (FORMAT parquet)")
-    return n
-
-
-def _swap_in(staged: Path, folder: Path, aside: Path) -> None:
-    """Put ``staged`` in the place of ``folder``, moving the old one to ``aside`` (restored on failure)."""
-    moved = False
-    if folder.exists():
-        os.rename(folder, aside)
-        moved = True
-    try:
-        os.rename(staged, folder)
-    except OSError:
-        if moved:
-            os.rename(aside, folder)
-        raise
 
 
 def _write_views(views: Path) -> None:
