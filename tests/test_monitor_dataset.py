@@ -12,7 +12,7 @@ import pytest
 from ledger.cli import main as ledger_main
 from ledger.core.errors import LedgerError
 from ledger.core.home import Home
-from ledger.monitor import DatasetMonitor, Monitor, dataset_sources
+from ledger.monitor import DatasetMonitor, Monitor, dataset, dataset_sources
 from tests.test_tui_support import SAMPLE_FILES
 
 SOURCES = ("alpha", "beta", "gamma")
@@ -122,6 +122,20 @@ def test_a_damaged_partition_is_one_line_and_keeps_the_rows_read(fleet: tuple[Pa
     list(fresh.load())
     assert {r.source for r in fresh.sessions()} == {"beta", "gamma"}
     assert len(fresh.bad_lines()) == 1
+
+
+def test_the_first_source_s_latest_sessions_come_first(
+    fleet: tuple[Path, dict[str, Home]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first screen sooner: the first batch is the first source's most recent sessions only."""
+    monkeypatch.setattr(dataset, "FIRST_BATCH", 2)
+    dest, _ = fleet
+    monitor = DatasetMonitor(dest)
+    batches = [p.sessions for p in monitor.load()]
+    alpha = [r for r in monitor.sessions() if r.source == "alpha"]  # most recently active first
+    assert len(batches) == len(SOURCES) + 1
+    assert batches[0] == sorted(r.session_id for r in alpha[:2])
+    assert sorted(batches[0] + batches[1]) == sorted(r.session_id for r in alpha)
 
 
 def test_not_a_dataset_or_an_empty_one_is_one_line(tmp_path: Path) -> None:

@@ -28,6 +28,8 @@ from ledger.storage.export import MANIFEST, PRICES
 from ledger.storage.journal import utc_now
 
 SOURCE_PREFIX: Final = "source="
+FIRST_BATCH: Final = 200
+"""The first source's most recent sessions, read before its others (the first screen)."""
 Signature = tuple[tuple[str, int, int, int], ...]
 """A source folder's files: (path relative to it, inode, size, mtime in ns), sorted."""
 
@@ -118,14 +120,25 @@ class DatasetMonitor(Monitor):
             changed, _, n = self._load_source(name, folder)
             done += _parquet_bytes(folder)
             events += n
-            yield Progress(
-                files_done=i,
-                files_total=len(sources),
-                bytes_done=done,
-                bytes_total=total,
-                events=events,
-                sessions=sorted(changed),
-            )
+            batches = [sorted(changed)]
+            if i == 1 and len(changed) > FIRST_BATCH:  # a first screen sooner: its latest sessions
+                with self._lock:
+                    rows = self.ledger.con.execute(
+                        "SELECT session_id FROM events WHERE source = ? GROUP BY 1"
+                        " ORDER BY max(ts) DESC, session_id LIMIT ?",
+                        [name, FIRST_BATCH],
+                    ).fetchall()
+                first = {str(r[0]) for r in rows}
+                batches = [sorted(first), sorted(changed - first)]
+            for ids in batches:
+                yield Progress(
+                    files_done=i,
+                    files_total=len(sources),
+                    bytes_done=done,
+                    bytes_total=total,
+                    events=events,
+                    sessions=ids,
+                )
 
     def bad_lines(self) -> list[str]:
         """The sources that could not be read (damaged partitions), one line each."""
