@@ -100,9 +100,32 @@ def test_a_source_exported_again_is_read_again(fleet: tuple[Path, dict[str, Home
     assert any(a.session_id == "beta-new" and a.kind == "completed" for a in update.alerts)
     assert [r.source for r in monitor.sessions(["beta-new"])] == ["beta"]
     shutil.rmtree(dest / "events" / "source=gamma")  # a source removed leaves the view
+    assert monitor.refresh().sessions == []  # (at the second look: it may be in the middle of a swap)
     update = monitor.refresh()
     assert update.sessions and not monitor.sessions(update.sessions)
     assert {r.source for r in monitor.sessions()} == {"alpha", "beta"}
+
+
+def test_a_source_swapped_in_meanwhile_is_neither_dropped_nor_alerted_twice(
+    fleet: tuple[Path, dict[str, Home]],
+) -> None:
+    dest, homes = fleet
+    monitor = loaded(dest)
+    before = monitor.sessions()
+    folder, aside = dest / "events" / "source=beta", dest / ".staging" / "beta-aside"
+    folder.rename(aside)  # an export between its two renames
+    assert monitor.refresh().sessions == [] and monitor.sessions() == before
+    aside.rename(folder)
+    assert monitor.refresh().sessions == [] and monitor.sessions() == before
+    add_session(homes["beta"], "tdd-success", "beta-new")
+    export(homes["beta"], dest, "beta")
+    assert [a.kind for a in monitor.refresh().alerts if a.session_id == "beta-new"] == ["completed"]
+    day = next((folder).glob("day=*"))  # a day partition missing while it is replaced, then back
+    day.rename(aside)
+    monitor.refresh()
+    aside.rename(day)
+    update = monitor.refresh()
+    assert update.sessions and update.alerts == []  # its sessions read again, their alerts not raised again
 
 
 def test_a_damaged_partition_is_one_line_and_keeps_the_rows_read(fleet: tuple[Path, dict[str, Home]]) -> None:

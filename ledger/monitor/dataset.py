@@ -90,6 +90,9 @@ class DatasetMonitor(Monitor):
         self._seen: dict[str, Signature] = {}
         self._manifests: dict[str, dict[str, object]] = {}
         self._errors: list[str] = []
+        self._missing: set[str] = set()
+        self._high: dict[str, int] = {}
+        """The last seq seen of each session: alerts are raised only beyond it, once."""
 
     # -- what to read ----------------------------------------------------------
     @property
@@ -147,7 +150,8 @@ class DatasetMonitor(Monitor):
         return errors
 
     def refresh(self, changed: Iterable[Path] | None = None) -> Update:
-        """Load again every source whose files changed, drop the sources removed."""
+        """Load again every source whose files changed, drop the sources removed (missing at two
+        looks in a row: a source is missing for a moment while an export swaps it in)."""
         try:
             sources = dataset_sources(self.root)
         except LedgerError as exc:
@@ -157,7 +161,8 @@ class DatasetMonitor(Monitor):
         ids: set[str] = set()
         alerts = []
         events = 0
-        for name in sorted(set(self._seen) - set(sources)):
+        missing, self._missing = self._missing, set(self._seen) - set(sources)
+        for name in sorted(missing & self._missing):  # gone at two looks: not in the middle of a swap
             with self._lock:
                 before = self._maxima(name)
                 self.ledger.con.execute("DELETE FROM events WHERE source = ?", [name])
@@ -187,8 +192,8 @@ class DatasetMonitor(Monitor):
         return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
     def _load_source(self, name: str, folder: Path) -> tuple[set[str], dict[str, int], int]:
-        """Replace ``name``'s rows by what ``folder`` holds now: (sessions changed, their last seq
-        before, events read). A folder that cannot be read keeps its rows and is reported once."""
+        """Replace ``name``'s rows by what ``folder`` holds now: (sessions changed, the last seq seen
+        of each before, events read). A folder that cannot be read keeps its rows and is reported once."""
         sig = signature(folder)
         files = sorted(str(p) for p in folder.glob("*/*.parquet"))
         con = self.ledger.con
@@ -225,7 +230,10 @@ class DatasetMonitor(Monitor):
             self._manifests[name] = _manifest(folder)
             after = self._maxima(name)
         changed = {s for s in {*before, *after} if before.get(s) != after.get(s)}
-        return changed, {s: v[0] for s, v in before.items()}, n
+        since = {s: self._high.get(s, 0) for s in changed}
+        for s, (last, _) in after.items():
+            self._high[s] = max(self._high.get(s, 0), last)
+        return changed, since, n
 
     # -- answers -----------------------------------------------------------------
     def sessions(self, ids: Sequence[str] | None = None) -> list[SessionRow]:
