@@ -92,7 +92,7 @@ def build(cfg: Config) -> tuple[Path, Path]:
     for n, name in enumerate(SOURCES):
         home = Home.resolve(root / name)
         home.ensure()
-        for journal in sorted(everything.journals.glob("*.jsonl"))[n :: len(SOURCES)]:
+        for journal in sorted(everything.journal_files())[n :: len(SOURCES)]:
             shutil.copy(journal, home.journals / journal.name)
         with Ledger.open(home) as ledger:
             ledger.ingest()
