@@ -150,15 +150,17 @@ def test_a_damaged_partition_is_one_line_and_keeps_the_rows_read(fleet: tuple[Pa
 def test_the_first_source_s_latest_sessions_come_first(
     fleet: tuple[Path, dict[str, Home]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A first screen sooner: the first batch is the first source's most recent sessions only."""
+    """A first screen sooner: the first batch is the most recent sessions of the source exported
+    last (here beta, exported again)."""
     monkeypatch.setattr(dataset, "FIRST_BATCH", 2)
-    dest, _ = fleet
+    dest, homes = fleet
+    export(homes["beta"], dest, "beta")
     monitor = DatasetMonitor(dest)
     batches = [p.sessions for p in monitor.load()]
-    alpha = [r for r in monitor.sessions() if r.source == "alpha"]  # most recently active first
+    beta = [r for r in monitor.sessions() if r.source == "beta"]  # most recently active first
     assert len(batches) == len(SOURCES) + 1
-    assert batches[0] == sorted(r.session_id for r in alpha[:2])
-    assert sorted(batches[0] + batches[1]) == sorted(r.session_id for r in alpha)
+    assert batches[0] == sorted(r.session_id for r in beta[:2])
+    assert sorted(batches[0] + batches[1]) == sorted(r.session_id for r in beta)
 
 
 def test_not_a_dataset_or_an_empty_one_is_one_line(tmp_path: Path) -> None:

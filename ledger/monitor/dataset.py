@@ -115,11 +115,13 @@ class DatasetMonitor(Monitor):
         return Progress(files_done=0, files_total=len(sources), bytes_done=0, bytes_total=total, events=0)
 
     def load(self, batch_bytes: int = BATCH_BYTES) -> Iterator[Progress]:
-        """Load every source, one at a time, yielding after each (``sessions``: those it holds)."""
+        """Load every source, one at a time, the latest exported first, yielding after each
+        (``sessions``: those it holds)."""
         sources = dataset_sources(self.root)
         total = sum(_parquet_bytes(f) for f in sources.values())
         done = events = 0
-        for i, (name, folder) in enumerate(sources.items(), 1):
+        latest = sorted(sources.items(), key=lambda item: (-_mtime(item[1] / MANIFEST), item[0]))
+        for i, (name, folder) in enumerate(latest, 1):
             changed, _, n = self._load_source(name, folder)
             done += _parquet_bytes(folder)
             events += n
@@ -270,6 +272,13 @@ def _manifest(folder: Path) -> dict[str, object]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _parquet_bytes(folder: Path) -> int:
