@@ -15,6 +15,7 @@ from tests.test_monitor_dataset import SOURCES, add_session, export, home_of
 from tests.test_tui_support import SAMPLE_FILES, fixed_clock, settle, until
 from tui.app import RalphApp
 from tui.main import main
+from tui.screens.fleet import COLUMNS
 from tui.screens.session_detail import SessionScreen
 
 
@@ -54,11 +55,17 @@ def test_a_dataset_of_three_homes_live(tmp_path: Path) -> None:
             session = app.screen
             assert isinstance(session, SessionScreen) and session.session_id == sid
             assert session.iterations and session.last_seq > 0
-            await pilot.press("x")
-            await until(pilot, lambda: any("read-only" in n.title for n in app._notifications))
-            note = next(n for n in app._notifications if n.title == "read-only").message
-            assert "\n" not in note and "steering needs the session's own home" in note
-            assert f"--home {homes['gamma'].root} stop {sid}" in note
+            # the steering keys (pause, steer, unblock) say in one line where the session's home is
+            for n, (key, action) in enumerate((("P", "pause"), ("g", "steer"), ("u", "unblock")), 1):
+                await pilot.press(key)
+                await until(pilot, lambda: len(app.steered) >= n)  # noqa: B023 (awaited here)
+                assert isinstance(app.screen, SessionScreen)  # no dialog: nothing to steer here
+                line = app.steered[-1]
+                assert "\n" not in line and "steering needs the session's own home" in line
+                assert f"ralph-ledger --home {homes['gamma'].root} {action} {sid}" in line
+            assert (homes["gamma"].journals / f"{sid}.jsonl").read_bytes() == (
+                SAMPLE_FILES[0].parent / f"{sid}.jsonl"
+            ).read_bytes()  # nothing written anywhere
             await pilot.press("escape", "escape")
 
             # a source exported again shows up without a restart
@@ -74,16 +81,13 @@ def test_a_dataset_of_three_homes_live(tmp_path: Path) -> None:
         app.cleanup()
 
 
-def test_a_local_home_has_no_source_column_nor_steering_key(tmp_path: Path) -> None:
+def test_a_local_home_has_no_source_column(tmp_path: Path) -> None:
     app = RalphApp([SAMPLE_FILES[0].parent], now=fixed_clock, watch=False)
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: app.loaded)
-            assert "source" not in [c.key for c in app.sessions_screen.table.columns]
-            app.open_session("thrashing")
-            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.iterations)
-            assert app.screen.check_action("steer", ()) is False
+            assert [c.key for c in app.sessions_screen.table.columns] == [c.key for c in COLUMNS]
 
     try:
         asyncio.run(scenario())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
@@ -252,9 +253,9 @@ class DatasetMonitor(Monitor):
         by_id = {str(r[0]): str(r[1] or "") for r in found}
         return [msgspec.structs.replace(r, source=by_id.get(r.session_id, "")) for r in rows]
 
-    def steering_hint(self, session_id: str) -> str:
+    def steering_hint(self, session_id: str, action: str = "stop") -> str:
         """One line: this view is read-only, and where the session's own home is (from the manifest
-        its source's export wrote), to stop or steer it there."""
+        its source's export wrote), to ``action`` it there (``pause``, ``steer``, ``stop`` ...)."""
         with self._lock:
             row = self.ledger.con.execute(
                 "SELECT min(source) FROM events WHERE session_id = ?", [session_id]
@@ -262,7 +263,9 @@ class DatasetMonitor(Monitor):
         source = str(row[0]) if row and row[0] else ""
         manifest = self._manifests.get(source, {})
         host, home = str(manifest.get("host") or "?"), str(manifest.get("home") or "")
-        where = f"on {host}: ralph-ledger --home {home} stop {session_id}" if home else f"on {host}"
+        guidance = ' "GUIDANCE"' if action in ("steer", "unblock") else ""
+        command = f"ralph-ledger --home {shlex.quote(home)} {action} {shlex.quote(session_id)}{guidance}"
+        where = f"on {host}: {command}" if home else f"on {host}"
         return f"read-only dataset: steering needs the session's own home ({where})"
 
 

@@ -36,7 +36,7 @@ def test_two_homes_in_one_dataset_live_and_read_only(project: Project, terminals
     term.wait_for(lambda s: "filter “laptop”" in s and "on-laptop" in s and "on-ci" not in s)
     term.press("Enter")
     term.wait_for(lambda s: "Iteration 1" in s)
-    term.press("x")
+    term.press("P")  # pause: a dataset is read-only
     screen = term.wait_for("steering needs the session's own home")
     term.press("Escape")
     term.wait_for("⏎ Open")

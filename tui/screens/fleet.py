@@ -86,8 +86,7 @@ COLUMNS: Final[tuple[Column, ...]] = (
     Column("agent", "agent", 12),
     Column("task", "task", 48),
 )
-"""(key, label, width): fixed widths, so columns never jump live; then ``SOURCE`` for a dataset."""
-SOURCE: Final = Column("source", "source", 12)
+"""(key, label, width): fixed widths, so columns never jump live; a dataset's add ``source`` (12)."""
 
 
 def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
@@ -99,7 +98,7 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
     return {
         "status": fmt.status_text(row.status) + stop,
         "session": Text(row.session_id, no_wrap=True),
-        "source": Text(fmt.truncate(row.source, SOURCE.width)),
+        "source": Text(fmt.truncate(row.source, 12)),
         "iter": Text(iteration, justify="right"),
         "score": fmt.score_text(row.last_score),
         "trend": fmt.sparkline_text(row.scores, TREND_POINTS),
@@ -150,7 +149,7 @@ class SessionsScreen(SteeringScreen):
 
     def __init__(self, *, sources: bool = False) -> None:
         super().__init__(id="sessions-screen")
-        self.columns = (*COLUMNS[:2], SOURCE, *COLUMNS[2:]) if sources else COLUMNS
+        self.columns = (*COLUMNS[:2], Column("source", "source", 12), *COLUMNS[2:]) if sources else COLUMNS
         self.rows: dict[str, SessionRow] = {}
         self.fleet = Fleet(sessions=0, running=0, complete=0, blocked=0, escalated=0, completion_rate=None)
         self.sort_index = 0

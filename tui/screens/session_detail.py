@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, RichLog, Static
 from textual.worker import get_current_worker
 
-from ledger.monitor import DatasetMonitor, EventLine, IterationDetail, IterationRow, SessionRow
+from ledger.monitor import EventLine, IterationDetail, IterationRow, SessionRow
 from tui import format as fmt
 from tui.messages import DetailLoaded, SessionLoaded, ralph_app
 from tui.steering import SteeringScreen
@@ -151,7 +151,6 @@ class SessionScreen(SteeringScreen):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("e", "focus_events", "Events"),
         Binding("i", "focus_timeline", "Iterations"),
-        Binding("x", "steer", "Stop"),  # --dataset only: says where steering is possible
     ]
 
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012 (an instance variable in Textual)
@@ -329,17 +328,3 @@ class SessionScreen(SteeringScreen):
     def action_focus_timeline(self) -> None:
         """Focus the iteration timeline."""
         self.query_one("#timeline").focus()
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The steering key only on a dataset's session (read-only: it says where to steer it)."""
-        return action != "steer" or ralph_app(self).dataset is not None
-
-    @work(thread=True, group="steer", exit_on_error=False)
-    def action_steer(self) -> None:
-        """A dataset is read-only: say in one line that steering needs the session's own home."""
-        monitor = ralph_app(self).monitor
-        if isinstance(monitor, DatasetMonitor):
-            hint = monitor.steering_hint(self.session_id)
-            self.app.call_from_thread(
-                self.app.notify, hint, title="read-only", severity="warning", markup=False
-            )
