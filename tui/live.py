@@ -133,14 +133,16 @@ class LiveJournals(_AppBase):
     def on_pending(self, message: Pending) -> None:
         """Say how much is to ingest (the progress bar), or hide the bar."""
         p = message.pending
-        label = f"ingesting {p.files_total - p.files_done} journal(s), {p.bytes_total:,} bytes…"
+        what = "dataset source(s)" if self.dataset is not None else "journal(s)"
+        label = f"ingesting {p.files_total - p.files_done} {what}, {p.bytes_total:,} bytes…"
         self.sessions_screen.show_progress(label if p.bytes_total else "", 0, p.bytes_total)
 
     def on_loaded(self, message: Loaded) -> None:
         """A batch landed: update the table and the progress bar."""
         p = message.progress
         if p is not None:
-            label = f"ingested {p.files_done}/{p.files_total} journal(s), {p.events:,} events"
+            what = "dataset source(s)" if self.dataset is not None else "journal(s)"
+            label = f"ingested {p.files_done}/{p.files_total} {what}, {p.events:,} events"
             self.sessions_screen.show_progress(label, p.bytes_done, p.bytes_total)
         self.sessions_screen.apply(message.rows, message.fleet)
 
