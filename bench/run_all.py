@@ -6,7 +6,8 @@
 Runs, one after another (never two at once: each measures a 2-core machine), the ledger bench
 (journal appends, bulk ingest, views and detectors next to SQLite), the Stop hook bench (whole
 process on a 3 MB transcript), the monitor bench (ralph-tui start-up, append-to-screen latency,
-peak RSS) and the load bench (many hook processes into one home while a reader ingests), and prints
+peak RSS), the load bench (many hook processes into one home while a reader ingests) and the
+dataset bench (``ralph-tui --dataset`` start-up next to ``ralph-tui`` on one home), and prints
 their tables under one header naming the machine. Exits 1 if any of them failed to run.
 """
 
@@ -30,6 +31,7 @@ RUNS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]] = (
     ("Stop hook: whole process, 3 MB transcript", "bench_hook.py", (), ("--runs", "10")),
     ("ralph-tui: start-up, live latency, memory", "bench_tui.py", (), ("--quick",)),
     ("load: hook processes into one home while a reader ingests", "bench_load.py", (), ("--quick",)),
+    ("ralph-tui --dataset: start-up, 3 exported sources", "bench_dataset.py", (), ("--quick",)),
     ("MCP server: start, validate round trip", "bench_mcp.py", (), ("--starts", "3", "--calls", "50")),
     ("export: full vs incremental Parquet shipping", "bench_export.py", (), ("--quick",)),
 )

@@ -80,6 +80,24 @@ def test_tui_bench_runs_in_quick_mode(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("tui-home-*")), "the temporary homes are removed"
 
 
+def test_dataset_bench_runs_on_a_tiny_dataset(tmp_path: Path) -> None:
+    """bench_dataset.py end to end: three sources exported, both start-ups measured, one verdict."""
+    args = ["--sessions", "30", "--events-per-session", "20", "--runs", "1", "--out", str(tmp_path)]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_dataset.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "600 events, 30 sessions; median of 1 start-ups each" in proc.stdout
+    assert "| `ralph-tui --dataset DIR` (3 sources" in proc.stdout
+    assert "first screen <= 2 s: PASS" in proc.stdout
+    assert "| baseline: `ralph-tui` on one home of the same sessions (ingested)" in proc.stdout
+    sources = sorted(p.name for p in tmp_path.glob("dataset-*/dataset/events/source=*"))
+    assert sources == ["source=build-01", "source=build-02", "source=laptop"]
+
+
 def test_one_command_runs_every_bench() -> None:
     """bench/run_all.py runs each bench script (a new one cannot be left out), with arguments the
     script's own parser accepts."""

@@ -93,8 +93,11 @@ class RalphApp(LiveJournals, Replaying, Steering, App[None]):
         batch_bytes: int = BATCH_BYTES,
         watch: bool = True,
         attention: Attention = Attention(),  # noqa: B008 (frozen)
+        dataset: Path | None = None,
     ) -> None:
         super().__init__()
+        self.dataset = dataset
+        """An exported Parquet dataset watched instead of journals (``--dataset``): read-only."""
         self.replay_files = list(replay_files)
         self.replaying = bool(self.replay_files)
         self._own_replay_dir = False
@@ -104,7 +107,7 @@ class RalphApp(LiveJournals, Replaying, Steering, App[None]):
                 self._own_replay_dir = True
             replay_dir.mkdir(parents=True, exist_ok=True)
             sources, homes = [replay_dir], ()
-        if not sources and not homes:
+        if not sources and not homes and dataset is None:
             raise ValueError("ralph-tui needs a ledger home, a journal directory or journals to replay")
         self.sources = list(sources)
         self.homes = list(homes)
@@ -117,7 +120,7 @@ class RalphApp(LiveJournals, Replaying, Steering, App[None]):
         self.batch_bytes = batch_bytes
         self.watch_files = watch
         self.monitor: Monitor | None = None
-        self.sessions_screen = SessionsScreen()
+        self.sessions_screen = SessionsScreen(sources=dataset is not None)
         self.sql_screen = SqlScreen()
         self.theme_colours = ThemeColours(self)
         # state the handlers keep (tests read it)

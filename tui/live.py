@@ -23,7 +23,7 @@ from watchfiles import Change, awatch
 
 from ledger import is_journal
 from ledger import one_line as first_line
-from ledger.monitor import Monitor, Update
+from ledger.monitor import DatasetMonitor, Monitor, Update
 from tui import format as fmt
 from tui.attention import Attention
 from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, Watching
@@ -42,6 +42,8 @@ else:
 
 BATCH_BYTES: Final = 8 << 20
 DEBOUNCE_MS: Final = 50
+POLL_S: Final = 0.5
+"""How often a dataset's sources are looked at (``--dataset``): one listing of its folders."""
 FIRST_SCREEN: Final = 200
 """Sessions read first (the most recent), before all of them."""
 MAX_TOASTS: Final = 4
@@ -59,6 +61,7 @@ class LiveJournals(_AppBase):
 
     sources: list[Path]
     homes: list[Path]
+    dataset: Path | None
     monitor: Monitor | None
     batch_bytes: int
     watch_files: bool
@@ -97,7 +100,11 @@ class LiveJournals(_AppBase):
         """Open the monitor and ingest the backlog in batches, posting each batch's sessions."""
         worker = get_current_worker()
         try:
-            monitor = Monitor(self.sources, homes=self.homes, now=self._clock)
+            monitor: Monitor
+            if self.dataset is not None:
+                monitor = DatasetMonitor(self.dataset, now=self._clock)
+            else:
+                monitor = Monitor(self.sources, homes=self.homes, now=self._clock)
             self.post_message(Opened(monitor))
             # the first screen: the latest sessions and the totals, then every session held
             first = monitor.recent_sessions(FIRST_SCREEN)
@@ -113,7 +120,7 @@ class LiveJournals(_AppBase):
                     return
             bad = monitor.bad_lines()
         except Exception as exc:
-            names = ", ".join(map(str, [*self.sources, *self.homes]))
+            names = ", ".join(map(str, [*self.sources, *self.homes, *filter(None, [self.dataset])]))
             self.post_message(Failed(f"cannot open {names}: {first_line(exc)}"))
             return
         self.post_message(LoadDone(bad))
@@ -126,14 +133,16 @@ class LiveJournals(_AppBase):
     def on_pending(self, message: Pending) -> None:
         """Say how much is to ingest (the progress bar), or hide the bar."""
         p = message.pending
-        label = f"ingesting {p.files_total - p.files_done} journal(s), {p.bytes_total:,} bytes…"
+        what = "dataset source(s)" if self.dataset is not None else "journal(s)"
+        label = f"ingesting {p.files_total - p.files_done} {what}, {p.bytes_total:,} bytes…"
         self.sessions_screen.show_progress(label if p.bytes_total else "", 0, p.bytes_total)
 
     def on_loaded(self, message: Loaded) -> None:
         """A batch landed: update the table and the progress bar."""
         p = message.progress
         if p is not None:
-            label = f"ingested {p.files_done}/{p.files_total} journal(s), {p.events:,} events"
+            what = "dataset source(s)" if self.dataset is not None else "journal(s)"
+            label = f"ingested {p.files_done}/{p.files_total} {what}, {p.events:,} events"
             self.sessions_screen.show_progress(label, p.bytes_done, p.bytes_total)
         self.sessions_screen.apply(message.rows, message.fleet)
 
@@ -143,9 +152,11 @@ class LiveJournals(_AppBase):
         self.loaded = True
         self.sessions_screen.show_progress("")
         self.report_bad_lines(message.bad_lines)
-        if self.monitor is not None and not self.replaying:
+        if self.monitor is not None and not self.replaying and self.dataset is None:
             self.sessions_screen.show_welcome(welcome_text(self.monitor))
-        if self.watch_files:
+        if self.watch_files and self.dataset is not None:
+            self.poll_dataset()
+        elif self.watch_files:
             self.watch_journals()
         elif self.replaying:
             self.run_replay()
@@ -192,6 +203,17 @@ class LiveJournals(_AppBase):
                 return
             finally:
                 pending.cancel()
+
+    @work(exclusive=True, group="watch", exit_on_error=False)
+    async def poll_dataset(self) -> None:
+        """Look at a dataset's sources every ``POLL_S``: the refresh worker reads again those whose
+        files changed (a partition swapped in by rename included)."""
+        self.post_message(Watching())
+        while not self._watch_stop.is_set():
+            try:
+                await asyncio.wait_for(self._watch_stop.wait(), POLL_S)
+            except TimeoutError:
+                self.mark_dirty(None)
 
     def on_watching(self, message: Watching) -> None:
         """Catch up with anything appended while loading (or while the watcher started again), then

@@ -1,4 +1,4 @@
-"""``ralph-tui``'s command line: ``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ...``."""
+"""``ralph-tui``'s command line: ``ralph-tui [HOME ...]``, ``--replay FILE_OR_DIR ...``, ``--dataset DIR``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ledger import journals_in, ready
-from ledger.monitor import resolve_home
+from ledger import LedgerError, journals_in, ready
+from ledger.monitor import dataset_sources, resolve_home
 from tui.app import RalphApp
 from tui.attention import OSC_KINDS, Attention
 from tui.commands import MAX_SPEED, MIN_SPEED, valid_speed
@@ -80,6 +80,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"{MAX_SPEED:g}, or 0 = no waiting (default {DEFAULT_SPEED:g}); + / - change it, p pauses",
     )
     parser.add_argument(
+        "--dataset",
+        type=_home_dir,
+        metavar="DIR",
+        help="watch a Parquet dataset written by ralph-ledger export --parquet DIR: every source's "
+        "sessions, read-only, refreshed as sources are exported again",
+    )
+    parser.add_argument(
         "--bell",
         action="store_true",
         help="ring the terminal bell at each alert (a loop completes, blocks or escalates, a guard trips)",
@@ -109,7 +116,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("ralph-tui: --sequential goes with --replay FILE_OR_DIR ...", file=sys.stderr)
         return 2
     attention = Attention(bell=args.bell, osc=args.osc_notify)
-    if args.replay:
+    if args.dataset is not None:
+        if args.homes or args.home or args.replay:
+            print("ralph-tui: give either --dataset DIR or HOME ... / --replay, not both", file=sys.stderr)
+            return 2
+        try:
+            dataset_sources(args.dataset)
+        except LedgerError as exc:
+            print(f"ralph-tui: {exc}", file=sys.stderr)
+            return 1
+        app = RalphApp(dataset=args.dataset, attention=attention)
+    elif args.replay:
         if args.homes or args.home:
             print("ralph-tui: give either HOME ... or --replay FILE_OR_DIR ..., not both", file=sys.stderr)
             return 2

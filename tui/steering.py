@@ -3,7 +3,8 @@
 unblocks a blocked or escalated loop (with optional guidance). Keys on the sessions and session
 screens (``SteeringScreen``), commands in the palette; the journal is written in a thread worker
 (``Steering.steer``) that posts ``Steered``: its line is shown as a notification, and the watcher
-picks the new event up like any other."""
+picks the new event up like any other. A dataset's session (``--dataset``) is read-only: each key
+says so in one line, naming the session's own home."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Label
 
 from ledger import EngineError, one_line, steer_journal
+from ledger.monitor import DatasetMonitor
 from tui.messages import ralph_app
 
 if TYPE_CHECKING:
@@ -126,6 +128,9 @@ class Steering(_AppBase):
 
     def ask_guidance(self, session_id: str) -> None:
         """Ask for guidance, then record it for the loop's next iteration."""
+        if isinstance(self.monitor, DatasetMonitor):  # read-only: no dialog, the one line
+            self.steer(session_id, "steer")
+            return
         dialog = GuidanceDialog(
             f"Steer {session_id}", "Added once to the prompt of the loop's next iteration."
         )
@@ -138,6 +143,9 @@ class Steering(_AppBase):
 
     def ask_unblock(self, session_id: str) -> None:
         """Ask for (optional) guidance, then unblock the loop with it."""
+        if isinstance(self.monitor, DatasetMonitor):
+            self.steer(session_id, "unblock")
+            return
         dialog = GuidanceDialog(
             f"Unblock {session_id}",
             "5 more iterations; the next one's prompt carries this guidance (optional).",
@@ -154,6 +162,9 @@ class Steering(_AppBase):
     def steer(self, session_id: str, action: str, text: str = "") -> None:
         """Record the steering action in the session's journal (in this worker's thread)."""
         monitor = self.monitor
+        if isinstance(monitor, DatasetMonitor):  # a dataset is a copy: say where the session's home is
+            self.post_message(Steered(session_id, monitor.steering_hint(session_id, action), True))
+            return
         name = f"{session_id}.jsonl"
         path = next((p for p in monitor.journal_files() if p.name == name), None) if monitor else None
         if path is None:

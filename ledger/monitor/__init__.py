@@ -9,7 +9,8 @@ screens' questions with the ledger's views: sessions, fleet totals, the
 iteration timeline with one cell per rule, the files-modified heat, an
 iteration's feedback and next prompt, checkpoints, the event log, alerts,
 and read-only SQL. Every answer is a plain msgspec Struct, so a front end
-needs neither DuckDB nor SQL.
+needs neither DuckDB nor SQL. ``DatasetMonitor`` (``dataset``) answers the same questions, read-only,
+over an exported Parquet dataset of many homes, each session with its ``source``.
 
 Sources: a ledger home (a directory holding ``journals/``), a directory of
 ``*.jsonl`` journals (``sample_sessions/``), or journal files; and ``homes``:
@@ -39,12 +40,14 @@ from ledger.monitor.answers import (
     Update,
     fleet_of,
 )
+from ledger.monitor.dataset import DatasetMonitor, dataset_sources
 from ledger.monitor.live import EXAMPLE_QUERIES, Monitor, default_home_here, resolve_home
 
 __all__ = [
     "EXAMPLE_QUERIES",
     "Alert",
     "Checkpoint",
+    "DatasetMonitor",
     "EventLine",
     "Fleet",
     "Heat",
@@ -56,6 +59,7 @@ __all__ = [
     "SessionRow",
     "SessionStatus",
     "Update",
+    "dataset_sources",
     "default_home_here",
     "fleet_of",
     "resolve_home",

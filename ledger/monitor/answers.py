@@ -75,6 +75,8 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     """That worktree's branch (``ralph/NAME``), ``""`` for the project's checkout."""
     paused: bool = False
     """A person paused the loop (``ralph-ledger pause``) and has not resumed it."""
+    source: str = ""
+    """The dataset source(s) holding the session (``DatasetMonitor``), ``""`` for a home's."""
 
 
 class Fleet(msgspec.Struct, frozen=True, kw_only=True):

@@ -142,6 +142,14 @@ def run_tui(demo: Demo, line: str) -> None:
             journals = demo.user_home / word[2:] / "journals"
             journals.mkdir(parents=True, exist_ok=True)
             shutil.copy(SAMPLES / "tdd-success.jsonl", journals)
+    words = shlex.split(line)
+    if "--dataset" in words:  # the dataset named: one home's export in it
+        home = demo.user_home / "exported" / ".ralph"
+        (home / "journals").mkdir(parents=True, exist_ok=True)
+        shutil.copy(SAMPLES / "tdd-success.jsonl", home / "journals")
+        dataset = words[words.index("--dataset") + 1]
+        export = [str(BIN / "ralph-ledger"), "--home", str(home), "export", "--parquet", dataset]
+        assert subprocess.run(export, capture_output=True, env=demo.env(), timeout=120).returncode == 0
     show_then_quit(["bash", "-c", line], demo.dir, demo.env(), "status")
 
 

@@ -86,7 +86,7 @@ COLUMNS: Final[tuple[Column, ...]] = (
     Column("agent", "agent", 12),
     Column("task", "task", 48),
 )
-"""(key, label, width): fixed widths, so columns never jump while sessions update live."""
+"""(key, label, width): fixed widths, so columns never jump live; a dataset's add ``source`` (12)."""
 
 
 def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
@@ -98,6 +98,7 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
     return {
         "status": fmt.status_text(row.status) + stop,
         "session": Text(row.session_id, no_wrap=True),
+        "source": Text(fmt.truncate(row.source, 12)),
         "iter": Text(iteration, justify="right"),
         "score": fmt.score_text(row.last_score),
         "trend": fmt.sparkline_text(row.scores, TREND_POINTS),
@@ -114,11 +115,9 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
 
 
 def matches(row: SessionRow, needle: str) -> bool:
-    """Whether the filter text is a substring of the session's id, agent, task, status or branch."""
-    if not needle:
-        return True
-    needle = needle.lower()
-    return any(needle in f.lower() for f in (row.session_id, row.agent, row.task, row.status, row.branch))
+    """Whether the filter text is a substring of the session's id, agent, task, status, branch or source."""
+    needle, r = needle.lower(), row
+    return any(needle in f.lower() for f in (r.session_id, r.agent, r.task, r.status, r.branch, r.source))
 
 
 class SessionsScreen(SteeringScreen):
@@ -148,8 +147,9 @@ class SessionsScreen(SteeringScreen):
     SessionsScreen #welcome.shown { display: block; }
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, sources: bool = False) -> None:
         super().__init__(id="sessions-screen")
+        self.columns = (*COLUMNS[:2], Column("source", "source", 12), *COLUMNS[2:]) if sources else COLUMNS
         self.rows: dict[str, SessionRow] = {}
         self.fleet = Fleet(sessions=0, running=0, complete=0, blocked=0, escalated=0, completion_rate=None)
         self.sort_index = 0
@@ -162,7 +162,7 @@ class SessionsScreen(SteeringScreen):
         self.cell_cache: dict[str, dict[str, Text]] = {}
         self.status_counts: Counter[SessionStatus] = Counter()
         """Sessions per status, kept as rows change (the fleet totals are counted from it)."""
-        self.table = VirtualTable(COLUMNS, self.render_row, id="sessions")
+        self.table = VirtualTable(self.columns, self.render_row, id="sessions")
         self._filter_timer: Timer | None = None
         self._fleet_line: Text | None = None
         self.welcome: Text | None = None
@@ -271,7 +271,7 @@ class SessionsScreen(SteeringScreen):
         cached = self.cell_cache.get(sid)
         if cached is None:
             cached = self.cell_cache[sid] = cells(self.rows[sid], ralph_app(self).now())
-        return list(cached.values())
+        return [cached[c.key] for c in self.columns]
 
     def note(self, text: str) -> None:
         """A short note at the end of the fleet line (replay progress, errors)."""
