@@ -6,30 +6,26 @@
 -- no tokens: an agent that reports none, such as Cursor's, spent an unknown amount, not nothing).
 -- context_window is the model's, as the price library knows it (NULL: not known); context_used is
 -- the turn's last request's input tokens (cache included) over it: how full the context was.
--- The price band is that with the greatest `above` below the turn's prompt: the turn's row among its
--- joined bands that ranks first by `above` (an ASOF join, written as a join and a window for every engine).
-SELECT session_id, iteration, seq, model, input, output, cache, tokens, prompt, cost_usd, cost_reported,
-       context_window, context_tokens, context_used
-FROM (
-  SELECT
-    t.session_id,
-    t.iteration,
-    t.seq,
-    t.model,
-    t.input,
-    t.output,
-    t.cache,
-    t.tokens,
-    t.prompt,
-    coalesce(t.reported_cost_usd,
-             CASE WHEN t.tokens > 0 THEN t.input * p.input + t.output * p.output
-                  + t.cache_read * p.cache_read + t.cache_write * p.cache_write END) AS cost_usd,
-    t.reported_cost_usd IS NOT NULL AS cost_reported,
-    p.context_window,
-    t.context_tokens,
-    t.context_tokens / p.context_window AS context_used,
-    row_number() OVER (PARTITION BY t.session_id, t.seq ORDER BY p.above DESC) AS band
-  FROM turn_tokens t
-  LEFT JOIN model_prices p ON t.model = p.model AND t.prompt > p.above
-)
-WHERE band = 1
+-- The price band is that with the greatest `above` below the turn's prompt: each band reaches up to
+-- the next one's `above` (an ASOF join, written as a plain join for every engine).
+SELECT
+  t.session_id,
+  t.iteration,
+  t.seq,
+  t.model,
+  t.input,
+  t.output,
+  t.cache,
+  t.tokens,
+  t.prompt,
+  coalesce(t.reported_cost_usd,
+           CASE WHEN t.tokens > 0 THEN t.input * p.input + t.output * p.output
+                + t.cache_read * p.cache_read + t.cache_write * p.cache_write END) AS cost_usd,
+  t.reported_cost_usd IS NOT NULL AS cost_reported,
+  p.context_window,
+  t.context_tokens,
+  t.context_tokens / p.context_window AS context_used
+FROM turn_tokens t
+LEFT JOIN (SELECT *, lead(above) OVER (PARTITION BY model ORDER BY above) AS next_above
+           FROM model_prices) p
+  ON t.model = p.model AND t.prompt > p.above AND (p.next_above IS NULL OR t.prompt <= p.next_above)
