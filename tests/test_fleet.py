@@ -382,3 +382,5 @@ def test_every_generated_statement_parses_back_in_its_dialect_with_known_functio
         code = re.sub(r"--.*|/\*.*?\*/", "", text, flags=re.S)
         duckdb_only = r"\b(?:LIST_\w+|ARG_M(?:AX|IN)|EPOCH\w*|STRUCT_PACK|HUGEINT)\b"
         assert not re.search(duckdb_only, code, re.I), name
+        if dialect == "trino" and not name.startswith("00-"):  # a ROW's fields are named, by a cast
+            assert not re.search(r"(?<!CAST\()\bROW\(", code), name

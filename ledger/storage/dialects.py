@@ -164,7 +164,16 @@ def transpiled(name: str, dialect: str) -> str:
     d = next(x for x in install_order() if x.name == name)
     if dialect == "duckdb":
         return d.sql
-    return _portable(d).sql(dialect=dialect, pretty=True)
+    tree = _portable(d)
+    for struct in tree.find_all(exp.Struct):
+        # a struct of events' columns (iterations' guards, sorted by seq) has their types, so that
+        # Trino gets a ROW with named fields (sqlglot names them only when the types are known)
+        fields = [(f, f.expression) for f in struct.expressions if isinstance(f, exp.PropertyEQ)]
+        if fields and all(isinstance(v, exp.Column) and v.name in EVENT_COLUMNS for _, v in fields):
+            for field, value in fields:
+                field.type = exp.DataType.build(EVENT_COLUMNS[value.name], dialect="duckdb")
+            struct.type = exp.DataType.build("STRUCT", dialect="duckdb")
+    return tree.sql(dialect=dialect, pretty=True)
 
 
 def ddl(d: Definition, dialect: str) -> str:

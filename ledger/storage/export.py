@@ -74,8 +74,9 @@ def views_bundle(dialect: str = "duckdb") -> tuple[tuple[str, str], ...]:
     """(file name, SQL) of ``00-events.sql``, ``00-model_prices.sql`` and every view and detector,
     in install order, in ``dialect`` (one of ``DIALECTS``).
 
-    Each file holds one statement, generated from the ``ledger/sql`` file of the same name: run
-    them in name order in that engine to get the ledger's views over an exported dataset.
+    Each view's or detector's file holds one statement, generated from the ``ledger/sql`` file of the
+    same name (the ``00-*.sql`` files of Spark and Trino hold two: a table, then its view): run them
+    in name order in that engine to get the ledger's views over an exported dataset.
     """
     events, prices = dataset_tables(dialect)
     files = [("00-events.sql", events), ("00-model_prices.sql", prices)]
