@@ -6,7 +6,7 @@ have no table macros, so a detector becomes a view with its ``-- params:`` defau
 (``session := NULL`` keeps every session): ``SELECT * FROM failure_streak`` there is
 ``SELECT * FROM failure_streak()`` in DuckDB. Other thresholds are a copy of the view with other
 literals. What ``sqlglot`` cannot translate is written once, in the definitions themselves, in
-constructs that it can (see ``docs/fleet.md``, "Engines").
+constructs that it can (``docs/fleet.md``, "Rewritten once in the definitions").
 """
 
 from __future__ import annotations
