@@ -217,16 +217,16 @@ def cmd_schema(home: Home, args: argparse.Namespace) -> None:
     """``schema``: print every view and detector (with its parameters) and its columns and types.
 
     Reads them from an in-memory ledger, so the home is not touched; raises nothing of its own.
-    With ``--portable``, prints them instead as the DuckDB SQL that ``export`` writes next to a
-    Parquet dataset.
+    With ``--portable``, prints them instead as the SQL that ``export`` writes next to a Parquet
+    dataset, in ``--dialect`` (DuckDB's by default; a dialect alone implies ``--portable``).
     """
     from ledger.storage.database import Ledger
     from ledger.storage.sql import definitions
 
-    if args.portable:
+    if args.portable or args.dialect:
         from ledger.storage.export import portable_sql
 
-        emit(portable_sql())
+        emit(portable_sql(args.dialect or "duckdb"))
         return
     ledger = Ledger.memory()
     lines: list[str] = []

@@ -163,7 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--portable",
         action="store_true",
-        help="print the views and detectors as DuckDB SQL for an exported dataset (as in DIR/views/)",
+        help="print the views and detectors as SQL for an exported dataset (as in DIR/views/DIALECT/)",
+    )
+    s.add_argument(
+        "--dialect",
+        choices=["duckdb", "spark", "trino"],
+        help="the engine the --portable SQL is for (default: duckdb; implies --portable)",
     )
     s = sub.add_parser("hook", help="run as a coding agent's Stop hook (reads the event on stdin)")
     s.add_argument("agent", choices=["claude-code"])

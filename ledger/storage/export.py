@@ -6,7 +6,9 @@
     events/source=build-01/_export.json                    who wrote that folder (readers skip it)
     events/source=build-01/_model_prices.parquet           the prices its costs were computed with
     events/source=laptop/day=2026-01-06/part-0.parquet     another home's export, left untouched
-    views/00-events.sql, 00-model_prices.sql, 01-<name>.sql, ...  the views and detectors as SQL
+    model_prices/source=build-01/part-0.parquet            the same prices, where Spark and Trino read them
+    views/00-events.sql, 00-model_prices.sql, 01-<name>.sql, ...  the views and detectors as DuckDB SQL
+    views/duckdb/, views/spark/, views/trino/              the same files in each engine's SQL
     .staging/                                              exports in progress, and their locks
 
 A home writes only its own ``source=NAME`` folder: exports of several homes merge. Re-exporting a
@@ -33,28 +35,12 @@ from typing import Any, Final
 from ledger.core.errors import LedgerError, error_reason
 from ledger.storage import partitions
 from ledger.storage.database import Ledger
+from ledger.storage.dialects import DIALECTS, PRICES, PRICES_DIR, dataset_tables, ddl
 from ledger.storage.sql import install_order
 
 SOURCE_RE: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 MANIFEST: Final = "_export.json"
 STAGING: Final = ".staging"
-EVENTS_GLOB: Final = "events/*/*/*.parquet"
-PRICES: Final = "_model_prices.parquet"
-EVENTS_VIEW: Final = f"""-- The events of every home exported to this dataset. The path is relative to the
--- directory DuckDB runs in: run it from the dataset's directory, or put the dataset's
--- location instead (for example 's3://bucket/ralph/{EVENTS_GLOB}').
-CREATE OR REPLACE VIEW events AS
-SELECT * FROM read_parquet('{EVENTS_GLOB}', hive_partitioning = true, union_by_name = true,
-                           hive_types = {{'source': VARCHAR, 'day': DATE}});
-"""
-PRICES_VIEW: Final = f"""-- The model prices the exporting homes computed costs with (turn_costs), one row
--- per model and price band (the first found where homes' prices differ). The path is relative,
--- as in 00-events.sql.
-CREATE OR REPLACE VIEW model_prices AS
-SELECT DISTINCT ON (model, above) *
-FROM read_parquet('events/*/{PRICES}', hive_partitioning = false, union_by_name = true)
-ORDER BY model, above;
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,26 +82,31 @@ def check_source(name: str) -> str:
     return name
 
 
-def views_bundle() -> tuple[tuple[str, str], ...]:
-    """(file name, DuckDB SQL) of ``00-events.sql``, ``00-model_prices.sql`` and every view and
-    detector, in install order.
+def views_bundle(dialect: str = "duckdb") -> tuple[tuple[str, str], ...]:
+    """(file name, SQL) of ``00-events.sql``, ``00-model_prices.sql`` and every view and detector,
+    in install order, in ``dialect`` (one of ``DIALECTS``).
 
-    Each file holds one statement, generated from the ``ledger/sql`` file of the same name: run
-    them in name order in any DuckDB to get the ledger's views over an exported dataset.
+    Each view's or detector's file holds one statement, generated from the ``ledger/sql`` file of the
+    same name (the ``00-*.sql`` files of Spark and Trino hold two: a table, then its view): run them
+    in name order in that engine to get the ledger's views over an exported dataset.
     """
-    files = [("00-events.sql", EVENTS_VIEW), ("00-model_prices.sql", PRICES_VIEW)]
+    events, prices = dataset_tables(dialect)
+    files = [("00-events.sql", events), ("00-model_prices.sql", prices)]
     for i, d in enumerate(install_order(), start=1):
         folder = "views" if d.kind == "view" else "detectors"
         head = f"-- Generated from ledger/storage/sql/{folder}/{d.name}.sql by ralph-ledger; do not edit.\n"
-        if d.kind == "detector":
+        if d.kind == "detector" and dialect == "duckdb":
             head += f"-- A table macro: SELECT * FROM {d.name}() (parameters: {d.params}).\n"
-        files.append((f"{i:02d}-{d.name}.sql", f"{head}{d.ddl(temp=False)};\n"))
+        elif d.kind == "detector":
+            head += f"-- A view of the table macro at its defaults: SELECT * FROM {d.name} ({d.params}).\n"
+        files.append((f"{i:02d}-{d.name}.sql", f"{head}{ddl(d, dialect)};\n"))
     return tuple(files)
 
 
-def portable_sql() -> str:
-    """The whole ``views_bundle`` as one script, files in order (``ralph-ledger schema --portable``)."""
-    return "\n".join(text for _, text in views_bundle())
+def portable_sql(dialect: str = "duckdb") -> str:
+    """The whole ``views_bundle`` of ``dialect`` as one script, files in order
+    (``ralph-ledger schema --portable --dialect``)."""
+    return "\n".join(text for _, text in views_bundle(dialect))
 
 
 def export_parquet(
@@ -168,6 +159,9 @@ def export_parquet(
         if todo.changed:
             manifest |= {"columns": snap.columns, "prices": snap.prices, "events": events}
             _write_partitions(ledger, todo, folder, staging, name, old, manifest | {"sessions": sessions})
+        copy = dest / PRICES_DIR / folder.name
+        if todo.prices or not (copy / "part-0.parquet").exists():
+            _write_prices_copy(ledger, copy)
     _write_views(dest / "views")
     shared = _shared_sessions(events_dir, name, set(sessions))
     return ExportReport(name, folder, events, len(sessions), shared, todo.write, todo.remove, todo.prices)
@@ -271,20 +265,34 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _write_prices_copy(ledger: Ledger, folder: Path) -> None:
+    """The prices of ``_model_prices.parquet`` again in ``DEST/model_prices/source=NAME/part-0.parquet``,
+    replaced atomically: Spark and Trino skip files named ``_*``, and read a table from its own folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".part-0.{os.getpid()}.tmp"
+    target = str(tmp).replace("'", "''")
+    ledger.con.execute(f"COPY (FROM model_prices ORDER BY model, above) TO '{target}' (FORMAT parquet)")
+    os.replace(tmp, folder / "part-0.parquet")
+
+
 def _write_views(views: Path) -> None:
-    """Write ``views_bundle`` into ``views``, each file replaced atomically, stale ones removed."""
+    """Write ``views_bundle`` of each dialect into ``views/<dialect>``, and DuckDB's into ``views``
+    itself too (where earlier releases wrote it): each file replaced atomically, stale ones removed."""
     if views.exists() and not views.is_dir():
         raise LedgerError(f"export destination holds {views}, expected a directory of .sql files")
-    views.mkdir(exist_ok=True)
-    bundle = views_bundle()
-    for name, text in bundle:
-        tmp = views / f".{name}.{os.getpid()}.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, views / name)
-    keep = {name for name, _ in bundle}
-    for old in views.glob("[0-9][0-9]-*.sql"):
-        if old.name not in keep:
-            old.unlink(missing_ok=True)
+    for folder, dialect in ((views, "duckdb"), *((views / d, d) for d in DIALECTS)):
+        if folder.exists() and not folder.is_dir():
+            raise LedgerError(f"export destination holds {folder}, expected a directory of .sql files")
+        folder.mkdir(parents=True, exist_ok=True)
+        bundle = views_bundle(dialect)
+        for name, text in bundle:
+            tmp = folder / f".{name}.{os.getpid()}.tmp"
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, folder / name)
+        keep = {name for name, _ in bundle}
+        for old in folder.glob("[0-9][0-9]-*.sql"):
+            if old.name not in keep:
+                old.unlink(missing_ok=True)
 
 
 def _shared_sessions(events_dir: Path, name: str, sessions: set[str]) -> tuple[tuple[str, str], ...]:

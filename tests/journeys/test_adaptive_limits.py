@@ -235,7 +235,11 @@ def test_the_view_is_listed_by_schema_and_exported(project: Project, tmp_path: P
     proc = project.cli("export", "--parquet", str(out), "--source", "here")
     assert proc.returncode == 0, proc
     (view,) = [p for p in (out / "views").iterdir() if p.name.endswith("-limit_suggestions.sql")]
-    assert "quantile_disc(iteration, 0.9)" in view.read_text()
+    assert "cume_dist() OVER (PARTITION BY agent, task_kind ORDER BY iteration)" in view.read_text()
+    (spark,) = (out / "views" / "spark").glob("*-limit_suggestions.sql")
+    assert "CUME_DIST() OVER (PARTITION BY agent, task_kind ORDER BY iteration" in " ".join(
+        spark.read_text().split()
+    )
 
 
 def test_init_agent_writes_auto_when_the_configuration_asks_for_it(project: Project) -> None:

@@ -9,7 +9,9 @@ SELECT
   count(*) FILTER (WHERE NOT ok AND seq > last_ok) AS streak,
   min(iteration) FILTER (WHERE NOT ok AND seq > last_ok) AS since_iteration,
   max(iteration) AS last_iteration,
-  arg_max(list_filter(results, lambda r: NOT r.passed)[1].message, seq)
+  -- the first failed rule's message (guarded: indexing an empty list is an error in Spark and Trino)
+  arg_max(CASE WHEN array_length(list_filter(results, lambda r: NOT r.passed)) > 0
+               THEN list_filter(results, lambda r: NOT r.passed)[1].message END, seq)
     FILTER (WHERE NOT ok AND seq > last_ok) AS last_failure
 FROM (
   SELECT session_id, iteration, seq, ok, results,
@@ -17,7 +19,7 @@ FROM (
   FROM (
     SELECT session_id, iteration, seq, results,
            CASE WHEN type = 'override' THEN TRUE
-                WHEN errors THEN NOT coalesce(list_bool_or([r.errored FOR r IN results]), FALSE)
+                WHEN errors THEN coalesce(array_length(list_filter(results, lambda r: r.errored)), 0) = 0
                 ELSE passed END AS ok
     FROM events
     WHERE (type = 'validation_ran' OR (type = 'override' AND kind = 'unblock'))

@@ -13,7 +13,7 @@ SELECT
   coalesce(sum(abs(step)) FILTER (WHERE step < 0 OR step > max_step_s * 1e6), 0) / 1e6 AS skipped_s
 FROM (
   SELECT session_id,
-         epoch_us(ts) - epoch_us(lag(ts) OVER (PARTITION BY session_id ORDER BY seq)) AS step  -- microseconds: sums are exact
+         date_diff('microsecond', lag(ts) OVER (PARTITION BY session_id ORDER BY seq), ts) AS step  -- microseconds: sums are exact
   FROM (
     SELECT session_id, seq, ts FROM (
       SELECT session_id, seq, ts,

@@ -4,7 +4,7 @@
 SELECT
   session_id,
   file,
-  len(iterations) AS times,
+  array_length(iterations) AS times,
   iterations,
   iterations[min_iterations] AS tripped_at
 FROM (
@@ -14,4 +14,4 @@ FROM (
         WHERE type = 'agent_turn' AND iteration > 0 AND (session IS NULL OR session_id = session))
   GROUP BY session_id, file
 )
-WHERE len(iterations) >= min_iterations
+WHERE array_length(iterations) >= min_iterations

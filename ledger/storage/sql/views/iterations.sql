@@ -6,11 +6,11 @@ SELECT
   arg_min(ts, seq) AS started_at,
   arg_max(ts, seq) AS ended_at,
   date_diff('millisecond', arg_min(ts, seq), arg_max(ts, seq)) / 1000.0 AS duration_s,
-  any_value(s.score) AS score,
-  any_value(s.passed) AS validation_passed,
-  any_value(len(list_filter(s.results, lambda r: r.passed AND NOT r.errored))) AS rules_passed,
-  any_value(len(list_filter(s.results, lambda r: NOT r.passed AND NOT r.errored))) AS rules_failed,
-  any_value(len(list_filter(s.results, lambda r: r.errored))) AS rules_errored,
+  max(s.score) AS score,
+  max(s.passed) AS validation_passed,
+  max(array_length(list_filter(s.results, lambda r: r.passed AND NOT r.errored))) AS rules_passed,
+  max(array_length(list_filter(s.results, lambda r: NOT r.passed AND NOT r.errored))) AS rules_failed,
+  max(array_length(list_filter(s.results, lambda r: r.errored))) AS rules_errored,
   coalesce(list_sort(list_distinct(flatten(list(files_modified) FILTER (WHERE type = 'agent_turn')))),
            []::VARCHAR[]) AS files_modified,
   coalesce(sum(tool_count) FILTER (WHERE type = 'agent_turn'), 0) AS tool_count,
@@ -19,7 +19,10 @@ SELECT
   arg_max(signal, seq) FILTER (WHERE type = 'signal_resolved') AS signal,
   arg_max(decision, seq) FILTER (WHERE type = 'stop_decided') AS stop_decision,
   count(*) FILTER (WHERE type = 'guard_tripped') AS guard_trips,
-  coalesce(list(guard ORDER BY seq) FILTER (WHERE type = 'guard_tripped'), []::VARCHAR[]) AS guards,
+  -- in seq order: sorted (seq, guard) pairs, as an aggregate's ORDER BY does not reach every engine
+  coalesce(list_transform(list_sort(list(struct_pack(seq := seq, guard := guard))
+                                    FILTER (WHERE type = 'guard_tripped')), lambda g: g.guard),
+           []::VARCHAR[]) AS guards,
   -- tokens as turn_tokens defines them: tokens_total = tokens_input + tokens_output + tokens_cache
   coalesce(sum(e.input), 0) AS tokens_input,
   coalesce(sum(e.output), 0) AS tokens_output,

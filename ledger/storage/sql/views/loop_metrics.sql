@@ -24,9 +24,10 @@ SELECT
   round(sum(s.cost_usd), 6) AS cost_usd,
   round(avg(s.cost_usd) FILTER (WHERE s.status = 'complete'), 6) AS mean_cost_to_completion
 FROM sessions s
-LEFT JOIN (SELECT session_id, count(*) AS overrides FROM events WHERE type = 'override' GROUP BY ALL) o
+LEFT JOIN (SELECT session_id, count(*) AS overrides FROM events WHERE type = 'override'
+           GROUP BY session_id) o
   USING (session_id)
 LEFT JOIN (SELECT session_id, arg_min(score, iteration) AS first_score, arg_max(score, iteration) AS last_score
-           FROM iteration_scores GROUP BY ALL) q
+           FROM iteration_scores GROUP BY session_id) q
   USING (session_id)
-GROUP BY ALL
+GROUP BY coalesce(nullif(s.agent, ''), '-')

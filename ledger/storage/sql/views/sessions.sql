@@ -21,7 +21,7 @@ SELECT
     AS max_iterations_reason,
   arg_max(score, seq) FILTER (WHERE type = 'validation_ran') AS last_score,
   arg_max(signal, seq) FILTER (WHERE type IN ('signal_resolved', 'guard_tripped')) AS last_signal,
-  coalesce(any_value(e.streak), 0) AS consecutive_failures,
+  coalesce(max(e.streak), 0) AS consecutive_failures,
   -- a stop request and a pause hold until an unblock (and a pause until a resume) lifts them
   coalesce(arg_max(kind, seq) FILTER (WHERE type = 'override' AND kind IN ('manual_stop', 'unblock'))
            = 'manual_stop', FALSE) AS stop_requested,
@@ -44,7 +44,7 @@ FROM (
   -- session of a 1M-event ledger).
   SELECT session_id, type, seq, agent, task, task_kind, iteration, max_iterations, max_iterations_reason,
          score, signal, kind, reason, ts,
-         CAST(NULL AS HUGEINT) AS tokens, CAST(NULL AS BIGINT) AS streak, CAST(NULL AS DOUBLE) AS cost_usd,
+         CAST(NULL AS BIGINT) AS tokens, CAST(NULL AS BIGINT) AS streak, CAST(NULL AS DOUBLE) AS cost_usd,
          worktree, branch
   FROM events
   UNION ALL

@@ -8,4 +8,4 @@ SELECT
   count(*) FILTER (WHERE status = 'complete') / count(*) AS success_rate
 FROM sessions
 WHERE status <> 'running'
-GROUP BY ALL
+GROUP BY coalesce(nullif(agent, ''), '-'), iteration

@@ -6,6 +6,8 @@
 -- no tokens: an agent that reports none, such as Cursor's, spent an unknown amount, not nothing).
 -- context_window is the model's, as the price library knows it (NULL: not known); context_used is
 -- the turn's last request's input tokens (cache included) over it: how full the context was.
+-- The price band is that with the greatest `above` below the turn's prompt: each band reaches up to
+-- the next one's `above` (an ASOF join, written as a plain join for every engine).
 SELECT
   t.session_id,
   t.iteration,
@@ -24,4 +26,6 @@ SELECT
   t.context_tokens,
   t.context_tokens / p.context_window AS context_used
 FROM turn_tokens t
-ASOF LEFT JOIN model_prices p ON t.model = p.model AND t.prompt > p.above
+LEFT JOIN (SELECT *, lead(above) OVER (PARTITION BY model ORDER BY above) AS next_above
+           FROM model_prices) p
+  ON t.model = p.model AND t.prompt > p.above AND (p.next_above IS NULL OR t.prompt <= p.next_above)
