@@ -1,0 +1,188 @@
+"""``ralph-tui --serve``: the app as a web page, opened in a real headless Chromium; the server in a real
+terminal (a tmux pane) for its one line and Ctrl-C."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tests.journeys.browser import headless_browser, terminal_rows
+from tests.journeys.conftest import Project, Terminal, clean_env, script
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_sessions"
+SESSIONS = sorted(
+    json.loads(path.read_text().splitlines()[0])["session_id"] for path in SAMPLES.glob("*.jsonl")
+)
+"""The sample sessions' ids, from the first line of each journal."""
+
+
+def free_port() -> int:
+    """A port nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def listening(port: int) -> list[str]:
+    """The IPv4 addresses a socket listens on at ``port`` (``/proc/net/tcp``), as dotted quads."""
+    found = []
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:
+            found.append(".".join(str(b) for b in reversed(bytes.fromhex(address))))
+    return found
+
+
+def serve(terminals: list[Terminal], project: Project, *args: str) -> Terminal:
+    """``ralph-tui --serve ARGS`` typed in the project; waits for its one line."""
+    term = Terminal([script("ralph-tui"), "--serve", *args], cwd=project.dir, env=clean_env(), size=(120, 10))
+    terminals.append(term)
+    term.wait_for("ralph-tui: serving on", timeout=15)
+    return term
+
+
+def test_the_served_page_shows_the_sample_sessions_in_chromium_and_ctrl_c_stops_it(
+    project: Project, terminals: list[Terminal], tmp_path: Path
+) -> None:
+    """The README's replay as a web page: one line with the URL, bound to 127.0.0.1 only; in a headless
+    Chromium the sessions table lists every sample session, replayed to the end as ``--speed 0`` (the
+    tab's app got the user's arguments, less the serve options, and runs in the folder of the relative
+    path); the screenshot shows it; the page asks nothing of another host; Ctrl-C exits 130."""
+    shutil.copytree(SAMPLES, project.dir / "sample_sessions")
+    port = free_port()
+    term = serve(terminals, project, "--port", str(port), "--replay", "sample_sessions/", "--speed", "0")
+    url = f"http://127.0.0.1:{port}"
+    assert f"ralph-tui: serving on {url}; Ctrl-C stops" in term.screen()
+    assert listening(port) == ["127.0.0.1"]
+
+    page = urllib.request.urlopen(url + "/", timeout=10).read().decode()
+    addresses = re.findall(r"""(?:src|href|url)\s*[=(]\s*["']?(https?://[^"')\s]+)""", page)
+    assert addresses and all(a.startswith(url + "/") for a in addresses), addresses
+    assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws"' in page
+
+    shot = tmp_path / "served.png"
+    with headless_browser(1280, 800) as chrome:
+        chrome.get(url + "/")
+        deadline = time.monotonic() + 20
+        rows: list[str] = []
+        while time.monotonic() < deadline:
+            rows = terminal_rows(chrome)
+            text = "\n".join(rows)
+            if all(sid[:20] in text for sid in SESSIONS) and "replayed" in text:
+                break
+            time.sleep(0.2)
+        text = "\n".join(rows)
+        missing = [sid for sid in SESSIONS if sid[:20] not in text]
+        assert not missing, f"the page never listed {missing}; it shows:\n{text}"
+        assert f"{len(SESSIONS)} sessions" in text and "replayed" in text, text
+        assert re.search(r"✔ [1-9]\d* complete", text), text
+        chrome.save_screenshot(str(shot))
+
+    with Image.open(shot) as image:
+        assert image.size[0] == 1280 and image.size[1] >= 600
+        colours = Counter(image.convert("RGB").get_flattened_data())
+    background = colours.most_common(1)[0][1] / sum(colours.values())
+    assert len(colours) > 20 and background < 0.9, (len(colours), background)
+
+    term.press("C-c")
+    assert term.exit_code() == 130
+    said = [line.removeprefix("^C") for line in term.screen().splitlines() if line.strip()]  # the echo
+    assert said[-1] == "ralph-tui: stopped serving", said
+
+
+def test_a_port_in_use_is_one_line_and_exit_1(project: Project) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [script("ralph-tui"), "--serve", "--port", str(port), "--home", str(project.home)],
+            cwd=project.dir,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert proc.returncode == 1
+    said = f"ralph-tui: cannot serve on 127.0.0.1:{port}: in use (choose another with --port N)\n"
+    assert proc.stderr == said
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--replay", "nowhere/"], "ralph-tui: nowhere: no such journal or directory\n"),
+        (["--port", "70000"], "--port: '70000': expected a port number from 1 to 65535"),
+    ],
+)
+def test_bad_arguments_are_refused_before_serving(project: Project, args: list[str], said: str) -> None:
+    proc = subprocess.run(
+        [script("ralph-tui"), "--serve", *args],
+        cwd=project.dir,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    assert said in proc.stderr and "serving" not in proc.stdout + proc.stderr
+
+
+def test_a_host_for_other_machines_is_asked_for_and_the_page_follows_the_address_used(
+    project: Project, terminals: list[Terminal]
+) -> None:
+    """``--host 0.0.0.0`` listens on every interface, says so and that there is no password; a page
+    opened through another name talks back to that name (not to 0.0.0.0)."""
+    port = free_port()
+    term = serve(terminals, project, "--host", "0.0.0.0", "--port", str(port), "--home", str(project.home))
+    line = f"ralph-tui: serving on http://127.0.0.1:{port} (listening on 0.0.0.0: no password); Ctrl-C stops"
+    assert line in term.screen()
+    assert listening(port) == ["0.0.0.0"]
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/", headers={"Host": f"ledger.example:{port}"})
+    page = urllib.request.urlopen(request, timeout=10).read().decode()
+    assert f'data-session-websocket-url="ws://ledger.example:{port}/ws"' in page
+    assert f"http://ledger.example:{port}/static/js/textual.js" in page
+    term.press("C-c")
+    assert term.exit_code() == 130
+
+
+def test_another_sites_page_may_not_open_the_app(project: Project, terminals: list[Terminal]) -> None:
+    """Any page open in the browser can open a websocket to 127.0.0.1; only the served page's own
+    origin gets an app (another one is refused with 403 before any app starts)."""
+    port = free_port()
+    term = serve(terminals, project, "--port", str(port), "--home", str(project.home))
+
+    def upgrade(origin: str) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        headers = {
+            "Connection": "Upgrade",
+            "Upgrade": "websocket",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": base64.b64encode(b"0123456789abcdef").decode(),
+            "Origin": origin,
+        }
+        conn.request("GET", "/ws?width=80&height=24", headers=headers)
+        status = conn.getresponse().status
+        conn.close()
+        return status
+
+    assert upgrade("https://evil.example") == 403
+    assert upgrade(f"http://localhost:{port}") == 403  # another host name than the one asked
+    assert upgrade(f"http://127.0.0.1:{port}") == 101
+    term.press("C-c")
+    assert term.exit_code() == 130
