@@ -30,6 +30,7 @@ class WebServer(Server):
         super().__init__(command, host=host, port=port, title="ralph-tui")
         self.announcement = announcement
         self.stopped_by: int | None = None
+        self.tabs: set[asyncio.Task[Any]] = set()
 
     def initialize_logging(self) -> None:
         """Only textual-serve's warnings and errors, one line each."""
@@ -67,7 +68,19 @@ class WebServer(Server):
         origin = request.headers.get("Origin")
         if origin is not None and urlsplit(origin).netloc != request.host:
             raise web.HTTPForbidden(text=f"ralph-tui: a page from {origin} may not open this app\n")
-        return await super().handle_websocket(request)
+        tab = asyncio.current_task()
+        assert tab is not None
+        self.tabs.add(tab)
+        try:
+            return await super().handle_websocket(request)
+        finally:
+            self.tabs.discard(tab)
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        """Stopping: each open tab's page is told, and its app quits, at once (not at the timeout)."""
+        for tab in list(self.tabs):
+            tab.cancel()
+        await asyncio.gather(*self.tabs, return_exceptions=True)
 
     def announce(self, *_: object) -> None:
         """The one line said once the port is bound."""

@@ -48,15 +48,20 @@ def _programs() -> tuple[str | None, str | None]:
 def chromium() -> tuple[str, str]:
     """The browser's and the driver's paths, installed from the system's packages first if need be."""
     browser, driver = _programs()
+    why = ""
     if (browser is None or driver is None) and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         for step in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *PACKAGES]):
-            subprocess.run(step, env=env, capture_output=True, timeout=600, check=False)
+            done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=900, check=False)
+            if done.returncode != 0:
+                last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
+                why = f"; `{' '.join(step)}` failed: {last[0]}"
+                break
         browser, driver = _programs()
     if browser is None or driver is None:
         pytest.fail(
-            f"Chromium and its driver are needed for the browser journeys: install them "
-            f"(Debian/Ubuntu: sudo apt-get install {' '.join(PACKAGES)})",
+            "Chromium and its driver are needed for the browser journeys: install them "
+            f"(Debian/Ubuntu: sudo apt-get install {' '.join(PACKAGES)}){why}",
             pytrace=False,
         )
     return browser, driver
