@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -47,3 +50,32 @@ def test_the_tab_command_is_this_python_running_tui_main_never_a_local_tui_packa
 def test_the_address_said(host: str, port: int, expected: str, local: bool) -> None:
     assert url(host, port) == expected
     assert is_local(host) is local
+
+
+def test_the_browser_journeys_install_chromium_as_root_or_say_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Run as root with apt-get (CI): Debian's packages are installed when missing. Anyone else: the
+    test fails with one line naming them (never a silent skip)."""
+    from tests.journeys import browser
+
+    installed = ("/usr/bin/chromium", "/usr/bin/chromedriver")
+    found: list[tuple[str | None, str | None]] = [(None, None), installed]
+    ran: list[list[str]] = []
+    monkeypatch.setattr(browser, "_programs", lambda: found.pop(0))
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+
+    def run(step: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        ran.append(step)
+        return subprocess.CompletedProcess(step, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    assert browser.chromium() == installed
+    install = ["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"]
+    assert ran == [["apt-get", "update", "-q"], install]
+
+    monkeypatch.setattr(browser, "_programs", lambda: (None, None))
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(pytest.fail.Exception, match=r"sudo apt-get install chromium chromium-driver\)$"):
+        browser.chromium()

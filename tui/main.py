@@ -16,7 +16,7 @@ from tui.attention import OSC_KINDS, Attention
 from tui.commands import MAX_SPEED, MIN_SPEED, valid_speed
 from tui.replaying import DEFAULT_SPEED, MAX_GAP_S
 from tui.serve import add_options as add_serve_options
-from tui.serve import serve
+from tui.serve import misused, serve
 
 
 def journal_files(paths: Sequence[Path]) -> list[Path]:
@@ -110,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.sequential and not args.replay:
         print("ralph-tui: --sequential goes with --replay FILE_OR_DIR ...", file=sys.stderr)
+        return 2
+    if wrong := misused(args):
+        print(f"ralph-tui: {wrong}", file=sys.stderr)
         return 2
     attention = Attention(bell=args.bell, osc=args.osc_notify)
     if args.replay:

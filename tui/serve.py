@@ -28,16 +28,21 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--host",
-        default=DEFAULT_HOST,
         help=f"with --serve: the address to listen on (default {DEFAULT_HOST}, this machine only; "
         "0.0.0.0 for every network interface: anyone who reaches it sees the ledger, no password)",
     )
     group.add_argument(
         "--port",
         type=_port,
-        default=DEFAULT_PORT,
         help=f"with --serve: the port to listen on (default {DEFAULT_PORT})",
     )
+
+
+def misused(args: argparse.Namespace) -> str | None:
+    """The usage error in the serve options, if any: ``--host`` or ``--port`` without ``--serve``."""
+    if not args.serve and (args.host is not None or args.port is not None):
+        return "--host and --port go with --serve"
+    return None
 
 
 def _port(text: str) -> int:
@@ -90,9 +95,11 @@ def is_local(host: str) -> bool:
         return False
 
 
-def serve(host: str, port: int, argv: Sequence[str]) -> int:
+def serve(host: str | None, port: int | None, argv: Sequence[str]) -> int:
     """Serve ``ralph-tui ARGV`` (less the serve options) on ``host:port`` until Ctrl-C: 130 then
-    (143 on SIGTERM), 1 when the address cannot be listened on."""
+    (143 on SIGTERM), 1 when the address cannot be listened on. ``None`` is the default host or port."""
+    host = DEFAULT_HOST if host is None else host
+    port = DEFAULT_PORT if port is None else port
     from tui.web import WebServer  # aiohttp and textual-serve: only when serving
 
     where = "" if is_local(host) else f" (listening on {host}: no password)"

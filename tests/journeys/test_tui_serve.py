@@ -135,13 +135,15 @@ def test_a_port_in_use_is_one_line_and_exit_1(project: Project) -> None:
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--replay", "nowhere/"], "ralph-tui: nowhere: no such journal or directory\n"),
-        (["--port", "70000"], "--port: '70000': expected a port number from 1 to 65535"),
+        (["--serve", "--replay", "nowhere/"], "ralph-tui: nowhere: no such journal or directory\n"),
+        (["--serve", "--port", "70000"], "--port: '70000': expected a port number from 1 to 65535"),
+        (["--port", "9000", "--replay", "elsewhere/"], "ralph-tui: --host and --port go with --serve\n"),
+        (["--host", "0.0.0.0"], "ralph-tui: --host and --port go with --serve\n"),
     ],
 )
 def test_bad_arguments_are_refused_before_serving(project: Project, args: list[str], said: str) -> None:
     proc = subprocess.run(
-        [script("ralph-tui"), "--serve", *args],
+        [script("ralph-tui"), *args],
         cwd=project.dir,
         env=clean_env(),
         capture_output=True,
