@@ -12,6 +12,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from ledger import error_reason
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 """textual-serve's own default port."""
@@ -108,7 +110,8 @@ def serve(host: str | None, port: int | None, argv: Sequence[str]) -> int:
     try:
         server.serve()
     except OSError as exc:
-        reason = "in use (choose another with --port N)" if exc.errno == errno.EADDRINUSE else exc.strerror
+        in_use = exc.errno == errno.EADDRINUSE
+        reason = "in use (choose another with --port N)" if in_use else error_reason(exc)
         print(f"ralph-tui: cannot serve on {host}:{port}: {reason}", file=sys.stderr)
         return 1
     if server.stopped_by == signal.SIGTERM:

@@ -228,3 +228,27 @@ def test_stopped_by_sigterm_with_a_tab_open_its_app_quits_at_once(project: Proje
     finally:
         server.kill()
         server.communicate()
+
+
+@pytest.mark.parametrize(
+    ("host", "reason"),
+    [
+        ("192.0.2.1", "cannot assign requested address"),  # not an address of this machine
+        ("nosuch.invalid", "Name or service not known"),
+    ],
+)
+def test_an_address_it_cannot_listen_on_is_one_line_and_exit_1(
+    project: Project, host: str, reason: str
+) -> None:
+    port = str(free_port())
+    proc = subprocess.run(
+        [script("ralph-tui"), "--serve", "--host", host, "--port", port, "--home", str(project.home)],
+        cwd=project.dir,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"ralph-tui: cannot serve on {host}:") and proc.stderr.count("\n") == 1
+    assert reason in proc.stderr and proc.stdout == ""
