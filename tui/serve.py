@@ -106,7 +106,7 @@ def serve(host: str | None, port: int | None, argv: Sequence[str]) -> int:
 
     where = "" if is_local(host) else f" (listening on {host}: no password)"
     announcement = f"ralph-tui: serving on {url(host, port)}{where}; Ctrl-C stops"
-    server = WebServer(app_command(argv), host, port, announcement)
+    server = WebServer(app_command(argv), host, port, announcement, local=is_local(host))
     try:
         server.serve()
     except OSError as exc:

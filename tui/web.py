@@ -4,6 +4,7 @@ nothing from outside this machine."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import re
 import signal
@@ -14,6 +15,7 @@ from urllib.parse import urlsplit
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from aiohttp.web_runner import GracefulExit
 from textual_serve.server import Server
 
@@ -26,9 +28,10 @@ class WebServer(Server):
     """textual-serve's server, quiet but for one line, its URLs taken from the address the browser
     used (so a page opened through a wildcard host's name or address works)."""
 
-    def __init__(self, command: str, host: str, port: int, announcement: str) -> None:
+    def __init__(self, command: str, host: str, port: int, announcement: str, local: bool) -> None:
         super().__init__(command, host=host, port=port, title="ralph-tui")
         self.announcement = announcement
+        self.local = local
         self.stopped_by: int | None = None
         self.tabs: set[asyncio.Task[Any]] = set()
 
@@ -43,7 +46,16 @@ class WebServer(Server):
         app = await super()._make_app()
         env = aiohttp_jinja2.get_env(app)
         env.loader = jinja2.FunctionLoader(self._template)
+        app.middlewares.append(self._local_names)
         return app
+
+    @web.middleware
+    async def _local_names(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Served on this machine only, a request must name it (``localhost``, a loopback address):
+        a site whose name was made to point at 127.0.0.1 (DNS rebinding) gets nothing."""
+        if self.local and not _loopback(urlsplit(f"//{request.host}").hostname or ""):
+            raise web.HTTPMisdirectedRequest(text=f"ralph-tui: {request.host} is not this machine's name\n")
+        return await handler(request)
 
     def _template(self, name: str) -> str:
         """textual-serve's page, less its request to an outside host."""
@@ -107,6 +119,14 @@ class WebServer(Server):
             access_log=None,
             shutdown_timeout=3,
         )
+
+
+def _loopback(name: str) -> bool:
+    """Whether ``name`` is ``localhost`` or a loopback address."""
+    try:
+        return name == "localhost" or ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def _int(text: str, default: int) -> int:

@@ -174,13 +174,15 @@ def test_a_host_for_other_machines_is_asked_for_and_the_page_follows_the_address
 
 def test_another_sites_page_may_not_open_the_app(project: Project, terminals: list[Terminal]) -> None:
     """Any page open in the browser can open a websocket to 127.0.0.1; only the served page's own
-    origin gets an app (another one is refused with 403 before any app starts)."""
+    origin gets an app (another one is refused with 403 before any app starts), and served on this
+    machine only, a request must name it (a rebound name gets 421, page and app alike)."""
     port = free_port()
     term = serve(terminals, project, "--port", str(port), "--home", str(project.home))
 
-    def upgrade(origin: str) -> int:
+    def upgrade(origin: str, host: str = f"127.0.0.1:{port}") -> int:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         headers = {
+            "Host": host,
             "Connection": "Upgrade",
             "Upgrade": "websocket",
             "Sec-WebSocket-Version": "13",
@@ -195,6 +197,19 @@ def test_another_sites_page_may_not_open_the_app(project: Project, terminals: li
     assert upgrade("https://evil.example") == 403
     assert upgrade(f"http://localhost:{port}") == 403  # another host name than the one asked
     assert upgrade(f"http://127.0.0.1:{port}") == 101
+    # DNS rebinding: a site's name made to point at 127.0.0.1, its page then being "same origin"
+    rebound = f"rebound.example:{port}"
+    assert upgrade(f"http://{rebound}", host=rebound) == 421
+
+    def page(host: str) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/", headers={"Host": host})
+        status = conn.getresponse().status
+        conn.close()
+        return status
+
+    assert page(rebound) == 421
+    assert page(f"localhost:{port}") == page(f"127.0.0.1:{port}") == page(f"[::1]:{port}") == 200
     term.press("C-c")
     assert term.exit_code() == 130
 
