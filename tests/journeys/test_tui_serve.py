@@ -62,9 +62,11 @@ def test_the_served_page_shows_the_sample_sessions_in_chromium_and_ctrl_c_stops_
     """The README's replay as a web page: one line with the URL, bound to 127.0.0.1 only; in a headless
     Chromium the sessions table lists every sample session, replayed to the end as ``--speed 0`` (the
     tab's app got the user's arguments, less the serve options, and runs in the folder of the relative
-    path); the screenshot shows it; the page asks nothing of another host; Ctrl-C exits 130 within
-    seconds with the tab still open, whose page then says its session ended."""
+    path, yet never imports a ``tui`` package of that folder); the screenshot shows it; the page asks
+    nothing of another host; Ctrl-C exits 130 within seconds with the tab still open, whose page then
+    says its session ended."""
     shutil.copytree(SAMPLES, project.dir / "sample_sessions")
+    project.write("tui/__init__.py", 'raise SystemExit("the project\'s own tui package")\n')  # never run
     port = free_port()
     term = serve(terminals, project, "--port", str(port), "--replay", "sample_sessions/", "--speed", "0")
     url = f"http://127.0.0.1:{port}"
