@@ -23,6 +23,18 @@ _EXTERNAL = re.compile(r"<link[^>]*//fonts\.googleapis\.com[^>]*>\s*")
 """textual-serve's page asks Google for a font it also ships in its static files: dropped, so a page
 served here reaches no other host (the font comes from ``/static/fonts``)."""
 
+_FOCUS = """<script>
+const ralphFocus = setInterval(() => {
+  if (document.body.classList.contains("-first-byte")) {
+    clearInterval(ralphFocus);
+    document.querySelector(".xterm-helper-textarea")?.focus();
+  }
+}, 50);
+</script>
+"""
+"""The page takes the keyboard once its app has started, as a terminal does (an unfocused page's app
+shows no keys in its footer and hears none until clicked)."""
+
 
 class WebServer(Server):
     """textual-serve's server, quiet but for one line, its URLs taken from the address the browser
@@ -58,8 +70,9 @@ class WebServer(Server):
         return await handler(request)
 
     def _template(self, name: str) -> str:
-        """textual-serve's page, less its request to an outside host."""
-        return _EXTERNAL.sub("", (Path(self.templates_path) / name).read_text(encoding="utf-8"))
+        """textual-serve's page, less its request to an outside host, taking the keyboard as it opens."""
+        page = _EXTERNAL.sub("", (Path(self.templates_path) / name).read_text(encoding="utf-8"))
+        return page.replace("</body>", _FOCUS + "</body>")
 
     @aiohttp_jinja2.template("app_index.html")
     async def handle_index(self, request: web.Request) -> dict[str, Any]:

@@ -86,7 +86,7 @@ def test_the_served_page_shows_the_sample_sessions_in_chromium_and_ctrl_c_stops_
         while time.monotonic() < deadline:
             rows = terminal_rows(chrome)
             text = "\n".join(rows)
-            if all(sid[:20] in text for sid in SESSIONS) and "replayed" in text:
+            if all(sid[:20] in text for sid in SESSIONS) and "replayed" in text and "q Quit" in rows[-1]:
                 break
             time.sleep(0.2)
         text = "\n".join(rows)
@@ -94,7 +94,13 @@ def test_the_served_page_shows_the_sample_sessions_in_chromium_and_ctrl_c_stops_
         assert not missing, f"the page never listed {missing}; it shows:\n{text}"
         assert f"{len(SESSIONS)} sessions" in text and "replayed" in text, text
         assert re.search(r"✔ [1-9]\d* complete", text), text
+        assert "q Quit" in rows[-1], rows[-1]  # the page has the keyboard: the footer shows the keys
         chrome.save_screenshot(str(shot))
+        chrome.switch_to.active_element.send_keys("?")  # typed, not clicked first: the help screen
+        deadline = time.monotonic() + 10
+        while "ralph-tui · keys" not in "\n".join(terminal_rows(chrome)):
+            assert time.monotonic() < deadline, "\n".join(terminal_rows(chrome))
+            time.sleep(0.1)
 
         term.press("C-c")  # with the tab open: the page is told at once that its session ended
         started = time.monotonic()
