@@ -15,6 +15,8 @@ from tui.app import RalphApp
 from tui.attention import OSC_KINDS, Attention
 from tui.commands import MAX_SPEED, MIN_SPEED, valid_speed
 from tui.replaying import DEFAULT_SPEED, MAX_GAP_S
+from tui.serve import add_options as add_serve_options
+from tui.serve import misused, serve
 
 
 def journal_files(paths: Sequence[Path]) -> list[Path]:
@@ -99,6 +101,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also send each alert as a desktop notification through the terminal: OSC 9 (iTerm2, WezTerm, "
         "Windows Terminal, kitty, Ghostty) or OSC 777 (VTE terminals such as GNOME Terminal, rxvt-unicode)",
     )
+    add_serve_options(parser)
     return parser.parse_args(argv)
 
 
@@ -114,6 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.sequential and not args.replay:
         print("ralph-tui: --sequential goes with --replay FILE_OR_DIR ...", file=sys.stderr)
+        return 2
+    if wrong := misused(args):
+        print(f"ralph-tui: {wrong}", file=sys.stderr)
         return 2
     attention = Attention(bell=args.bell, osc=args.osc_notify)
     if args.dataset is not None:
@@ -153,8 +159,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"ralph-tui: {given}: the ledger home {homes[0]} is not a directory", file=sys.stderr)
             return 2
         app = RalphApp(sources, homes=homes, attention=attention)
+    if args.serve:  # the arguments are good: each browser tab runs them
+        app.cleanup()
+        return serve(args.host, args.port, sys.argv[1:] if argv is None else argv)
     try:
         app.run()
     finally:
         app.cleanup()
     return 0
+
+
+if __name__ == "__main__":  # ``python -m tui.main``: what each tab of ``--serve`` runs
+    sys.exit(main())

@@ -25,7 +25,8 @@ from ledger.core.errors import LedgerError, one_line
 from ledger.monitor.answers import Progress, SessionRow, Update
 from ledger.monitor.live import BATCH_BYTES, Monitor
 from ledger.storage.database import Ledger
-from ledger.storage.export import MANIFEST, PRICES
+from ledger.storage.dialects import PRICES
+from ledger.storage.export import MANIFEST
 from ledger.storage.journal import utc_now
 
 SOURCE_PREFIX: Final = "source="

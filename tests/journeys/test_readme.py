@@ -14,6 +14,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,7 +151,27 @@ def run_tui(demo: Demo, line: str) -> None:
         dataset = words[words.index("--dataset") + 1]
         export = [str(BIN / "ralph-ledger"), "--home", str(home), "export", "--parquet", dataset]
         assert subprocess.run(export, capture_output=True, env=demo.env(), timeout=120).returncode == 0
+    if "--serve" in shlex.split(line):
+        serve_then_stop(demo, line)
+        return
     show_then_quit(["bash", "-c", line], demo.dir, demo.env(), "status")
+
+
+def serve_then_stop(demo: Demo, line: str) -> None:
+    """``ralph-tui --serve ...`` (on a free port, not the default one another program may hold) says
+    where it serves, its page answers there, and Ctrl-C stops it with 130."""
+    from tests.journeys.test_tui_serve import free_port
+
+    port = free_port()
+    term = Terminal(["bash", "-c", f"{line} --port {port}"], cwd=demo.dir, env=demo.env())
+    try:
+        term.wait_for(f"ralph-tui: serving on http://127.0.0.1:{port}; Ctrl-C stops", 30)
+        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
+        assert "ralph-tui" in page and "/ws" in page, page
+        term.press("C-c")
+        assert term.exit_code(15) == 130, term.screen()
+    finally:
+        term.close()
 
 
 def show_then_quit(argv: list[str], cwd: Path, env: dict[str, str], shows: str) -> None:
