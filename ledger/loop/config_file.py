@@ -42,13 +42,22 @@ def convert(data: Any, typ: type[T], source: str, prefix: str = "") -> T:
         where, what = explain(str(exc), data)
         field = where.lstrip(".")
         if field in ("max_iterations", "maxIterations") and isinstance(data, dict):  # int | "auto"
-            what = f"{MAX_ITERATIONS_EXPECTED}, got {data[field]!r}"  # not msgspec's union words
+            what = f"{MAX_ITERATIONS_EXPECTED}, got {_shown(data[field])}"  # not msgspec's union words
         key = (
             (prefix + where)
             if where.startswith("[")
             else ".".join(p for p in (prefix, where.lstrip(".")) if p)
         )
         raise ConfigError(f"{source}: {key or '(top level)'}: {what}") from None
+
+
+def _shown(value: Any) -> str:
+    """A value as an error names it: a scalar's repr (cut), else only its type (a list may be a YAML
+    alias bomb: its repr would never end)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        text = repr(value)
+        return text if len(text) <= 60 else text[:59] + "…"
+    return f"a {type(value).__name__}"
 
 
 def read_config(path: Path) -> str:
