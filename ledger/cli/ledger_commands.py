@@ -181,7 +181,7 @@ def _export_round(
             "the views merge sessions by id, so give each home's sessions distinct ids",
             file=sys.stderr,
         )
-    what = f"export: {report.events} events of {report.sessions} sessions"
+    what = f"export: {_count(report.events, 'event')} of {_count(report.sessions, 'session')}"
     if not report.changed:
         what += f" in {report.folder}: nothing changed since the last export"
     else:
@@ -190,6 +190,11 @@ def _export_round(
     if stamp:
         what = f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {what}"
     emit(what + "\n")
+
+
+def _count(n: int, word: str) -> str:
+    """``n`` and ``word``, plural unless one: "1 session", "2 sessions"."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _round_error(home: Home, exc: Exception) -> str:
