@@ -43,8 +43,17 @@ def state(ledger: Ledger, sid: str) -> dict[str, Any]:
     }
 
 
+_SCRATCH: list[Ledger] = []
+
+
 def scratch(path: Path, sid: str) -> dict[str, Any]:
-    ledger = Ledger.memory()
+    """The state of a ledger that holds nothing but ``path`` ingested from its first byte: one
+    in-memory ledger emptied each time (creating one costs as much as the comparison itself)."""
+    if not _SCRATCH:
+        _SCRATCH.append(Ledger.memory())
+    ledger = _SCRATCH[0]
+    for table in ("events", "ingest_positions", "ingest_errors", "model_prices"):
+        ledger.con.execute(f"DELETE FROM {table}")
     ledger.ingest([path])
     return state(ledger, sid)
 
