@@ -122,8 +122,9 @@ class MockAPI:
         """The body chunks of a successful turn, as the real API streams them."""
         raise NotImplementedError
 
-    def side(self, request: Request) -> tuple[int, Any]:
-        """The status and JSON body of a side request."""
+    def side(self, request: Request) -> tuple[int, Any] | Reply:
+        """The status and JSON body of a side request, or a ``Reply`` streamed as a turn is (not
+        logged in ``served``: e.g. a title the client asks for on the side)."""
         return 404, {"error": {"message": f"mock: no route for {request.method} {request.path}"}}
 
     # -- the log
@@ -171,12 +172,15 @@ class MockAPI:
                 with api._lock:
                     api.requests.append(request)
                 if not api.is_turn(request):
-                    status, answer = api.side(request)
-                    self._json(status, answer)
-                    return
-                turn = api.script(request)
-                with api._lock:
-                    api.served.append(Served(request, turn))
+                    answer = api.side(request)
+                    if not isinstance(answer, Reply):
+                        self._json(*answer)
+                        return
+                    turn: Turn = answer
+                else:
+                    turn = api.script(request)
+                    with api._lock:
+                        api.served.append(Served(request, turn))
                 if isinstance(turn, Failure):
                     data = turn.body if isinstance(turn.body, str) else json.dumps(turn.body)
                     self._send(turn.status, data.encode(), "application/json", turn.headers)
