@@ -1,0 +1,89 @@
+"""GitHub Copilot CLI's ``copilot --output-format json``: one JSON event per line, ``{"type", "data",
+"id", "timestamp", "parentId", "ephemeral"}``, read as Copilot CLI 1.0.102 writes them
+(``tests/fixtures/clients/copilot-1.0.102/``).
+
+- ``assistant.message`` is one model response: ``data.content`` (its text), ``data.toolRequests``
+  (the tools it calls) and ``data.model``. The final text is the content of the last message that
+  calls no tool (a message that calls one is commentary); a sub-agent's message (one with a
+  ``parentToolCallId``) never counts. The model is the last message's.
+- ``tool.execution_complete`` is one finished tool call (counted once per ``toolCallId``); its
+  ``fileEdits`` name the files it created or edited (``path``) when it succeeded. The closing
+  ``result`` names them again (``usage.codeChanges.filesModified``).
+- Everything else (``user.message``, which echoes the prompt; reasoning; deltas; ``session.*``,
+  ``model.*`` and ``assistant.*`` progress; ``session.error``) carries nothing read here, and an
+  event of any ``namespace.kind`` type is known. The stream reports no tokens and no cost (Copilot
+  writes them to its session state and, in text mode, to stderr), so none are recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from ledger.agents.formats.report import AgentReport, Lines
+
+NAMESPACES: Final = frozenset(
+    {"abort", "assistant", "hook", "model", "permission", "session", "skill", "subagent", "system"}
+    | {"tool", "user"}
+)
+"""The namespaces of Copilot's event types (``namespace.kind``)."""
+
+
+class _Edit(msgspec.Struct, gc=False):
+    path: str = ""
+
+
+class _Changes(msgspec.Struct, gc=False):
+    files_modified: list[str] = msgspec.field(default_factory=list, name="filesModified")
+
+
+class _Usage(msgspec.Struct, gc=False):
+    code_changes: _Changes | None = msgspec.field(default=None, name="codeChanges")
+
+
+class _Data(msgspec.Struct, gc=False):
+    content: str | None = None
+    model: str | None = None
+    tool_requests: list[object] | None = msgspec.field(default=None, name="toolRequests")
+    parent_tool_call_id: str | None = msgspec.field(default=None, name="parentToolCallId")
+    tool_call_id: str | None = msgspec.field(default=None, name="toolCallId")
+    success: bool = False
+    file_edits: list[_Edit] | None = msgspec.field(default=None, name="fileEdits")
+
+
+class _Line(msgspec.Struct, gc=False):
+    type: str = ""
+    data: _Data | None = None
+    usage: _Usage | None = None
+
+
+def _known(kind: str) -> bool:
+    """Whether ``kind`` is one of Copilot's event types (``namespace.kind``, or ``result``)."""
+    namespace = kind.split(".", 1)[0]
+    return kind == "result" or ("." in kind and namespace in NAMESPACES)
+
+
+def parse(output: str) -> AgentReport:
+    """The report of a ``copilot --output-format json`` output."""
+    lines = Lines(output, _Line)
+    tools: dict[str, None] = {}
+    files: dict[str, None] = {}
+    text, model = "", ""
+    for line in lines:
+        data = line.data
+        if not _known(line.type):
+            lines.unknown()
+        elif line.type == "assistant.message" and data is not None and data.parent_tool_call_id is None:
+            text = "" if data.tool_requests else (data.content or "")
+            model = data.model or model
+        elif line.type == "tool.execution_complete" and data is not None:
+            if data.tool_call_id:
+                tools[data.tool_call_id] = None
+            if data.success and data.file_edits:
+                files.update((e.path, None) for e in data.file_edits if e.path)
+        elif line.type == "result" and line.usage is not None and line.usage.code_changes is not None:
+            files.update((path, None) for path in line.usage.code_changes.files_modified if path)
+    return AgentReport(
+        text=text, model=model, tool_count=len(tools), files_modified=tuple(files), skipped=lines.skipped
+    )
