@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +122,14 @@ class MockAPI:
         """The body chunks of a successful turn, as the real API streams them."""
         raise NotImplementedError
 
-    def side(self, request: Request) -> tuple[int, Any] | Reply:
-        """The status and JSON body of a side request, or a ``Reply`` streamed as a turn is (not
-        logged in ``served``: e.g. a title the client asks for on the side)."""
+    def side(self, request: Request) -> tuple[int, Any]:
+        """The status and JSON body of a side request."""
         return 404, {"error": {"message": f"mock: no route for {request.method} {request.path}"}}
+
+    def side_reply(self, request: Request) -> Reply | None:
+        """A reply streamed, as a turn is, to a side request (not logged in ``served``: e.g. a title
+        the client asks for on the side); ``None``: ``side`` answers it."""
+        return None
 
     # -- the log
     def bodies(self) -> list[Any]:
@@ -148,7 +152,7 @@ class MockAPI:
         )
 
     # -- the server
-    def __enter__(self) -> MockAPI:
+    def __enter__(self) -> Self:
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -172,11 +176,11 @@ class MockAPI:
                 with api._lock:
                     api.requests.append(request)
                 if not api.is_turn(request):
-                    answer = api.side(request)
-                    if not isinstance(answer, Reply):
-                        self._json(*answer)
+                    reply = api.side_reply(request)
+                    if reply is None:
+                        self._json(*api.side(request))
                         return
-                    turn: Turn = answer
+                    turn: Turn = reply
                 else:
                     turn = api.script(request)
                     with api._lock:

@@ -82,17 +82,21 @@ class ChatAPI(MockAPI):
             and bool(body.get("tools"))
         )
 
-    def side(self, request: Request) -> tuple[int, Any] | Reply:
+    def side_reply(self, request: Request) -> Reply | None:
+        body = request.body if isinstance(request.body, dict) else {}
+        if request.method == "POST" and request.path.split("?")[0].endswith("/chat/completions"):
+            return Reply(text="Mock title", usage=Usage(input=1, output=1)) if body.get("stream") else None
+        return None
+
+    def side(self, request: Request) -> tuple[int, Any]:
         path = request.path.split("?")[0]
         if request.method == "GET" and path.endswith("/models"):
             return 200, {
                 "object": "list",
                 "data": [{"id": MODEL, "object": "model", "created": 1722902400, "owned_by": "system"}],
             }
-        body = request.body if isinstance(request.body, dict) else {}
-        if request.method == "POST" and path.endswith("/chat/completions") and body.get("stream"):
-            return Reply(text="Mock title", usage=Usage(input=1, output=1))
         if request.method == "POST" and path.endswith("/chat/completions"):
+            body = request.body if isinstance(request.body, dict) else {}
             return 200, {
                 "id": f"chatcmpl-side{next(_ids)}",
                 "object": "chat.completion",
