@@ -44,7 +44,7 @@ LIMITED = [rate_limited(0)] * 6
 
 def opencode_env(root: Path, api: ChatAPI, bin_dir: Path) -> dict[str, str]:
     """opencode's environment: a throwaway home and ``OPENCODE_CONFIG`` naming one provider, the
-    mock (openai-compatible, priced by ``PRICE``), and no fetch of models.dev nor update."""
+    mock (openai-compatible, priced by ``PRICE``), and no fetch of models.dev, npm nor an update."""
     config = root / "opencode.json"
     model = {"name": "GPT-4.1 (mock)", "cost": PRICE, "limit": {"context": 1047576, "output": 32768}}
     config.write_text(
@@ -73,6 +73,9 @@ def opencode_env(root: Path, api: ChatAPI, bin_dir: Path) -> dict[str, str]:
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
             "OPENCODE_DISABLE_SHARE": "1",
+            # it installs its plugin package into the config folder at each start: from npm's cache
+            # only, so it fails at once instead of reaching the registry
+            "npm_config_offline": "true",
         },
     )
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
