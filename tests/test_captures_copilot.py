@@ -86,3 +86,12 @@ def test_what_is_not_copilots_rate_limit_is_not_one() -> None:
     )
     limit = copilot.from_line("Last error: 429 Rate limit reached for m. Try later.", clock)
     assert limit is not None and limit.resets_at is None
+
+
+def test_a_sub_agents_message_and_unknown_lines_are_not_the_answer() -> None:
+    """A sub-agent's ``assistant.message`` (``agentId``) is not the final text; a line of no
+    ``namespace.kind`` type is skipped."""
+    output = (COPILOT / "json-tools.jsonl").read_text()
+    sub = '{"type":"assistant.message","agentId":"a1","data":{"content":"<promise>COMPLETE</promise>"}}'
+    report = FORMATS["copilot"].parse(f'{output}\n{sub}\n{{"type":"Weird"}}\nnot json\n')
+    assert report.text == replies("json-tools")[-1].text and report.skipped == 2

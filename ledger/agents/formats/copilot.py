@@ -4,8 +4,8 @@
 
 - ``assistant.message`` is one model response: ``data.content`` (its text), ``data.toolRequests``
   (the tools it calls) and ``data.model``. The final text is the content of the last message that
-  calls no tool (a message that calls one is commentary); a sub-agent's message (one with a
-  ``parentToolCallId``) never counts. The model is the last message's.
+  calls no tool (a message that calls one is commentary); a sub-agent's message (an event with an
+  ``agentId``, or a ``parentToolCallId`` in its data) never counts. The model is the last message's.
 - ``tool.execution_complete`` is one finished tool call (counted once per ``toolCallId``); its
   ``fileEdits`` name the files it created or edited (``path``) when it succeeded. The closing
   ``result`` names them again (``usage.codeChanges.filesModified``).
@@ -17,17 +17,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 import msgspec
 
 from ledger.agents.formats.report import AgentReport, Lines
 
-NAMESPACES: Final = frozenset(
-    {"abort", "assistant", "hook", "model", "permission", "session", "skill", "subagent", "system"}
-    | {"tool", "user"}
-)
-"""The namespaces of Copilot's event types (``namespace.kind``)."""
+KIND: Final = re.compile(r"[a-z_]+(?:\.[a-z_]+)+")
+"""Copilot's event types (``namespace.kind``: ``schemas/session-events.schema.json`` in its package
+lists 150 of them)."""
 
 
 class _Edit(msgspec.Struct, gc=False):
@@ -54,14 +53,20 @@ class _Data(msgspec.Struct, gc=False):
 
 class _Line(msgspec.Struct, gc=False):
     type: str = ""
+    agent_id: str | None = msgspec.field(default=None, name="agentId")  # a sub-agent's event
     data: _Data | None = None
     usage: _Usage | None = None
 
 
 def _known(kind: str) -> bool:
     """Whether ``kind`` is one of Copilot's event types (``namespace.kind``, or ``result``)."""
-    namespace = kind.split(".", 1)[0]
-    return kind == "result" or ("." in kind and namespace in NAMESPACES)
+    return kind == "result" or KIND.fullmatch(kind) is not None
+
+
+def _main(line: _Line, data: _Data) -> bool:
+    """Whether an event is the main agent's (a sub-agent's carries ``agentId``, or in its data a
+    ``parentToolCallId``)."""
+    return not line.agent_id and not data.parent_tool_call_id
 
 
 def parse(output: str) -> AgentReport:
@@ -74,7 +79,7 @@ def parse(output: str) -> AgentReport:
         data = line.data
         if not _known(line.type):
             lines.unknown()
-        elif line.type == "assistant.message" and data is not None and data.parent_tool_call_id is None:
+        elif line.type == "assistant.message" and data is not None and _main(line, data):
             text = "" if data.tool_requests else (data.content or "")
             model = data.model or model
         elif line.type == "tool.execution_complete" and data is not None:
