@@ -1,6 +1,8 @@
 """opencode's ``opencode run --format json``: one JSON event per line, ``{"type", "timestamp",
 "sessionID", ...}`` (``packages/opencode/src/cli/cmd/run.ts`` in anomalyco/opencode, formerly
-sst/opencode; the parts are ``packages/opencode/src/session/message-v2.ts``'s).
+sst/opencode; the parts are ``packages/opencode/src/session/message-v2.ts``'s), as opencode 1.18.33
+writes them (``tests/fixtures/clients/opencode-1.18.33/``: each text part whole, each tool call once,
+completed; no ``reasoning`` line for a chat completions provider's reasoning).
 
 - ``step_finish`` ends one model request; its ``part`` is a ``StepFinishPart``: ``cost`` (USD, as
   opencode prices the request) and ``tokens``: ``input`` (cache reads and writes not included),
