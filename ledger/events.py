@@ -161,6 +161,8 @@ class AgentTurn(Event, frozen=True, kw_only=True, gc=False, tag="agent_turn"):
     model: str = ""  # the model the agent named for the turn ("": not known)
     cost_usd: float | None = None  # the turn's cost as the agent reported it (None: it reported none)
     context_tokens: int = 0  # input tokens (cache included) of the turn's last request (0: not known)
+    failure: str = ""  # why the agent's run failed ("": it did not); a failed run fails its iteration
+    stderr_excerpt: str = ""  # the end of the agent's stderr (runner), never searched for a promise
 
 
 class PromiseDetected(Event, frozen=True, kw_only=True, gc=False, tag="promise_detected"):

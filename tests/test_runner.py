@@ -181,7 +181,8 @@ def test_hung_agent_is_killed_by_the_timeout(engine: Engine, state: Path) -> Non
     assert (result.exit_code, result.signal) == (4, "ESCALATE")
     assert "agent-started" in out and "agent timed out after 0.5 s" in out
     (turn,) = turns(engine, "s1")
-    assert (turn.output_excerpt, turn.stop_reason) == ("agent timed out after 0.5 s", "timeout")
+    assert (turn.output_excerpt, turn.stop_reason) == ("agent-started\n", "timeout")  # what it said
+    assert turn.failure == "agent timed out after 0.5 s"  # a failed iteration
     assert _wait_dead(int((state / "child.pid").read_text())), "the agent's child survived"
 
 
@@ -602,3 +603,74 @@ def test_ctrl_c_during_a_command_rule_ends_its_process_group(tmp_path: Path, wor
     thread.join()
     for pid in map(int, pids.read_text().split()):
         assert _wait_dead(pid), f"rule process {pid} survived"
+
+
+# ----------------------------------------------------------------------------- stderr and failed runs
+def test_a_promise_on_stderr_never_completes_and_stderr_is_recorded(engine: Engine, state: Path) -> None:
+    """Agents echo the prompt, their reasoning and their commands on stderr: only stdout is the answer."""
+    cmd = agent(
+        state,
+        'print("> prompt: say <promise>COMPLETE</promise> when done", file=sys.stderr)\n'
+        'print("done" if n == 2 else "working")\n'
+        'if n == 2: print("<promise>COMPLETE</promise>")\n',
+    )
+    result, out = loop(engine, cmd, LoopConfig(max_iterations=5))
+    assert (result.exit_code, result.signal, result.iterations) == (0, "COMPLETE", 2)
+    assert "> prompt: say" in out  # still shown
+    first = turns(engine, "s1")[0]
+    assert "COMPLETE" not in first.output_excerpt
+    assert first.stderr_excerpt == "> prompt: say <promise>COMPLETE</promise> when done\n"
+
+
+def test_a_failed_agent_run_is_a_failed_iteration(engine: Engine, state: Path) -> None:
+    """Exit 1 with no rules: validation fails (score 0), a promise in its text does not complete, and
+    the circuit breaker escalates after three failures in a row instead of burning every iteration."""
+    cmd = agent(
+        state,
+        'print("<promise>COMPLETE</promise>")\n'
+        'print("Error: Invalid API key", file=sys.stderr)\n'
+        "raise SystemExit(1)\n",
+    )
+    result, _ = loop(engine, cmd, LoopConfig(max_iterations=10))
+    assert (result.exit_code, result.signal) == (4, "ESCALATE")
+    assert result.iterations == 3 and "circuit_breaker" in result.reason
+    validations = [e for e in events_of(engine, "s1") if isinstance(e, E.ValidationRan)]
+    assert [(v.passed, v.score) for v in validations] == [(False, 0.0)] * 3
+    (agent_result,) = validations[0].results
+    assert (agent_result.name, agent_result.type) == ("agent", "agent_run")
+    assert agent_result.message == "agent exited 1: Error: Invalid API key"
+    assert turns(engine, "s1")[0].failure == "agent exited 1: Error: Invalid API key"
+    assert engine.status("s1")["status"] != "complete"
+
+
+def test_a_failed_run_beside_passing_rules_still_fails(engine: Engine, state: Path) -> None:
+    cmd = agent(state, 'print("<promise>COMPLETE</promise>")\nraise SystemExit(2)\n')
+    rules = [{"name": "ok", "type": "command", "argv": [sys.executable, "-c", "pass"]}]
+    result, _ = loop(engine, cmd, LoopConfig(max_iterations=1, rules=rules))
+    validation = next(e for e in events_of(engine, "s1") if isinstance(e, E.ValidationRan))
+    assert (validation.passed, validation.score) == (False, 50.0)
+    assert [r.name for r in validation.results] == ["agent", "ok"]
+    assert validation.results[0].message == "agent exited 2: <promise>COMPLETE</promise>"
+    assert result.signal != "COMPLETE"
+
+
+def test_a_limit_reported_on_stderr_is_seen(engine: Engine, state: Path) -> None:
+    """Codex prints its usage limit on stderr in plain mode: the runner waits, it does not burn."""
+    cmd = agent(
+        state,
+        "if n == 1:\n"
+        '    print("ERROR: exceeded retry limit, last status: 429 Too Many Requests", file=sys.stderr)\n'
+        "    raise SystemExit(1)\n"
+        'print("<promise>COMPLETE</promise>")\n',
+    )
+    result, _ = loop(engine, [*cmd, "codex"], LoopConfig(max_iterations=3), rate_limit_wait_s=0.01)
+    limited = [e for e in events_of(engine, "s1") if isinstance(e, E.RateLimited)]
+    assert len(limited) == 1
+    assert (result.signal, result.iterations) == ("COMPLETE", 1)
+
+
+def test_the_agent_runs_with_pwd_naming_its_directory(work: Path, state: Path) -> None:
+    """Some agents (opencode) work in ``$PWD``, not in their real working directory."""
+    cmd = agent(state, 'import os\nprint(os.environ["PWD"])\n')
+    run = run_agent(cmd, "hi", cwd=work, timeout_s=10, out=io.StringIO(), env={**os.environ, "PWD": "/"})
+    assert run.output.strip() == str(work)

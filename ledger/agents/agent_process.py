@@ -1,11 +1,15 @@
 """Running one agent iteration as a process: its argv (never a shell) in the work directory with the
-prompt on stdin, its output streamed line by line and kept, its whole process group killed on a
-timeout or an interruption (SIGINT, SIGTERM, SIGHUP), which is re-raised as ``Interrupted``.
+prompt on stdin, its stdout and stderr streamed line by line and kept apart, its whole process group
+killed on a timeout or an interruption (SIGINT, SIGTERM, SIGHUP), which is re-raised as ``Interrupted``.
+
+Only stdout is the agent's answer: agents echo the prompt, their reasoning and their commands on
+stderr, so stderr is shown and recorded but never searched for a promise (``docs/design/clients.md``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import signal
 import subprocess
@@ -25,8 +29,9 @@ INTERRUPTING: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @dataclass(frozen=True, slots=True)
 class AgentRun:
-    """One run of the agent: its combined output (or the time-out message), its exit code
-    (``None`` if it was killed on time-out), whether it timed out, and how long it took.
+    """One run of the agent: its stdout, its exit code (``None`` if it was killed on time-out),
+    whether it timed out, how long it took, whether it was interrupted, its stderr, and the time-out
+    it had (seconds).
     """
 
     output: str
@@ -34,6 +39,23 @@ class AgentRun:
     timed_out: bool
     duration_ms: float
     interrupted: bool = False
+    stderr: str = ""
+    timeout_s: float = 0.0
+
+    @property
+    def failure(self) -> str:
+        """Why the run failed (``""``: it exited 0): a failed run is a failed iteration."""
+        if self.interrupted:
+            return ""
+        if self.timed_out:
+            return f"agent timed out after {self.timeout_s:g} s"
+        if self.returncode == 0:
+            return ""
+        last = next((ln.strip() for ln in reversed(self.stderr.splitlines()) if ln.strip()), "")
+        if not last:
+            last = next((ln.strip() for ln in reversed(self.output.splitlines()) if ln.strip()), "")
+        said = f": {last[:300]}" if last else ""
+        return f"agent exited {self.returncode}{said}"
 
 
 class Interrupted(KeyboardInterrupt):
@@ -102,15 +124,16 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
             stdin.close()
 
 
-def _read(stdout: IO[bytes], lines: queue.Queue[bytes | None]) -> None:
-    """Put each line of the agent's output on ``lines``, then ``None`` at end of file."""
+def _read(pipe: IO[bytes], lines: queue.Queue[tuple[int, bytes | None]], stream: int) -> None:
+    """Put each line of one of the agent's pipes on ``lines`` as ``(stream, line)`` (1 stdout, 2
+    stderr), then ``(stream, None)`` at end of file."""
     try:
-        for line in iter(stdout.readline, b""):
-            lines.put(line)
+        for line in iter(pipe.readline, b""):
+            lines.put((stream, line))
     except (OSError, ValueError):
         pass
     finally:
-        lines.put(None)
+        lines.put((stream, None))
 
 
 def run_agent(
@@ -123,10 +146,10 @@ def run_agent(
     timer: Callable[[], float] = time.monotonic,
     env: Mapping[str, str] | None = None,
 ) -> AgentRun:
-    """Run ``argv`` once with ``prompt`` on stdin, streaming its output to ``out``, in the
-    environment ``env`` (``None``: this process's).
+    """Run ``argv`` once with ``prompt`` on stdin, streaming its stdout and stderr to ``out``, in
+    ``cwd`` with the environment ``env`` (``None``: this process's), ``PWD`` naming ``cwd``.
 
-    On time-out the process group is killed and the output is ``agent timed out after N s``.
+    On time-out the process group is killed and the run says so (``timed_out``, ``failure``).
     On ``KeyboardInterrupt`` (Ctrl-C, or ``Interrupted`` by a signal) the process group is killed
     and ``Interrupted`` raised, carrying the run so far as ``partial``. Raises
     ``OSError`` if the command cannot be started. ``timer`` (seconds) measures the recorded
@@ -134,30 +157,36 @@ def run_agent(
     """
     started = timer()
     t0 = time.monotonic()
+    environ = {**(os.environ if env is None else env), "PWD": str(Path(cwd).absolute())}
     proc = subprocess.Popen(
         list(argv),
         cwd=cwd,
-        env=None if env is None else dict(env),
+        env=environ,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    assert proc.stdin is not None and proc.stdout is not None
-    lines: queue.Queue[bytes | None] = queue.Queue()
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    lines: queue.Queue[tuple[int, bytes | None]] = queue.Queue()
     feeder = threading.Thread(target=_feed, args=(proc.stdin, prompt.encode()), daemon=True)
-    reader = threading.Thread(target=_read, args=(proc.stdout, lines), daemon=True)
+    readers = [
+        threading.Thread(target=_read, args=(pipe, lines, stream), daemon=True)
+        for stream, pipe in ((1, proc.stdout), (2, proc.stderr))
+    ]
     feeder.start()
-    reader.start()
-    captured: list[str] = []
+    for reader in readers:
+        reader.start()
+    captured: dict[int, list[str]] = {1: [], 2: []}
+    open_pipes = 2
 
     def emit_out(text: str) -> None:
         out.write(text)
         out.flush()
 
-    def emit(raw: bytes) -> None:
+    def emit(stream: int, raw: bytes) -> None:
         text = raw.decode("utf-8", errors="replace")
-        captured.append(text)
+        captured[stream].append(text)
         emit_out(text)
 
     deadline = t0 + timeout_s
@@ -170,12 +199,15 @@ def run_agent(
                 timed_out = True
                 break
             try:
-                item = lines.get(timeout=min(remaining, 0.1))
+                stream, item = lines.get(timeout=min(remaining, 0.1))
             except queue.Empty:
                 continue
             if item is None:
-                break
-            emit(item)
+                open_pipes -= 1
+                if open_pipes == 0:
+                    break
+                continue
+            emit(stream, item)
         if not timed_out:
             try:
                 proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
@@ -190,27 +222,30 @@ def run_agent(
     finally:
         if timed_out:
             kill_group(proc)
-        reader.join(timeout=2)
+        for reader in readers:
+            reader.join(timeout=2)
         feeder.join(timeout=2)
         proc.stdout.close()
+        proc.stderr.close()
     while True:  # lines read after the time-out or the interruption, before the kill
         try:
-            item = lines.get_nowait()
+            stream, item = lines.get_nowait()
         except queue.Empty:
             break
         if item is not None:
             text = item.decode("utf-8", errors="replace")
-            captured.append(text)
+            captured[stream].append(text)
             if interrupted is None:
                 emit_out(text)
     duration_ms = (timer() - started) * 1000
+    stdout, stderr = "".join(captured[1]), "".join(captured[2])
     if interrupted is not None:
         signum = interrupted.signum if isinstance(interrupted, Interrupted) else int(signal.SIGINT)
-        partial = AgentRun("".join(captured), None, False, duration_ms, interrupted=True)
+        partial = AgentRun(stdout, None, False, duration_ms, interrupted=True, stderr=stderr)
         raise Interrupted(signum, partial) from interrupted
     if timed_out:
-        message = f"agent timed out after {timeout_s:g} s"
-        out.write(f"\n[ralph-ledger] {message}; process group killed\n")
+        run = AgentRun(stdout, None, True, duration_ms, stderr=stderr, timeout_s=timeout_s)
+        out.write(f"\n[ralph-ledger] {run.failure}; process group killed\n")
         out.flush()
-        return AgentRun(message, None, True, duration_ms)
-    return AgentRun("".join(captured), proc.returncode, False, duration_ms)
+        return run
+    return AgentRun(stdout, proc.returncode, False, duration_ms, stderr=stderr, timeout_s=timeout_s)

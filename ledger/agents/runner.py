@@ -21,7 +21,9 @@ The agent's output is read in its own format (``ledger.agents.formats``: Claude
 Code's stream JSON, Codex's ``exec --json``, Gemini CLI's stream JSON, ..., or
 plain text), named by the caller or detected from the agent command: its tokens,
 tool calls and edited files are recorded, and promises are looked for in its
-final text only (never in the prompt a stream echoes, nor in tool output).
+final text only (never in the prompt a stream echoes, nor in tool output, nor on
+stderr). A run that failed (a non-zero exit, a time-out) is a failed iteration,
+whatever its text says (``docs/design/clients.md``).
 
 Every iteration's prompt is the task plus what the previous iteration taught
 the loop (``ledger.loop.prompts.next_prompt``, shared with the Claude Code hook) and,
@@ -259,9 +261,10 @@ class _Loop:
                 timer=timer,
                 env=self.env,
             )
-            spoken = self.fmt.parse(run.output)  # what the agent reported, in its own format
+            spoken = self.fmt.parse(run.output)  # what the agent reported on stdout, in its own format
             failed = run.returncode != 0 or run.timed_out
-            limit = rate_limit(run.output, failed, engine.clock, self.fmt.limits)  # as its agent reports
+            said = f"{run.output}\n{run.stderr}"  # a limit may be reported on either stream
+            limit = rate_limit(said, failed, engine.clock, self.fmt.limits)  # as its agent reports
             if limit is not None:  # not an iteration: wait, then run the same one again
                 limited += 1
                 if limited > MAX_LIMITED_RUNS:
@@ -284,6 +287,8 @@ class _Loop:
                 duration_ms=run.duration_ms,
                 model=spoken.model,
                 cost_usd=spoken.cost_usd,
+                failure=run.failure,
+                stderr=run.stderr,
             )
             self.unrecorded = None
             self.say(f"[ralph-ledger] {sid}: iteration {n}: {result.signal} ({result.reason})\n")
@@ -378,6 +383,7 @@ class _Loop:
                     stop_reason=_stop_reason(run),
                     tokens=spoken.tokens,
                     duration_ms=run.duration_ms,
+                    stderr_excerpt=run.stderr[-2000:],
                 )
             )
         if n and ev.session_status(engine.status(sid)["status"]) == "running":

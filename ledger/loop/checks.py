@@ -19,6 +19,7 @@ from ledger.core.processes import kill_group
 from ledger.events import RuleResult
 from ledger.loop.promises import detect_promises
 from ledger.loop.rules import (
+    AGENT_RUN,
     GATES_COMPLETION,
     MAX_MESSAGE_LINE,
     REGEX_FLAGS,
@@ -56,6 +57,12 @@ def refusals(results: Iterable[RuleResult]) -> list[str]:
     """``name: message`` of each failed rule that gates completion (``GATES_COMPLETION``): what
     refuses a COMPLETE (``ledger.loop.signals``)."""
     return [f"{r.name}: {r.message}" for r in results if not r.passed and r.type in GATES_COMPLETION]
+
+
+def agent_failed(failure: str) -> list[RuleResult]:
+    """The result that fails an iteration whose agent run failed (``failure`` says why; ``""``: none):
+    named ``agent``, of type ``agent_run``, which refuses a completion (``docs/design/clients.md``)."""
+    return [RuleResult(name="agent", type=AGENT_RUN, passed=False, message=failure)] if failure else []
 
 
 def run_rule(rule: Rule, ctx: RuleContext) -> RuleResult:

@@ -1,10 +1,7 @@
-"""The loop engine: start / validate / next / complete / status (seed 000 §3-5).
-
-The engine keeps no state of its own. Every step reads what was appended to the session's journal
-since the process last read it (``ledger.storage.fold``), decides, and appends events; the state is
-always the projection of those events. A process that dies between two steps loses nothing: a new
-``Engine`` on the same home carries on where the last one stopped.
-"""
+"""The loop engine: start / validate / next / complete / status (seed 000 §3-5). It keeps no state of
+its own: each step folds what the journal gained since it last read (``ledger.storage.fold``), decides
+and appends events, so a process that dies between two steps loses nothing; a new ``Engine`` on the
+same home carries on where the last one stopped."""
 
 from __future__ import annotations
 
@@ -20,7 +17,7 @@ import msgspec
 from ledger import events as ev
 from ledger.core.errors import no_session
 from ledger.core.home import Home
-from ledger.loop.checks import refusals, run_rules
+from ledger.loop.checks import agent_failed, refusals, run_rules
 from ledger.loop.config import LoopConfig, recorded_config
 from ledger.loop.engine_types import (
     CompleteResult,
@@ -188,10 +185,13 @@ class Engine:
         model: str = "",
         cost_usd: float | None = None,
         context_tokens: int = 0,
+        failure: str = "",
+        stderr: str = "",
     ) -> ValidateResult:
         """iteration_validate: run the rules, detect promises, evaluate guards and hooks, resolve the
         signal and record every step. ``todos`` is the agent's own todo list, for the ``todos`` rule
-        (``None``: not known); ``model``, ``cost_usd`` and ``context_tokens`` as ``AgentTurn`` has them."""
+        (``None``: not known); ``model``, ``cost_usd``, ``context_tokens``, ``failure`` (a failed run
+        fails its iteration) and ``stderr`` as ``AgentTurn`` has them (``docs/design/clients.md``)."""
         s = self._running(session_id)
         n = s.iteration
         turn = ev.AgentTurn(
@@ -207,6 +207,8 @@ class Engine:
             model=model,
             cost_usd=cost_usd,
             context_tokens=context_tokens,
+            failure=failure,
+            stderr_excerpt=stderr[-2000:],
         )
         detection = detect_promises(
             agent_output, custom=s.config.completion_promises, exclusive=s.config.exclusive_promises
@@ -216,6 +218,7 @@ class Engine:
         signals = tuple(p.signal for p in detection.promises)
         did = (tool_count, tuple(files_modified), todo_list, signals)  # what the iteration did
         results = run_rules(s.rules, RuleContext(self.work_dir, agent_output, n, final, self.timer, *did))
+        results = agent_failed(failure) + results  # a failed run fails its iteration
         passed = all(r.passed and not r.errored for r in results)
         score = validation_score(results)
         self._append(
@@ -255,19 +258,16 @@ class Engine:
             session_id,
             *validation_events(session_id, n, evals, trips, resolution, passed, word, feedback, made),
         )
-        return ValidateResult(
-            session_id,
-            n,
-            passed,
+        said = (
             resolution.signal,
-            promise.word if promise else "",
+            word,
             feedback,
             results,
             score,
             resolution.reason,
             decision.result.next_prompt,
-            trips,
         )
+        return ValidateResult(session_id, n, passed, *said, trips)
 
     def _hooks(
         self,

@@ -156,8 +156,14 @@ RULE_TYPES: Final[tuple[type[_Rule], ...]] = get_args(RuleConfig)
 
 TAGS: Final[dict[str, type[_Rule]]] = {str(t.__struct_config__.tag): t for t in RULE_TYPES}
 
-GATES_COMPLETION: Final[frozenset[str]] = frozenset({"todos", "work_done"})
-"""The rule types whose failure refuses a completion (``ledger.loop.signals``, ``docs/seeds.md``)."""
+AGENT_RUN: Final = "agent_run"
+"""The type of the result ``Engine.validate`` records first when the agent's run failed (named
+``agent``): the iteration fails and a completion is refused."""
+
+
+GATES_COMPLETION: Final[frozenset[str]] = frozenset({"todos", "work_done", AGENT_RUN})
+"""The rule types whose failure refuses a completion (``ledger.loop.signals``, ``docs/seeds.md``);
+``agent_run`` is the engine's own result for an agent run that failed (``docs/design/clients.md``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -425,3 +425,31 @@ def test_sighup_when_the_terminal_closes(project: Project, tmp_path: Path) -> No
         "interrupted",
         "interrupted (SIGHUP)",
     )
+
+
+# ----------------------------------------------------------------------------- an agent that cannot run
+def test_an_agent_that_fails_every_run_escalates_instead_of_burning_every_iteration(
+    project: Project, tmp_path: Path
+) -> None:
+    """A bad API key: the agent exits 1 each time (printing a promise it never earned, and its error
+    on stderr). Each run is a failed iteration, the circuit breaker escalates after three, and
+    each iteration's line says why."""
+    loop = Loop(
+        project,
+        tmp_path,
+        'print("<promise>COMPLETE</promise>")\n'
+        'print("Error: Invalid API key", file=sys.stderr)\n'
+        "sys.exit(1)\n",
+    )
+    done = loop.run("--session", "s1", "--prompt", "PROMPT.md", "--max-iterations", "10", "--", *loop.cmd)
+    assert done.returncode == 4, done.stderr
+    assert "circuit_breaker" in done.stderr and done.stderr.count("\n") == 1
+    assert (loop.state / "count").read_text() == "3"  # three runs, not ten
+    turns = [e for e in project.journal("s1") if e["type"] == "agent_turn"]
+    assert [t["failure"] for t in turns] == ["agent exited 1: Error: Invalid API key"] * 3
+    assert [t["stderr_excerpt"] for t in turns] == ["Error: Invalid API key\n"] * 3
+    validations = [e for e in project.journal("s1") if e["type"] == "validation_ran"]
+    assert [(v["passed"], v["score"]) for v in validations] == [(False, 0.0)] * 3
+    why = "agent: agent exited 1: Error: Invalid API key"
+    refused = f"CONTINUE (completion refused (agent promised COMPLETE): {why})"
+    assert f"iteration 1: {refused}" in done.stdout and f"iteration 2: {refused}" in done.stdout

@@ -31,7 +31,17 @@ from typing import Final
 from ledger.agents.formats import claude, codex, cursor, gemini, opencode, text
 from ledger.agents.formats.report import AgentReport, Parser
 
-__all__ = ["FORMATS", "AgentFormat", "AgentReport", "UnknownFormat", "detect", "named", "resolve"]
+__all__ = [
+    "FORMATS",
+    "PLAIN_REFUSALS",
+    "AgentFormat",
+    "AgentReport",
+    "UnknownFormat",
+    "detect",
+    "named",
+    "plain_refusal",
+    "resolve",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,3 +135,26 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
 def resolve(name: str | None, agent_cmd: Sequence[str]) -> AgentFormat:
     """The format called ``name`` or, when ``name`` is ``None``, the one detected from the command."""
     return detect(agent_cmd) if name is None else named(name)
+
+
+PLAIN_REFUSALS: Final[Mapping[str, str]] = MappingProxyType({})
+"""Agents whose plain output cannot tell their final answer from echo (the prompt, reasoning, tool
+output) on stdout, by program name: the flag that makes them write a format read here. ``run``
+refuses such an agent in plain mode (``plain_refusal``), as the real clients showed
+(``docs/design/clients.md``)."""
+
+
+def plain_refusal(agent_cmd: Sequence[str], named_format: str | None) -> str | None:
+    """Why ``run`` refuses ``agent_cmd`` (one line naming the flag to add), or ``None``: only for a
+    plain-text run detected from the command (a format named with ``--agent-format`` is the user's
+    word) of an agent in ``PLAIN_REFUSALS``."""
+    if named_format is not None or not agent_cmd or detect(agent_cmd).name != "text":
+        return None
+    program = PurePath(agent_cmd[0]).name
+    flag = PLAIN_REFUSALS.get(program)
+    if flag is None:
+        return None
+    return (
+        f"{program}'s plain output mixes its answer with the prompt, reasoning and tool output it "
+        f"echoes, so a promise could be read from the echo: add {flag} to the agent command"
+    )
