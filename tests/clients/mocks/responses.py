@@ -33,22 +33,20 @@ MODEL = "gpt-5.5"
 """The model the tests pass with ``-m`` (priced by genai-prices)."""
 
 _ids = itertools.count(1)
+ROLE = "assistant"
 
 
-def usage_limit(resets_at: int, plan_type: str = "plus") -> Failure:
-    """The 429 a ChatGPT plan's usage limit answers: ``usage_limit_reached``, reset at ``resets_at``."""
-    return Failure(
-        429,
-        {
-            "error": {
-                "type": "usage_limit_reached",
-                "message": "The usage limit has been reached",
-                "plan_type": plan_type,
-                "resets_at": resets_at,
-                "resets_in_seconds": max(resets_at - int(time.time()), 0),
-            }
-        },
-    )
+def usage_limit(resets_at: int | None, plan_type: str = "plus") -> Failure:
+    """The 429 a ChatGPT plan's usage limit answers: ``usage_limit_reached``, reset at ``resets_at``
+    (epoch seconds; ``None``: the body gives no reset)."""
+    error: dict[str, Any] = {
+        "type": "usage_limit_reached",
+        "message": "The usage limit has been reached",
+        "plan_type": plan_type,
+    }
+    if resets_at is not None:
+        error |= {"resets_at": resets_at, "resets_in_seconds": max(resets_at - int(time.time()), 0)}
+    return Failure(429, {"error": error})
 
 
 def rate_limited(seconds: float = 1.0) -> Failure:
@@ -149,16 +147,16 @@ class ResponsesAPI(MockAPI):
             yield event(
                 "response.output_item.added",
                 output_index=index,
-                item={"id": iid, "type": "message", "status": "in_progress", "content": [], "role": "assistant"},
+                item={"id": iid, "type": "message", "status": "in_progress", "content": [], "role": ROLE},
             )
             where = {"item_id": iid, "output_index": index, "content_index": 0}
-            empty = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+            empty: dict[str, Any] = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
             yield event("response.content_part.added", **where, part=empty)
             yield event("response.output_text.delta", **where, delta=reply.text, logprobs=[])
             yield event("response.output_text.done", **where, text=reply.text, logprobs=[])
             part = {**empty, "text": reply.text}
             yield event("response.content_part.done", **where, part=part)
-            item = {"id": iid, "type": "message", "status": "completed", "content": [part], "role": "assistant"}
+            item = {"id": iid, "type": "message", "status": "completed", "content": [part], "role": ROLE}
             output.append(item)
             yield event("response.output_item.done", output_index=index, item=item)
         custom = {t.get("name") for t in body.get("tools") or () if t.get("type") == "custom"}
