@@ -28,7 +28,7 @@ from tests.clients.codex_client import (
     two_iterations,
     unauthorized_always,
 )
-from tests.clients.mocks.base import Reply, Script, Turn
+from tests.clients.mocks.base import MockAPI, Reply, Script
 from tests.clients.mocks.responses import ResponsesAPI
 from tests.journeys.conftest import GIT, script
 
@@ -41,7 +41,7 @@ class Loop:
 
     proc: subprocess.CompletedProcess[str]
     events: list[dict[str, Any]]
-    api: ResponsesAPI
+    api: MockAPI
     project: Path
 
     def of(self, kind: str) -> list[dict[str, Any]]:
@@ -98,10 +98,6 @@ def total(turns: list[dict[str, Any]]) -> dict[str, int]:
         for k, v in tokens(turn).items():
             sums[k] += v
     return sums
-
-
-def replies(turns: list[Turn]) -> list[Reply]:
-    return [t for t in turns if isinstance(t, Reply)]
 
 
 # ----------------------------------------------------------------------------- codex exec --json
