@@ -113,10 +113,19 @@ def expected(replies: Sequence[Reply]) -> dict[str, int]:
     }
 
 
-def served(replies: Sequence[Reply]) -> list[dict[str, Any]]:
-    """The usage of each reply, as a capture's ``.served.json`` keeps it."""
+def served(turns: Sequence[Turn]) -> list[dict[str, Any]]:
+    """What each turn served, as a capture's ``.served.json`` keeps it: a reply's text, tool calls
+    and usage, a failure's status and body."""
     fields = ("input", "output", "cache_read", "cache_write", "thoughts")
-    return [{f: getattr(r.usage, f) for f in fields} for r in replies]
+    out: list[dict[str, Any]] = []
+    for turn in turns:
+        if isinstance(turn, Reply):
+            calls = [c.name for c in turn.tool_calls]
+            usage = {f: getattr(turn.usage, f) for f in fields}
+            out.append({"text": turn.text, "tool_calls": calls, "usage": usage})
+        else:
+            out.append({"status": turn.status, "body": turn.body})
+    return out
 
 
 # ----------------------------------------------------------------------------- captures
@@ -125,7 +134,7 @@ def _capture(bin_dir: Path, tmp: Path, turns: list[Turn], args: Sequence[str]) -
     work = tmp / "work"
     work.mkdir(parents=True)
     with ResponsesAPI(Script(turns)) as api:
-        env = codex_env(tmp, api.url, bin_dir)
+        env = codex_env(tmp, api.url, bin_dir) | {"TZ": "UTC"}  # the zone of a limit's "try again at"
         done = subprocess.run(
             [str(bin_dir / "codex"), *args],
             input=PROMPT,
@@ -136,7 +145,7 @@ def _capture(bin_dir: Path, tmp: Path, turns: list[Turn], args: Sequence[str]) -
             timeout=60,
             check=False,
         )
-        return done.stdout, done.stderr.replace(str(tmp), "$TMP"), served(api.replies())
+        return done.stdout, done.stderr.replace(str(tmp), "$TMP"), served([s.turn for s in api.served])
 
 
 def write_captures(bin_dir: Path, tmp: Path) -> None:
