@@ -81,9 +81,13 @@ def expected_codex(path: Path) -> AgentReport:
     return AgentReport(
         text=messages[-1],
         tokens=TokenUsage(
-            input=sum(t["input_tokens"] - t.get("cached_input_tokens", 0) for t in turns),
+            input=sum(
+                t["input_tokens"] - t.get("cached_input_tokens", 0) - t.get("cache_write_input_tokens", 0)
+                for t in turns
+            ),
             output=sum(t["output_tokens"] for t in turns),
             cache_read=sum(t.get("cached_input_tokens", 0) for t in turns),
+            cache_creation=sum(t.get("cache_write_input_tokens", 0) for t in turns),
         ),
         tool_count=len(tool_ids),
     )

@@ -7,7 +7,7 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 | format   | detected from                                             | checked against                  |
 |----------|-----------------------------------------------------------|----------------------------------|
 | claude   | ``claude ... --output-format stream-json|json``           | claude-code-action's fixture     |
-| codex    | ``codex exec ... --json``                                 | openai/codex ``docs/exec.md``    |
+| codex    | ``codex exec ... --json``                                 | real Codex 0.169.0 (captures)    |
 | gemini   | ``gemini ... --output-format|-o stream-json``             | gemini-cli docs and snapshot     |
 | opencode | ``opencode run ... --format json``                        | none: fixture from its source    |
 | cursor   | ``cursor-agent ... --output-format stream-json|json``     | none: fixture from Cursor's docs |
@@ -16,8 +16,9 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 | copilot  | ``copilot ...``                                           | none (plain text)                |
 | text     | anything else                                             | -                                |
 
-(see ``tests/fixtures/agents/README.md``). A format checked against no captured output of its
-agent is ``confirmed=False``.
+(see ``tests/fixtures/agents/README.md``; real captures: ``tests/fixtures/clients/``). A format checked
+against no captured output of its agent is ``confirmed=False``. Plain ``codex exec`` is read as
+``text``: its stdout is its final answer alone (its echo goes to stderr; Codex 0.169.0).
 """
 
 from __future__ import annotations
