@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ledger.agents.formats import FORMATS, UnknownFormat, detect, named, resolve
+from ledger.agents.formats import FORMATS, UnknownFormat, command_model, detect, named, resolve
 from ledger.agents.formats.report import AgentReport
 from ledger.events import TokenUsage
 
@@ -343,3 +343,20 @@ def test_unconfirmed_formats_are_marked() -> None:
     """Formats checked against no captured output of their agent say so (the README says so too)."""
     unconfirmed = {name for name, f in FORMATS.items() if not f.confirmed}
     assert unconfirmed == {"amp", "copilot", "cursor", "opencode"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "model"),
+    [
+        (["codex", "exec", "--json", "-m", "gpt-5.5"], "gpt-5.5"),
+        (["/usr/bin/codex", "exec", "--model=o3", "fix it"], "o3"),
+        (["codex", "exec", "-c", 'model="gpt-5.4"', "fix it"], "gpt-5.4"),
+        (["codex", "exec", "-c", "sandbox_mode=read-only"], ""),
+        (["codex", "exec", "fix it"], ""),
+        (["claude", "-p", "--model", "sonnet"], ""),  # its stream names the model it ran on
+        ([], ""),
+    ],
+)
+def test_the_model_a_codex_command_asks_for(argv: list[str], model: str) -> None:
+    """Codex names no model in its output: the run records the one its command asks for."""
+    assert command_model(argv) == model

@@ -63,7 +63,7 @@ import msgspec
 from ledger import events as ev
 from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reason, interrupts, run_agent
 from ledger.agents.changes import files_changed, in_project, snapshot
-from ledger.agents.formats import AgentFormat, detect
+from ledger.agents.formats import AgentFormat, command_model, detect
 from ledger.agents.rate_limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
 from ledger.agents.worktrees import Worktree
 from ledger.core.errors import no_session, one_line
@@ -286,7 +286,7 @@ class _Loop:
                 tokens=spoken.tokens,
                 stop_reason=_stop_reason(run),
                 duration_ms=run.duration_ms,
-                model=spoken.model,
+                model=spoken.model or command_model(agent_cmd),
                 cost_usd=spoken.cost_usd,
                 failure=_failure(run, spoken.error),
                 stderr=run.stderr,

@@ -29,7 +29,7 @@ from tests.clients.codex_client import (
     unauthorized_always,
 )
 from tests.clients.mocks.base import MockAPI, Reply, Script
-from tests.clients.mocks.responses import ResponsesAPI
+from tests.clients.mocks.responses import MODEL, ResponsesAPI
 from tests.journeys.conftest import GIT, script
 
 pytestmark = pytest.mark.clients
@@ -47,6 +47,27 @@ class Loop:
     def of(self, kind: str) -> list[dict[str, Any]]:
         """The journal's events of type ``kind``."""
         return [e for e in self.events if e["type"] == kind]
+
+    def sql(self, query: str) -> list[dict[str, Any]]:
+        """The rows of ``ralph-ledger sql --json QUERY`` on the loop's ledger."""
+        argv = [script("ralph-ledger"), "--home", str(self.project / ".ralph"), "sql", "--json", query]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+        rows: list[dict[str, Any]] = json.loads(done.stdout)
+        return rows
+
+
+def price(tokens: dict[str, int]) -> float:
+    """What ``tokens`` cost on ``MODEL`` by genai-prices (input there counts cache reads and writes)."""
+    from genai_prices import Usage as Priced
+    from genai_prices import calc_price
+
+    usage = Priced(
+        input_tokens=tokens["input"] + tokens["cache_read"] + tokens["cache_creation"],
+        cache_read_tokens=tokens["cache_read"],
+        cache_write_tokens=tokens["cache_creation"],
+        output_tokens=tokens["output"],
+    )
+    return float(calc_price(usage, model_ref=MODEL).total_price)
 
 
 def run_codex(
@@ -130,6 +151,18 @@ class TestJson:
         assert total(turns) == expected(loop.api.replies())
         assert expected(first)["cache_creation"] > 0  # cache writes were served and recorded
 
+    def test_model_from_the_command_and_cost_from_its_prices(self, loop: Loop) -> None:
+        """Codex names no model in its stream: the one ``-m`` asked for is recorded and priced."""
+        first, second = two_iterations()
+        assert [t["model"] for t in loop.of("agent_turn")] == [MODEL, MODEL]
+        rows = loop.sql("SELECT iteration, cost_usd FROM turn_costs ORDER BY seq")
+        want = [price(expected(first)), price(expected(second))]
+        assert [r["iteration"] for r in rows] == [1, 2]
+        assert [r["cost_usd"] for r in rows] == pytest.approx(want, rel=1e-9)
+        (session,) = loop.sql("SELECT cost_usd, tokens FROM sessions")
+        assert session["cost_usd"] == pytest.approx(sum(want), abs=1e-9)
+        assert session["tokens"] == sum(expected(loop.api.replies()).values())
+
     def test_tool_calls_and_files_relative_to_the_project(self, loop: Loop) -> None:
         turns = loop.of("agent_turn")
         assert [t["tool_count"] for t in turns] == [2, 0]  # the command and the patch
@@ -167,6 +200,9 @@ class TestPlain:
         assert [t["files_modified"] for t in turns] == [["notes.txt"], []]
         assert all(sum(tokens(t).values()) == 0 for t in turns)  # plain Codex prints a total only
         assert [t["tool_count"] for t in turns] == [0, 0]
+        assert [t["model"] for t in turns] == [MODEL, MODEL]  # from -m
+        (session,) = loop.sql("SELECT cost_usd FROM sessions")
+        assert session["cost_usd"] is None  # unknown, not nothing
 
 
 # ----------------------------------------------------------------------------- usage limits
