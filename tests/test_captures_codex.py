@@ -133,3 +133,11 @@ def test_plain_stdout_is_the_final_answer_alone() -> None:
     assert report.text.strip() == served("exec-plain-tools")[-1]["text"]
     assert not detect_promises(report.text).promises
     assert stderr.count(PROMISE) >= 3  # the prompt, the reasoning and the command, echoed on stderr
+
+
+def test_json_429_after_codexs_retries_is_a_limit_without_a_reset() -> None:
+    out = capture("exec-json-429.jsonl")
+    assert served("exec-json-429")[0]["body"]["error"]["code"] == "rate_limit_exceeded"
+    limit = rate_limit(out, True, lambda: datetime.now(UTC), "codex")
+    assert limit is not None and limit.resets_at is None
+    assert limit.reason == "exceeded retry limit, last status: 429 Too Many Requests"

@@ -19,7 +19,7 @@ from typing import Any
 
 from tests.clients.conftest import client_env
 from tests.clients.mocks.base import Reply, Script, ToolCall, Turn, Usage
-from tests.clients.mocks.responses import MODEL, ResponsesAPI, unauthorized, usage_limit
+from tests.clients.mocks.responses import MODEL, ResponsesAPI, rate_limited, unauthorized, usage_limit
 
 VERSION = "0.169.0"
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "clients" / f"codex-{VERSION}"
@@ -160,6 +160,7 @@ def write_captures(bin_dir: Path, tmp: Path) -> None:
         ("exec-json-usage-limit-no-reset", [usage_limit(None)], JSON),
         ("exec-plain-usage-limit", [usage_limit(None)], PLAIN),
         ("exec-json-401", [unauthorized()], JSON),
+        ("exec-json-429", [rate_limited(1)], JSON),
     ]
     for name, turns, args in cases:
         out, err, replies = _capture(bin_dir, tmp / name, turns, args)
