@@ -76,10 +76,12 @@ def expected_codex(path: Path) -> AgentReport:
     items = [e["item"] for e in events if e["type"].startswith("item.")]
     tool_types = ("command_execution", "file_change", "mcp_tool_call", "web_search")
     tool_ids = {i["id"] for i in items if i["type"] in tool_types}
-    messages = [e["item"]["text"] for e in events if e["type"] == "item.completed"
+    tools_at = [i for i, e in enumerate(events) if e.get("item", {}).get("type") in tool_types]
+    after = events[tools_at[-1] + 1 :] if tools_at else events  # the answer follows the last call
+    messages = [e["item"]["text"] for e in after if e["type"] == "item.completed"
                 and e["item"]["type"] == "agent_message"]  # fmt: skip
     return AgentReport(
-        text=messages[-1],
+        text=messages[-1] if messages else "",
         tokens=TokenUsage(
             input=sum(
                 t["input_tokens"] - t.get("cached_input_tokens", 0) - t.get("cache_write_input_tokens", 0)

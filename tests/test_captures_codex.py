@@ -141,3 +141,19 @@ def test_json_429_after_codexs_retries_is_a_limit_without_a_reset() -> None:
     limit = rate_limit(out, True, lambda: datetime.now(UTC), "codex")
     assert limit is not None and limit.resets_at is None
     assert limit.reason == "exceeded retry limit, last status: 429 Too Many Requests"
+
+
+def test_json_message_before_a_call_is_commentary_not_the_answer() -> None:
+    """The last request answered nothing: Codex's last message came before its command."""
+    out = capture("exec-json-commentary.jsonl")
+    report = FORMATS["codex"].parse(out)
+    assert served("exec-json-commentary")[-1]["text"] == ""
+    assert PROMISE in out and report.text == ""
+    assert report.tokens == expected_tokens("exec-json-commentary") and report.tool_count == 1
+
+
+def test_plain_stdout_is_codexs_last_message_even_before_a_call() -> None:
+    """Plain mode cannot tell: stdout is Codex's last message, here the commentary (a model whose last
+    request answers nothing; docs/design/clients.md)."""
+    stdout = capture("exec-plain-commentary.stdout.txt")
+    assert stdout.strip() == served("exec-plain-commentary")[0]["text"]

@@ -65,6 +65,21 @@ def two_iterations() -> list[list[Reply]]:
     return [first, second]
 
 
+def commentary_then_done() -> list[list[Reply]]:
+    """A loop's turns by iteration: the first says the promise in a message before a command, and
+    its last request answers nothing; the second answers with the promise."""
+    first = [
+        Reply(
+            text=f"I will say {PROMISE} once the check passes.",
+            tool_calls=(ToolCall("exec_command", {"cmd": "true"}),),
+            usage=Usage(input=400, output=30, cache_read=100, thoughts=5),
+        ),
+        Reply(usage=Usage(input=50, output=3, cache_read=500)),
+    ]
+    second = [Reply(text=f"Checked. {PROMISE}", usage=Usage(input=60, output=8, cache_read=520, thoughts=2))]
+    return [first, second]
+
+
 def limited_then_done(resets_at: int | None) -> list[Turn]:
     """A usage limit (reset at ``resets_at``), then a turn that completes."""
     done = Reply(text=f"Done. {PROMISE}", usage=Usage(input=100, output=10, cache_read=20, thoughts=2))
@@ -148,8 +163,9 @@ def _capture(bin_dir: Path, tmp: Path, turns: list[Turn], args: Sequence[str]) -
         return done.stdout, done.stderr.replace(str(tmp), "$TMP"), served([s.turn for s in api.served])
 
 
-def write_captures(bin_dir: Path, tmp: Path) -> None:
-    """Write every capture of ``CAPTURES`` from the real binary in ``bin_dir``."""
+def write_captures(bin_dir: Path, tmp: Path, only: Sequence[str] = ()) -> None:
+    """Write the captures of ``CAPTURES`` (``only`` those named, when given) from the real binary in
+    ``bin_dir``."""
     CAPTURES.mkdir(parents=True, exist_ok=True)
     first, second = two_iterations()
     cases: list[tuple[str, list[Turn], Sequence[str]]] = [
@@ -161,8 +177,12 @@ def write_captures(bin_dir: Path, tmp: Path) -> None:
         ("exec-plain-usage-limit", [usage_limit(None)], PLAIN),
         ("exec-json-401", [unauthorized()], JSON),
         ("exec-json-429", [rate_limited(1)], JSON),
+        ("exec-json-commentary", list(commentary_then_done()[0]), JSON),
+        ("exec-plain-commentary", list(commentary_then_done()[0]), PLAIN),
     ]
     for name, turns, args in cases:
+        if only and name not in only:
+            continue
         out, err, replies = _capture(bin_dir, tmp / name, turns, args)
         (CAPTURES / f"{name}.{'jsonl' if '--json' in args else 'stdout.txt'}").write_text(out)
         if "--json" not in args:
@@ -170,5 +190,5 @@ def write_captures(bin_dir: Path, tmp: Path) -> None:
         (CAPTURES / f"{name}.served.json").write_text(json.dumps(replies, indent=1) + "\n")
 
 
-if __name__ == "__main__":  # python -m tests.clients.codex_client BIN_DIR TMP
-    write_captures(Path(sys.argv[1]), Path(sys.argv[2]))
+if __name__ == "__main__":  # python -m tests.clients.codex_client BIN_DIR TMP [CASE ...]
+    write_captures(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])

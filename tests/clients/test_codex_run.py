@@ -23,6 +23,7 @@ from tests.clients.codex_client import (
     PROMISE,
     PROMPT,
     codex_env,
+    commentary_then_done,
     expected,
     limited_then_done,
     two_iterations,
@@ -168,6 +169,27 @@ class TestJson:
         assert [t["tool_count"] for t in turns] == [2, 0]  # the command and the patch
         assert [t["files_modified"] for t in turns] == [["notes.txt"], []]
         assert (loop.project / "notes.txt").read_text() == "hello\n"
+
+
+class TestJsonCommentary:
+    """``codex exec --json`` whose first run says the promise in a message before a command, its last
+    request answering nothing: that message is commentary, not the answer; the second run completes."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def loop(cls, client_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Loop:
+        first, second = commentary_then_done()
+        tmp = tmp_path_factory.mktemp("codex-commentary")
+        return run_codex(tmp, client_bin, Script(first + second), JSON)
+
+    def test_commentary_does_not_complete(self, loop: Loop) -> None:
+        assert loop.proc.returncode == 0, loop.proc.stdout + loop.proc.stderr
+        first, second = commentary_then_done()
+        turns = loop.of("agent_turn")
+        assert [t["iteration"] for t in turns] == [1, 2]
+        assert [t["output_excerpt"] for t in turns] == ["", second[-1].text]
+        assert [tokens(t) for t in turns] == [expected(first), expected(second)]
+        assert [t["tool_count"] for t in turns] == [1, 0]
 
 
 # ----------------------------------------------------------------------------- plain codex exec

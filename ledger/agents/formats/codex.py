@@ -8,7 +8,9 @@
 - ``item.started`` / ``item.updated`` / ``item.completed`` carry an ``item`` with an ``id`` and a
   ``type``: a ``command_execution``, ``file_change``, ``mcp_tool_call`` or ``web_search`` is a
   tool call (counted once per item id); a ``file_change``'s ``changes`` name the files
-  (``path``); the last ``agent_message``'s ``text`` is the final text.
+  (``path``); the last ``agent_message``'s ``text`` is the final text, unless a tool call follows
+  it: Codex's own last message is then commentary made before a call (its last request answered
+  nothing), and the final text is ``""``.
 - ``turn.failed`` (``error.message``) and ``error`` (``message``) end the run on an error (a 401,
   a usage limit, a stream that broke): the last one is the report's ``error``. An ``item`` of type
   ``error`` is a warning, not a failure.
@@ -91,6 +93,7 @@ def parse(output: str) -> AgentReport:
         elif line.item is not None:
             item = line.item
             if item.type in TOOL_ITEMS:
+                text = ""  # a message before a tool call is commentary, not the answer
                 if item.id:
                     tools.add(item.id)
                 elif line.type == "item.completed":
