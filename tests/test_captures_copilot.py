@@ -35,7 +35,7 @@ def test_json_mode_reads_the_last_message_tools_files_and_model() -> None:
     assert report.files_modified == (str(WORK / "notes.txt"),)
     assert report.model == MODEL
     assert report.tokens == TokenUsage() and report.cost_usd is None
-    assert report.skipped == 0
+    assert report.skipped == 0 and report.error == ""
 
 
 def test_text_mode_echoes_commands_with_the_answer_so_run_refuses_it() -> None:
@@ -54,7 +54,8 @@ def test_a_json_429_is_a_limit_reset_when_openai_said() -> None:
     limit = rate_limit(output, True, lambda: NOW, "copilot")
     assert limit is not None and "Last error: 429 Rate limit reached for gpt-4.1" in limit.reason
     assert limit.resets_at == NOW + timedelta(seconds=1)
-    assert FORMATS["copilot"].parse(output).text == ""
+    report = FORMATS["copilot"].parse(output)
+    assert report.text == "" and report.error == limit.reason  # the run failed on it
 
 
 def test_a_text_mode_429_on_stderr_is_a_limit_of_a_failed_run_only() -> None:

@@ -48,7 +48,7 @@ def test_json_mode_reports_what_was_served() -> None:
     assert PROMISE in output  # in the commentary and in the command's output
     assert report.tool_count == sum(len(r.tool_calls) for r in served)
     assert report.files_modified == ("notes.txt",)
-    assert report.model == "" and report.skipped == 0
+    assert report.model == "" and report.skipped == 0 and report.error == ""
 
 
 def test_plain_mode_mixes_commentary_with_the_answer_so_run_refuses_it() -> None:
@@ -71,4 +71,5 @@ def test_a_429_it_gave_up_on_is_a_limit_reset_after_its_retry_after() -> None:
     limit = rate_limit(output, True, lambda: NOW, "opencode")
     assert limit is not None and limit.reason.startswith("Rate limit reached for gpt-4.1")
     assert limit.resets_at == NOW + timedelta(seconds=1)  # retry-after-ms: 1000
-    assert FORMATS["opencode"].parse(output).text == ""
+    report = FORMATS["opencode"].parse(output)
+    assert report.text == "" and report.error == limit.reason  # the run failed on it

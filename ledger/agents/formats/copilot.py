@@ -9,8 +9,9 @@
 - ``tool.execution_complete`` is one finished tool call (counted once per ``toolCallId``); its
   ``fileEdits`` name the files it created or edited (``path``) when it succeeded. The closing
   ``result`` names them again (``usage.codeChanges.filesModified``).
+- ``session.error`` ends the run on an error (``data.message``; a 429 is one): the report's ``error``.
 - Everything else (``user.message``, which echoes the prompt; reasoning; deltas; ``session.*``,
-  ``model.*`` and ``assistant.*`` progress; ``session.error``) carries nothing read here, and an
+  ``model.*`` and ``assistant.*`` progress) carries nothing read here, and an
   event of any ``namespace.kind`` type is known. The stream reports no tokens and no cost (Copilot
   writes them to its session state and, in text mode, to stderr), so none are recorded.
 """
@@ -49,6 +50,7 @@ class _Data(msgspec.Struct, gc=False):
     tool_call_id: str | None = msgspec.field(default=None, name="toolCallId")
     success: bool = False
     file_edits: list[_Edit] | None = msgspec.field(default=None, name="fileEdits")
+    message: str | None = None
 
 
 class _Line(msgspec.Struct, gc=False):
@@ -74,7 +76,7 @@ def parse(output: str) -> AgentReport:
     lines = Lines(output, _Line)
     tools: dict[str, None] = {}
     files: dict[str, None] = {}
-    text, model = "", ""
+    text, model, error = "", "", ""
     for line in lines:
         data = line.data
         if not _known(line.type):
@@ -87,8 +89,15 @@ def parse(output: str) -> AgentReport:
                 tools[data.tool_call_id] = None
             if data.success and data.file_edits:
                 files.update((e.path, None) for e in data.file_edits if e.path)
+        elif line.type == "session.error" and data is not None:
+            error = data.message or "session error"
         elif line.type == "result" and line.usage is not None and line.usage.code_changes is not None:
             files.update((path, None) for path in line.usage.code_changes.files_modified if path)
     return AgentReport(
-        text=text, model=model, tool_count=len(tools), files_modified=tuple(files), skipped=lines.skipped
+        text=text,
+        model=model,
+        tool_count=len(tools),
+        files_modified=tuple(files),
+        skipped=lines.skipped,
+        error=error,
     )
