@@ -1,0 +1,166 @@
+"""Copilot CLI's exact tokens: its ``--usage-output-file FILE``, read after each run of the ``copilot``
+format (whose JSON stream reports no tokens).
+
+Copilot 1.0.102 writes the file when it exits (a failed run too), as one JSON object: ``modelMetrics``
+maps each model to its ``usage`` (``inputTokens``, counting cache reads and writes; ``outputTokens``,
+counting reasoning; ``cacheReadTokens``; ``cacheWriteTokens``), summed over the session's requests;
+``currentModel`` names the model; ``sessionStartTime`` the session (``--continue`` and ``--resume``
+go on with one, and its totals grow). Captures: ``tests/fixtures/clients/copilot-1.0.102/usage-*.json``.
+
+A command without the flag gets one naming ``usage.json`` in a private ``mkdtemp`` folder (0700),
+removed after the run; a command with it has its own file read when the run changed it. The file is
+opened without following a symlink and only when this user owns it. A run's tokens are the session's
+totals less those this loop last read for the same session. See ``docs/design/clients.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from ledger.agents.formats.report import AgentReport, Sidecar, SideRun
+from ledger.events import TokenUsage
+
+FLAG: Final = "--usage-output-file"
+
+MAX_BYTES: Final = 1 << 20
+"""The most of a usage file read (Copilot's is about 2 KB)."""
+
+
+class _Tokens(msgspec.Struct, gc=False):
+    input: int = msgspec.field(default=0, name="inputTokens")
+    output: int = msgspec.field(default=0, name="outputTokens")
+    cache_read: int = msgspec.field(default=0, name="cacheReadTokens")
+    cache_write: int = msgspec.field(default=0, name="cacheWriteTokens")
+
+
+class _Metric(msgspec.Struct, gc=False):
+    usage: _Tokens = msgspec.field(default_factory=_Tokens)
+
+
+class _File(msgspec.Struct, gc=False):
+    model_metrics: dict[str, _Metric] = msgspec.field(default_factory=dict, name="modelMetrics")
+    current_model: str | None = msgspec.field(default=None, name="currentModel")
+    session_start: str = msgspec.field(default="", name="sessionStartTime")
+
+
+class Usage(msgspec.Struct, frozen=True, gc=False):
+    """A usage file's totals: the tokens (input not read from or written to a cache), the model
+    (``currentModel``, else the only one) and the session (``sessionStartTime``)."""
+
+    tokens: TokenUsage
+    model: str
+    session: str
+
+
+def parse_usage(raw: bytes | str) -> Usage | None:
+    """The totals of a usage file's text (``None``: not a usage file)."""
+    try:
+        f = msgspec.json.decode(raw, type=_File)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    all_ = [m.usage for m in f.model_metrics.values()]
+    read, write = sum(u.cache_read for u in all_), sum(u.cache_write for u in all_)
+    tokens = TokenUsage(
+        input=max(sum(u.input for u in all_) - read - write, 0),
+        output=sum(u.output for u in all_),
+        cache_creation=write,
+        cache_read=read,
+    )
+    models = list(f.model_metrics)
+    model = f.current_model or (models[0] if len(models) == 1 else "")
+    return Usage(tokens, model, f.session_start)
+
+
+def _less(total: TokenUsage, before: TokenUsage) -> TokenUsage:
+    """``total`` less ``before``, field by field (never below zero)."""
+    return TokenUsage(
+        input=max(total.input - before.input, 0),
+        output=max(total.output - before.output, 0),
+        cache_creation=max(total.cache_creation - before.cache_creation, 0),
+        cache_read=max(total.cache_read - before.cache_read, 0),
+    )
+
+
+def _option(args: Sequence[str]) -> str | None:
+    """The path the last ``--usage-output-file PATH`` / ``=PATH`` of ``args`` names (``None``: none)."""
+    path: str | None = None
+    for i, arg in enumerate(args):
+        if arg == FLAG and i + 1 < len(args):
+            path = args[i + 1]
+        elif arg.startswith(FLAG + "="):
+            path = arg[len(FLAG) + 1 :]
+    return path
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file's versions apart (inode, size, modification time), ``None``: no file."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def read_private(path: Path) -> bytes | None:
+    """A regular file's first ``MAX_BYTES`` when this user owns it; opened without following a
+    symlink (``None``: absent, a symlink, someone else's, unreadable)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            return None
+        try:
+            return f.read(MAX_BYTES)
+        except OSError:
+            return None
+
+
+class CopilotUsage(Sidecar):
+    """The usage files of one loop's Copilot runs, and the totals last read for each session."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, TokenUsage] = {}
+
+    @contextlib.contextmanager
+    def run(self, agent_cmd: Sequence[str]) -> Iterator[SideRun]:
+        """The command with a usage file (the user's, or a private one added) and the reader of it."""
+        cmd = list(agent_cmd)
+        own = _option(cmd[1:])
+        if own is not None:
+            path = Path(own)
+            before = _stamp(path)
+            yield SideRun(cmd, lambda report: self.complete(report, path, before))
+            return
+        folder = Path(tempfile.mkdtemp(prefix="ralph-copilot-"))  # 0700: no one else writes there
+        try:
+            path = folder / "usage.json"
+            yield SideRun([*cmd, FLAG, str(path)], lambda report: self.complete(report, path, None))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def complete(self, report: AgentReport, path: Path, before: tuple[int, int, int] | None) -> AgentReport:
+        """``report`` with the run's tokens and (when the stream named none) model from ``path``;
+        unchanged when the run wrote no usage file (``before``: the file's stamp before the run)."""
+        if before is not None and _stamp(path) == before:
+            return report  # not written by this run: an earlier run's totals
+        raw = read_private(path)
+        usage = parse_usage(raw) if raw is not None else None
+        if usage is None:
+            return report
+        tokens = usage.tokens
+        if usage.session:
+            tokens = _less(tokens, self.seen.get(usage.session, TokenUsage()))
+            self.seen[usage.session] = usage.tokens
+        return msgspec.structs.replace(report, tokens=tokens, model=report.model or usage.model)
