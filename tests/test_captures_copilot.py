@@ -120,7 +120,7 @@ def replay(usage: CopilotUsage, *stems: str) -> list[AgentReport]:
     reports = []
     for stem in stems:
         with usage.run(["copilot", "--allow-all-tools", "--output-format", "json"]) as side:
-            shutil.copyfile(COPILOT / f"{stem}.usage.json", side.command[-1])
+            shutil.copyfile(COPILOT / f"{stem}.usage.json", side.command[2])
             reports.append(side.read(FORMATS["copilot"].parse((COPILOT / f"{stem}.jsonl").read_text())))
     return reports
 
@@ -153,11 +153,14 @@ def test_cache_writes_anthropics_provider() -> None:
 
 def test_the_run_adds_a_private_usage_file_and_removes_it() -> None:
     with CopilotUsage().run(["copilot", "--output-format", "json"]) as side:
-        assert side.command == ["copilot", "--output-format", "json", FLAG, side.command[-1]]
-        folder = Path(side.command[-1]).parent
-        assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and not Path(side.command[-1]).exists()
+        assert side.command == ["copilot", FLAG, side.command[2], "--output-format", "json"]
+        folder = Path(side.command[2]).parent
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and not Path(side.command[2]).exists()
         assert side.read(AgentReport(text="x")) == AgentReport(text="x")  # Copilot wrote none
     assert not folder.exists()
+    wrapper = ["./my-copilot.sh", "--output-format", "json"]  # --agent-format copilot: not ours to change
+    with CopilotUsage().run(wrapper) as side:
+        assert side.command == wrapper and side.read(AgentReport(text="x")) == AgentReport(text="x")
 
 
 def test_the_users_own_usage_file_is_read_only_when_the_run_wrote_it(tmp_path: Path) -> None:

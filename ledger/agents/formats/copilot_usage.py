@@ -7,8 +7,9 @@ counting reasoning; ``cacheReadTokens``; ``cacheWriteTokens``), summed over the 
 ``currentModel`` names the model; ``sessionStartTime`` the session (``--continue`` and ``--resume``
 go on with one, and its totals grow). Captures: ``tests/fixtures/clients/copilot-1.0.102/usage-*.json``.
 
-A command without the flag gets one naming ``usage.json`` in a private ``mkdtemp`` folder (0700),
-removed after the run; a command with it has its own file read when the run changed it. The file is
+A ``copilot`` command without the flag gets one (first, after the program) naming ``usage.json`` in a
+private ``mkdtemp`` folder (0700), removed after the run; a command with it has its own file read when
+the run changed it; another program (a wrapper run with ``--agent-format copilot``) is left alone. The file is
 opened without following a symlink and only when this user owns it. A run's tokens are the session's
 totals less those this loop last read for the same session. See ``docs/design/clients.md``.
 """
@@ -21,7 +22,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Final
 
 import msgspec
@@ -138,22 +139,25 @@ class CopilotUsage(Sidecar):
         """The command with a usage file (the user's, or a private one added) and the reader of it."""
         cmd = list(agent_cmd)
         own = _option(cmd[1:])
-        if own is not None:
-            path = Path(own)
-            before = _stamp(path)
+        if own is not None or not cmd or PurePath(cmd[0]).name != "copilot":  # a wrapper: left alone
+            path = Path(own) if own is not None else None
+            before = _stamp(path) if path is not None else None
             yield SideRun(cmd, lambda report: self.complete(report, path, before))
             return
         folder = Path(tempfile.mkdtemp(prefix="ralph-copilot-"))  # 0700: no one else writes there
         try:
             path = folder / "usage.json"
-            yield SideRun([*cmd, FLAG, str(path)], lambda report: self.complete(report, path, None))
+            added = [cmd[0], FLAG, str(path), *cmd[1:]]  # first: a last option may take a value
+            yield SideRun(added, lambda report: self.complete(report, path, None))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def complete(self, report: AgentReport, path: Path, before: tuple[int, int, int] | None) -> AgentReport:
+    def complete(
+        self, report: AgentReport, path: Path | None, before: tuple[int, int, int] | None
+    ) -> AgentReport:
         """``report`` with the run's tokens and (when the stream named none) model from ``path``;
         unchanged when the run wrote no usage file (``before``: the file's stamp before the run)."""
-        if before is not None and _stamp(path) == before:
+        if path is None or (before is not None and _stamp(path) == before):
             return report  # not written by this run: an earlier run's totals
         raw = read_private(path)
         usage = parse_usage(raw) if raw is not None else None
