@@ -352,6 +352,17 @@ class SummaryGiven(Event, frozen=True, kw_only=True, gc=False, tag="summary_give
     loop_summary: str = ""
 
 
+class ModelTokens(Event, frozen=True, kw_only=True, gc=False, tag="model_tokens"):
+    """Tokens an agent's run spent on a model other than its turn's own (``AgentTurn.model``), as
+    the agent reported them apart (Gemini CLI's model router and utility calls, turns it gave
+    another model): one per other model, appended with the ``agent_turn`` at its iteration, whose
+    ``tokens`` are then its own model's only. They count in the iteration's tokens and, priced at
+    this ``model``, in its cost (``sql/views/turn_tokens.sql``), as a sub-agent's do."""
+
+    model: str = ""
+    tokens: TokenUsage = TokenUsage()
+
+
 AnyEvent = (
     SessionStarted
     | HookRegistered
@@ -375,6 +386,7 @@ AnyEvent = (
     | SubagentStopped
     | NotificationSent
     | SummaryGiven
+    | ModelTokens
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__

@@ -64,6 +64,7 @@ from ledger import events as ev
 from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reason, interrupts, run_agent
 from ledger.agents.changes import files_changed, snapshot
 from ledger.agents.formats import AgentFormat, detect
+from ledger.agents.formats.report import by_model
 from ledger.agents.rate_limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
 from ledger.agents.worktrees import Worktree
 from ledger.core.errors import no_session
@@ -277,15 +278,17 @@ class _Loop:
             self.unrecorded, self.journal_size = (run, []), _size(engine.journal(sid).path)
             files = files_changed(before, snapshot(engine.work_dir, engine.home.root))
             self.unrecorded = run, files or list(spoken.files_modified)
+            own, others = by_model(spoken)  # each model's tokens priced at that model
             result = engine.validate(
                 sid,
                 spoken.text,  # promises count in the agent's final text only
                 files_modified=files or spoken.files_modified,
                 tool_count=spoken.tool_count,
-                tokens=spoken.tokens,
+                tokens=own,
                 stop_reason=_stop_reason(run),
                 duration_ms=run.duration_ms,
                 model=spoken.model,
+                other_models=others,
                 cost_usd=spoken.cost_usd,
                 failure=run.failure,
                 stderr=run.stderr,

@@ -8,7 +8,7 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 |----------|-----------------------------------------------------------|----------------------------------|
 | claude   | ``claude ... --output-format stream-json|json``           | claude-code-action's fixture     |
 | codex    | ``codex exec ... --json``                                 | openai/codex ``docs/exec.md``    |
-| gemini   | ``gemini ... --output-format|-o stream-json``             | gemini-cli docs and snapshot     |
+| gemini   | ``gemini ... --output-format|-o stream-json|json``        | Gemini CLI 0.61.0 (real runs)    |
 | opencode | ``opencode run ... --format json``                        | none: fixture from its source    |
 | cursor   | ``cursor-agent ... --output-format stream-json|json``     | none: fixture from Cursor's docs |
 |          | ``agent -p|--print ... --output-format stream-json|json`` |                                  |
@@ -119,7 +119,7 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
         name = "claude"
     elif program == "codex" and "exec" in args and ("--json" in args or "--experimental-json" in args):
         name = "codex"
-    elif program == "gemini" and _option(args, "--output-format", "-o") == "stream-json":
+    elif program == "gemini" and _option(args, "--output-format", "-o") in ("stream-json", "json"):
         name = "gemini"
     elif program == "opencode" and "run" in args and _option(args, "--format") == "json":
         name = "opencode"
@@ -137,7 +137,12 @@ def resolve(name: str | None, agent_cmd: Sequence[str]) -> AgentFormat:
     return detect(agent_cmd) if name is None else named(name)
 
 
-PLAIN_REFUSALS: Final[Mapping[str, str]] = MappingProxyType({})
+PLAIN_REFUSALS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # plain stdout is every model turn's text, commentary before tool calls included
+        "gemini": "-o stream-json",
+    }
+)
 """Agents whose plain output cannot tell their final answer from echo (the prompt, reasoning, tool
 output) on stdout, by program name: the flag that makes them write a format read here. ``run``
 refuses such an agent in plain mode (``plain_refusal``), as the real clients showed

@@ -26,6 +26,8 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     reported itself (``None``: it did not), ``model`` the model it named (``""``: none),
     ``tool_count`` its tool calls, ``files_modified`` the files its edit tools named (first seen
     first) and ``skipped`` the non-blank lines skipped as malformed or of an unknown type.
+    ``models`` holds each model's tokens when the agent reported them apart (``tokens`` is then
+    their sum, ``model`` the run's own): each is priced at its model (``by_model``).
     """
 
     text: str = ""
@@ -35,6 +37,16 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     tool_count: int = 0
     files_modified: tuple[str, ...] = ()
     skipped: int = 0
+    models: tuple[tuple[str, TokenUsage], ...] = ()
+
+
+def by_model(report: AgentReport) -> tuple[TokenUsage, tuple[tuple[str, TokenUsage], ...]]:
+    """The tokens of the report's own ``model`` and those of each other model it used (none when
+    it reported no split, or its model is not among them: then all its tokens are its model's)."""
+    own = dict(report.models).get(report.model)
+    if own is None:
+        return report.tokens, ()
+    return own, tuple((m, t) for m, t in report.models if m != report.model)
 
 
 Parser = Callable[[str], AgentReport]
