@@ -62,12 +62,12 @@ import msgspec
 
 from ledger import events as ev
 from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reason, interrupts, run_agent
-from ledger.agents.changes import files_changed, snapshot
-from ledger.agents.formats import AgentFormat, detect
+from ledger.agents.changes import files_changed, in_project, snapshot
+from ledger.agents.formats import AgentFormat, command_model, detect
 from ledger.agents.formats.report import by_model
 from ledger.agents.rate_limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
 from ledger.agents.worktrees import Worktree
-from ledger.core.errors import no_session
+from ledger.core.errors import no_session, one_line
 from ledger.loop import steering
 from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
@@ -277,20 +277,21 @@ class _Loop:
             limited = 0
             self.unrecorded, self.journal_size = (run, []), _size(engine.journal(sid).path)
             files = files_changed(before, snapshot(engine.work_dir, engine.home.root))
-            self.unrecorded = run, files or list(spoken.files_modified)
+            files = files or in_project(spoken.files_modified, engine.work_dir)
+            self.unrecorded = run, files
             own, others = by_model(spoken)  # each model's tokens priced at that model
             result = engine.validate(
                 sid,
                 spoken.text,  # promises count in the agent's final text only
-                files_modified=files or spoken.files_modified,
+                files_modified=files,
                 tool_count=spoken.tool_count,
                 tokens=own,
                 stop_reason=_stop_reason(run),
                 duration_ms=run.duration_ms,
-                model=spoken.model,
+                model=spoken.model or command_model(agent_cmd),
                 other_models=others,
                 cost_usd=spoken.cost_usd,
-                failure=run.failure,
+                failure=_failure(run, spoken.error),
                 stderr=run.stderr,
             )
             self.unrecorded = None
@@ -381,7 +382,7 @@ class _Loop:
                     session_id=sid,
                     iteration=n,
                     output_excerpt=run.output[-2000:],
-                    files_modified=files or list(spoken.files_modified),
+                    files_modified=files or in_project(spoken.files_modified, engine.work_dir),
                     tool_count=spoken.tool_count,
                     stop_reason=_stop_reason(run),
                     tokens=spoken.tokens,
@@ -404,6 +405,17 @@ def _given(session_id: str, summary: str) -> Callable[[int, int], list[ev.Event]
     return lambda iteration, _max: [
         ev.SummaryGiven(session_id=session_id, iteration=iteration, loop_summary=summary)
     ]
+
+
+def _failure(run: AgentRun, error: str) -> str:
+    """Why the run failed (``""``: it did not): how it ended, and the error its own stream reported
+    (a run that exited 0 after reporting one failed too)."""
+    if not error or run.interrupted:
+        return run.failure
+    said = one_line(error, 300)
+    if run.timed_out:
+        return f"{run.failure}: {said}"
+    return f"agent exited {run.returncode}: {said}" if run.returncode else f"agent reported: {said}"
 
 
 def _stop_reason(run: AgentRun) -> str:

@@ -25,7 +25,8 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     (input not read from a cache, output, cache reads, cache writes), ``cost_usd`` the cost it
     reported itself (``None``: it did not), ``model`` the model it named (``""``: none),
     ``tool_count`` its tool calls, ``files_modified`` the files its edit tools named (first seen
-    first) and ``skipped`` the non-blank lines skipped as malformed or of an unknown type.
+    first), ``skipped`` the non-blank lines skipped as malformed or of an unknown type, and
+    ``error`` the error its stream said ended the run (``""``: none; a failed iteration).
     ``models`` holds each model's tokens when the agent reported them apart (``tokens`` is then
     their sum, ``model`` the run's own): each is priced at its model (``by_model``).
     """
@@ -37,6 +38,7 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     tool_count: int = 0
     files_modified: tuple[str, ...] = ()
     skipped: int = 0
+    error: str = ""
     models: tuple[tuple[str, TokenUsage], ...] = ()
 
 
