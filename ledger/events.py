@@ -302,12 +302,14 @@ class ErrorRecorded(Event, frozen=True, kw_only=True, gc=False, tag="error_recor
 class RateLimited(Event, frozen=True, kw_only=True, gc=False, tag="rate_limited"):
     """The agent hit a usage or rate limit: its run is not an iteration; the loop waits (until
     ``resets_at`` when the agent said it, else a bounded back-off of ``wait_s``) and runs the same
-    iteration again. Never a failed validation (the circuit breaker does not see it)."""
+    iteration again. Never a failed validation (the circuit breaker does not see it). What it spent
+    on other models than ``model`` follows as ``model_tokens`` events."""
 
     reason: str = ""
     resets_at: datetime | None = None
     wait_s: float = 0.0
     tokens: TokenUsage = TokenUsage()
+    model: str = ""  # the model the run named, its tokens priced at it ("": not known)
 
 
 class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_stopped"):

@@ -43,12 +43,13 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 def by_model(report: AgentReport) -> tuple[TokenUsage, tuple[tuple[str, TokenUsage], ...]]:
-    """The tokens of the report's own ``model`` and those of each other model it used (none when
-    it reported no split, or its model is not among them: then all its tokens are its model's)."""
+    """The tokens of the report's own ``model`` and those of each other model it spent some on
+    (none when it reported no split, or its model is not among them: then all its tokens are its
+    model's)."""
     own = dict(report.models).get(report.model)
     if own is None:
         return report.tokens, ()
-    return own, tuple((m, t) for m, t in report.models if m != report.model)
+    return own, tuple((m, t) for m, t in report.models if m != report.model and t != TokenUsage())
 
 
 Parser = Callable[[str], AgentReport]
