@@ -18,7 +18,8 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 
 (see ``tests/fixtures/agents/README.md``; real captures: ``tests/fixtures/clients/``). A format checked
 against no captured output of its agent is ``confirmed=False``. Plain ``codex exec`` is read as
-``text``: its stdout is its final answer alone (its echo goes to stderr; Codex 0.169.0).
+``text``: its stdout is its final answer alone (its echo goes to stderr; Codex 0.169.0). Plain
+``gemini`` is refused (``PLAIN_REFUSALS``): its stdout is every model turn's text (Gemini CLI 0.61.0).
 """
 
 from __future__ import annotations
