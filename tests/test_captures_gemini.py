@@ -112,3 +112,11 @@ def test_a_captured_daily_quota_is_a_limit_without_a_reset() -> None:
 def test_every_case_was_captured() -> None:
     names = {p.name.split(".")[0] for p in Path(OUT).iterdir() if p.name != "README.md"}
     assert names == set(CASES)
+
+
+@pytest.mark.parametrize("name", ["stream-json-empty", "json-empty"])
+def test_an_empty_answer_is_an_error_though_gemini_exits_0(name: str) -> None:
+    stdout, _, served = case(name)
+    report = parse(stdout)
+    assert report.error.startswith("The model returned an empty response")
+    assert report.text == "" and report.tokens == tokens([e["usage"] for e in served["log"]])

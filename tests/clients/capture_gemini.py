@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.clients.gemini_client import complete, gemini_env, write_then_continue
-from tests.clients.mocks.base import Reply, Script, Turn
+from tests.clients.mocks.base import Reply, Script, Turn, Usage
 from tests.clients.mocks.gemini import MODEL, GeminiAPI, quota_exceeded
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +29,9 @@ VERSION = "0.61.0"
 OUT = ROOT / "tests" / "fixtures" / "clients" / f"gemini-cli-{VERSION}"
 NOTES = "/tmp/gemini-capture/notes.txt"
 """Where the captured write_file calls write (a fixed path, so that the captures do not change)."""
+
+EMPTY = Reply(usage=Usage(input=10))
+"""A model turn with nothing in it: Gemini CLI 0.61.0 ends with an error, and exits 0."""
 
 CASES: dict[str, tuple[list[str], Sequence[Turn], int | None, str]] = {
     # name: (gemini's arguments, the turns served, the CLI's maxAttempts, the stdout's extension)
@@ -49,6 +52,8 @@ CASES: dict[str, tuple[list[str], Sequence[Turn], int | None, str]] = {
         "jsonl",
     ),
     "json-429": (["-o", "json", "--yolo", "-m", MODEL], [quota_exceeded(per="Minute", retry_s=1)], 1, "json"),
+    "stream-json-empty": (["-o", "stream-json", "--yolo", "-m", MODEL], [EMPTY], 1, "jsonl"),
+    "json-empty": (["-o", "json", "--yolo", "-m", MODEL], [EMPTY], 1, "json"),
     "stream-json-429-daily": (
         ["-o", "stream-json", "--yolo", "-m", MODEL],
         [quota_exceeded(per="Day")],
@@ -82,7 +87,7 @@ def capture(name: str, gemini: Path) -> None:
     """Run case ``name`` and write its files."""
     args, turns, attempts, ext = CASES[name]
     Path(NOTES).parent.mkdir(parents=True, exist_ok=True)
-    api = GeminiAPI(Script(turns))
+    api = GeminiAPI(Script(turns, after=EMPTY if turns == [EMPTY] else None))
     with tempfile.TemporaryDirectory() as tmp, api:
         proc = subprocess.run(
             [str(gemini), *args],

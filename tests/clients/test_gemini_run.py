@@ -62,9 +62,9 @@ def by_model(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return out
 
 
-def check_served(loop: Loop, turns: list[int]) -> None:
+def check_served(loop: Loop, turns: list[int]) -> Usage:
     """Per iteration and per loop, the ledger's tokens and cost equal what the mock served, each
-    model's tokens priced at that model."""
+    model's tokens priced at that model (a priced cost, never none); the loop's usage served."""
     served = loop.api.runs(turns)
     recorded = turns_of(loop)
     assert sorted(recorded) == list(range(1, len(turns) + 1))
@@ -89,7 +89,8 @@ def check_served(loop: Loop, turns: list[int]) -> None:
     spent = loop_total.input + loop_total.output + loop_total.thoughts + loop_total.cache_read
     assert rows[-1]["session_tokens"] == spent
     assert rows[-1]["session_cost"] == pytest.approx(loop_cost, abs=1e-9)
-    assert loop_total.thoughts > 0 and loop_cost > 0  # the check is not vacuous
+    assert loop_cost > 0
+    return loop_total
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,7 @@ class TestStreamJsonAuto:
         assert second["output_excerpt"].endswith(PROMISE)
 
     def test_tokens_and_cost_equal_what_was_served_thoughts_and_router_included(self, loop: Loop) -> None:
-        check_served(loop, TURNS)
+        assert check_served(loop, TURNS).thoughts > 0  # not vacuous
 
     def test_the_real_models_are_recorded_and_priced(self, loop: Loop) -> None:
         first, second = loop.of("agent_turn")
@@ -172,7 +173,7 @@ class TestJsonWithModel:
         assert second["output_excerpt"] == complete()[-1].text
 
     def test_tokens_and_cost_equal_what_the_mock_served(self, loop: Loop) -> None:
-        check_served(loop, TURNS)
+        assert check_served(loop, TURNS).thoughts > 0
         assert {t["model"] for t in loop.of("agent_turn")} == {MODEL}
         assert not loop.of("model_tokens")  # one model: no router with -m
 
@@ -202,7 +203,7 @@ class TestRateLimit:
         assert done["iteration"] == 1
 
     def test_tokens_equal_what_the_mock_served(self, loop: Loop) -> None:
-        check_served(loop, [1])
+        assert check_served(loop, [1]).thoughts > 0
 
 
 def test_plain_mode_echoes_commentary_so_run_refuses_it(tmp_path: Path, client_bin: Path) -> None:
@@ -234,3 +235,21 @@ def test_plain_mode_echoes_commentary_so_run_refuses_it(tmp_path: Path, client_b
             [line] = refused.stderr.strip().splitlines()
             assert "-o stream-json" in line
         assert len(api.served) == 2  # only the plain run above reached the model
+
+
+def test_an_empty_answer_fails_its_iteration_though_gemini_exits_0(tmp_path: Path, client_bin: Path) -> None:
+    """A model turn with nothing in it: Gemini CLI 0.61.0 ends with a ``result`` of ``status``
+    ``error`` and exits 0; the iteration fails, naming the CLI's error (the circuit breaker sees it)."""
+    empty = Reply(usage=Usage(input=10))
+    api = GeminiAPI(Script([empty], after=empty))
+    args = ["-o", "stream-json", "--yolo", "-m", MODEL]
+    loop = run_gemini(tmp_path, client_bin / "gemini", api, args, "--max-iterations", "1", max_attempts=1)
+    assert loop.proc.returncode != 0 and not loop.of("session_completed")
+    [turn] = loop.of("agent_turn")
+    assert turn["failure"] == (
+        "agent reported: The model returned an empty response with no text or thoughts. "
+        "This may be a transient API issue; please try again."
+    )
+    [validation] = loop.of("validation_ran")
+    assert not validation["passed"]
+    check_served(loop, [1])

@@ -15,12 +15,15 @@ stream-json:
   the same in ``models``. Thinking tokens are not given apart: they are what ``total_tokens`` holds
   beyond input and output, and Gemini bills them as output, so output is ``output_tokens`` plus that
   remainder.
-- ``tool_result`` and ``error`` are known and carry nothing read here.
+- a ``result`` with ``status`` ``error`` ends a run that failed, even when Gemini CLI exits 0 (an
+  empty answer from the model): its ``error.message``, else the last ``error`` line's ``message``,
+  is the report's ``error`` (a failed iteration); ``tool_result`` carries nothing read here.
 
 json: ``response`` is the final text (the last model turn's), ``stats.models`` each model's
 ``tokens`` (``input`` not cached, ``prompt``, ``candidates``, ``thoughts``, ``cached``, ``tool``)
 and ``roles`` (``main``: the agent's own turns; ``utility_router`` and others: Gemini CLI's side
-calls), ``stats.tools.totalCalls`` the tool calls (no file paths: a run's files come from git).
+calls), ``stats.tools.totalCalls`` the tool calls (no file paths: a run's files come from git),
+``error`` (``message``) the error that ended the run, if any.
 
 Each model's tokens are input (not cached; tool-use prompts too), output (candidates and thoughts)
 and cache reads, so that each is priced at its own model (``AgentReport.models``). The model of the
@@ -58,6 +61,10 @@ class _Parameters(msgspec.Struct, gc=False):
     file_path: str | None = None
 
 
+class _Error(msgspec.Struct, gc=False):
+    message: str = ""
+
+
 class _Line(msgspec.Struct, gc=False):
     type: str = ""
     model: str | None = None
@@ -66,6 +73,10 @@ class _Line(msgspec.Struct, gc=False):
     tool_name: str | None = None
     parameters: _Parameters | None = None
     stats: _RunStats | None = None
+    status: str | None = None
+    error: _Error | None = None
+    severity: str | None = None
+    message: str | None = None
 
 
 class _Tokens(msgspec.Struct, gc=False):
@@ -97,7 +108,7 @@ class _Json(msgspec.Struct, gc=False):
     session_id: str | None = None
     response: str | None = None
     stats: _JsonStats | None = None
-    error: msgspec.Raw | None = None
+    error: _Error | None = None
 
 
 _json_decoder: Final = msgspec.json.Decoder(_Json)
@@ -144,6 +155,7 @@ def _json_report(out: _Json) -> AgentReport:
         tokens=_sum(list(models.values())),
         model=model,
         tool_count=stats.tools.total_calls,
+        error=(out.error.message or "error") if out.error is not None else "",
         models=tuple(models.items()),
     )
 
@@ -169,6 +181,7 @@ def parse(output: str) -> AgentReport:
     model, chunks, tools = "", list[str](), 0
     files: dict[str, None] = {}
     tokens, models = TokenUsage(), dict[str, TokenUsage]()
+    said, error = "", ""  # the last error line's message; the error that ended the run
     for line in lines:
         if line.type not in KNOWN:
             lines.unknown()
@@ -182,10 +195,14 @@ def parse(output: str) -> AgentReport:
             path = line.parameters.file_path if line.parameters is not None else None
             if line.tool_name in EDIT_TOOLS and path:
                 files[path] = None
-        elif line.type == "result" and line.stats is not None:
-            # the run's totals: the last result wins
-            models = {m: _stream_tokens(s) for m, s in line.stats.models.items()}
-            tokens = _sum(list(models.values())) if models else _stream_tokens(line.stats)
+        elif line.type == "error" and line.severity == "error" and line.message:
+            said = line.message
+        elif line.type == "result":
+            failed = line.status == "error"
+            error = ((line.error.message if line.error else "") or said or "error") if failed else ""
+            if line.stats is not None:  # the run's totals: the last result wins
+                models = {m: _stream_tokens(s) for m, s in line.stats.models.items()}
+                tokens = _sum(list(models.values())) if models else _stream_tokens(line.stats)
     return AgentReport(
         text="".join(chunks),
         tokens=tokens,
@@ -193,5 +210,6 @@ def parse(output: str) -> AgentReport:
         tool_count=tools,
         files_modified=tuple(files),
         skipped=lines.skipped,
+        error=error,
         models=tuple(models.items()),
     )
