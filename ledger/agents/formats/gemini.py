@@ -73,7 +73,7 @@ class _Line(msgspec.Struct, gc=False):
     tool_name: str | None = None
     parameters: _Parameters | None = None
     stats: _RunStats | None = None
-    status: str | None = None
+    outcome: str | None = msgspec.field(default=None, name="status")  # a result's: success, error
     error: _Error | None = None
     severity: str | None = None
     message: str | None = None
@@ -198,7 +198,7 @@ def parse(output: str) -> AgentReport:
         elif line.type == "error" and line.severity == "error" and line.message:
             said = line.message
         elif line.type == "result":
-            failed = line.status == "error"
+            failed = line.outcome == "error"
             error = ((line.error.message if line.error else "") or said or "error") if failed else ""
             if line.stats is not None:  # the run's totals: the last result wins
                 models = {m: _stream_tokens(s) for m, s in line.stats.models.items()}
