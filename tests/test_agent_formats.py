@@ -105,9 +105,10 @@ def expected_gemini(path: Path) -> AgentReport:
     if results:
         stats = results[-1]
         cached = stats.get("cached", 0)
+        thoughts = stats["total_tokens"] - stats["input_tokens"] - stats["output_tokens"]  # billed as output
         tokens = TokenUsage(
             input=stats.get("input", stats["input_tokens"] - cached),
-            output=stats["output_tokens"],
+            output=stats["output_tokens"] + thoughts,
             cache_read=cached,
         )
     init = [e for e in events if e["type"] == "init"]
@@ -255,7 +256,9 @@ def test_a_prompt_echoed_in_a_stream_is_not_the_final_text() -> None:
         (["codex", "exec", "fix it"], "text"),
         (["gemini", "--output-format", "stream-json", "-p", "x"], "gemini"),
         (["gemini", "-o", "stream-json"], "gemini"),
-        (["gemini", "--output-format", "json"], "text"),
+        (["gemini", "--output-format", "json"], "gemini"),
+        (["gemini", "-o", "json", "--yolo"], "gemini"),
+        (["gemini", "-o", "text", "--yolo"], "text"),
         (["amp", "-x", "fix it", "--stream-json"], "amp"),
         (["amp", "-x", "fix it"], "text"),
         (["copilot", "-p", "fix it", "--allow-all-tools"], "text"),

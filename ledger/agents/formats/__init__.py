@@ -8,7 +8,7 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 |----------|-----------------------------------------------------------|----------------------------------|
 | claude   | ``claude ... --output-format stream-json|json``           | claude-code-action's fixture     |
 | codex    | ``codex exec ... --json``                                 | real Codex 0.169.0 (captures)    |
-| gemini   | ``gemini ... --output-format|-o stream-json``             | gemini-cli docs and snapshot     |
+| gemini   | ``gemini ... --output-format|-o stream-json|json``        | Gemini CLI 0.61.0 (real runs)    |
 | opencode | ``opencode run ... --format json``                        | opencode 1.18.33, real capture   |
 | cursor   | ``cursor-agent ... --output-format stream-json|json``     | none: fixture from Cursor's docs |
 |          | ``agent -p|--print ... --output-format stream-json|json`` |                                  |
@@ -18,7 +18,8 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 
 (see ``tests/fixtures/agents/README.md``; real captures: ``tests/fixtures/clients/``). A format checked
 against no captured output of its agent is ``confirmed=False``. Plain ``codex exec`` is read as
-``text``: its stdout is its final answer alone (its echo goes to stderr; Codex 0.169.0).
+``text``: its stdout is its final answer alone (its echo goes to stderr; Codex 0.169.0). Plain
+``gemini`` is refused (``PLAIN_REFUSALS``): its stdout is every model turn's text (Gemini CLI 0.61.0).
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
         name = "claude"
     elif program == "codex" and "exec" in args and ("--json" in args or "--experimental-json" in args):
         name = "codex"
-    elif program == "gemini" and _option(args, "--output-format", "-o") == "stream-json":
+    elif program == "gemini" and _option(args, "--output-format", "-o") in ("stream-json", "json"):
         name = "gemini"
     elif program == "opencode" and "run" in args and _option(args, "--format") == "json":
         name = "opencode"
@@ -166,6 +167,7 @@ def resolve(name: str | None, agent_cmd: Sequence[str]) -> AgentFormat:
 PLAIN_REFUSALS: Final[Mapping[str, str]] = MappingProxyType(
     {
         "copilot": "--output-format json",  # stdout: commentary, tool echo (commands) and the answer
+        "gemini": "-o stream-json",  # stdout: every model turn's text, commentary before tool calls too
         "opencode": "--format json",  # stdout: every text part, commentary before tool calls too
     }
 )
