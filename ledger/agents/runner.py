@@ -287,6 +287,7 @@ class _Loop:
                 duration_ms=run.duration_ms,
                 model=spoken.model,
                 cost_usd=spoken.cost_usd,
+                context_tokens=spoken.context_tokens,
                 failure=run.failure,
                 stderr=run.stderr,
             )

@@ -1,11 +1,18 @@
 """Claude Code's own output: ``claude -p --output-format stream-json`` (also ``--verbose``) or
 ``json``, and Amp's ``--stream-json``, which writes the same messages.
 
-Tokens, tool calls, edited files and the last text come from the one reader of Claude Code's
-message format, ``ledger.agents.claude_code.transcript.scan_output`` (tokens once per
-``message.id``). Read here besides: the ``result`` line (its ``result`` is the final text, its
-``total_cost_usd`` the cost) and the model (the ``system`` ``init`` line's ``model``, else the
-last assistant message's).
+Tool calls, edited files, the last text and the context figure come from the one reader of Claude
+Code's message format, ``ledger.agents.claude_code.transcript.scan_output``; the context figure is
+the hook's (``Scan.context_tokens``: the input tokens, cache included, of the last assistant
+message's request). Read here besides: the ``result`` line (its ``result`` is the final text, its
+``total_cost_usd`` the cost, its ``usage`` the tokens of the whole run) and the model (the
+``system`` ``init`` line's ``model``, else the last assistant message's).
+
+Tokens come from the ``result`` line's ``usage`` when there is one: in stream-json, every
+``assistant`` line repeats its message's ``message_start`` usage, whose ``output_tokens`` is 1
+(Claude Code 2.1.328, ``tests/fixtures/clients/claude-code-2.1.328/README-run.md``), so only the
+``result`` has the output counted. A stream cut short before its ``result`` (a killed run) falls back
+to the assistant lines' usage, once per ``message.id``: input and cache exact, output low.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import msgspec
 
 from ledger.agents.claude_code.transcript import scan_output
 from ledger.agents.formats.report import AgentReport, Lines
+from ledger.events import TokenUsage
 
 KNOWN: Final = frozenset({"system", "user", "assistant", "result", "stream_event", "rate_limit_event"})
 """The line types of Claude Code's stream; any other is counted as skipped."""
@@ -25,6 +33,13 @@ class _Message(msgspec.Struct, gc=False):
     model: str | None = None
 
 
+class _Usage(msgspec.Struct, gc=False):
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
+    cache_creation_input_tokens: int | None = 0
+    cache_read_input_tokens: int | None = 0
+
+
 class _Line(msgspec.Struct, gc=False):
     type: str = ""
     subtype: str | None = None
@@ -32,6 +47,16 @@ class _Line(msgspec.Struct, gc=False):
     message: _Message | None = None
     result: str | None = None
     total_cost_usd: float | None = None
+    usage: _Usage | None = None
+
+
+def _tokens(usage: _Usage) -> TokenUsage:
+    return TokenUsage(
+        input=usage.input_tokens or 0,
+        output=usage.output_tokens or 0,
+        cache_creation=usage.cache_creation_input_tokens or 0,
+        cache_read=usage.cache_read_input_tokens or 0,
+    )
 
 
 def parse(output: str) -> AgentReport:
@@ -40,6 +65,7 @@ def parse(output: str) -> AgentReport:
     init_model = last_model = ""
     result: str | None = None
     cost: float | None = None
+    tokens: TokenUsage | None = None
     for line in lines:
         if line.type not in KNOWN:
             lines.unknown()
@@ -50,13 +76,15 @@ def parse(output: str) -> AgentReport:
         elif line.type == "result":
             result = line.result if line.result is not None else result
             cost = line.total_cost_usd if line.total_cost_usd is not None else cost
+            tokens = _tokens(line.usage) if line.usage is not None else tokens
     scanned = scan_output(output.splitlines())
     return AgentReport(
         text=result if result is not None else scanned.last_text,
-        tokens=scanned.tokens,
+        tokens=scanned.tokens if tokens is None else tokens,
         cost_usd=cost,
         model=init_model or last_model,
         tool_count=scanned.tool_count,
         files_modified=tuple(scanned.files_modified),
+        context_tokens=scanned.context_tokens,
         skipped=lines.skipped,
     )

@@ -25,7 +25,9 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     (input not read from a cache, output, cache reads, cache writes), ``cost_usd`` the cost it
     reported itself (``None``: it did not), ``model`` the model it named (``""``: none),
     ``tool_count`` its tool calls, ``files_modified`` the files its edit tools named (first seen
-    first) and ``skipped`` the non-blank lines skipped as malformed or of an unknown type.
+    first), ``context_tokens`` the input tokens, cache included, of its last model request (how
+    full the context was; 0: not known) and ``skipped`` the non-blank lines skipped as malformed
+    or of an unknown type.
     """
 
     text: str = ""
@@ -34,6 +36,7 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     model: str = ""
     tool_count: int = 0
     files_modified: tuple[str, ...] = ()
+    context_tokens: int = 0
     skipped: int = 0
 
 
