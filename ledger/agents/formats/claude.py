@@ -6,7 +6,8 @@ Code's message format, ``ledger.agents.claude_code.transcript.scan_output``; the
 the hook's (``Scan.context_tokens``: the input tokens, cache included, of the last assistant
 message's request). Read here besides: the ``result`` line (its ``result`` is the final text, its
 ``total_cost_usd`` the cost, its ``usage`` the tokens of the whole run) and the model (the
-``system`` ``init`` line's ``model``, else the last assistant message's).
+``system`` ``init`` line's ``model``, else the last assistant message's, else the first of the
+``result``'s ``modelUsage``: json mode has no other line).
 
 Tokens come from the ``result`` line's ``usage`` when there is one: in stream-json, every
 ``assistant`` line repeats its message's ``message_start`` usage, whose ``output_tokens`` is 1
@@ -48,6 +49,7 @@ class _Line(msgspec.Struct, gc=False):
     result: str | None = None
     total_cost_usd: float | None = None
     usage: _Usage | None = None
+    model_usage: dict[str, object] | None = msgspec.field(default=None, name="modelUsage")
 
 
 def _tokens(usage: _Usage) -> TokenUsage:
@@ -62,7 +64,7 @@ def _tokens(usage: _Usage) -> TokenUsage:
 def parse(output: str) -> AgentReport:
     """The report of a Claude Code (or Amp) stream-json or json output."""
     lines = Lines(output, _Line)
-    init_model = last_model = ""
+    init_model = last_model = result_model = ""
     result: str | None = None
     cost: float | None = None
     tokens: TokenUsage | None = None
@@ -77,12 +79,13 @@ def parse(output: str) -> AgentReport:
             result = line.result if line.result is not None else result
             cost = line.total_cost_usd if line.total_cost_usd is not None else cost
             tokens = _tokens(line.usage) if line.usage is not None else tokens
+            result_model = next(iter(line.model_usage or ()), result_model)
     scanned = scan_output(output.splitlines())
     return AgentReport(
         text=result if result is not None else scanned.last_text,
         tokens=scanned.tokens if tokens is None else tokens,
         cost_usd=cost,
-        model=init_model or last_model,
+        model=init_model or last_model or result_model,
         tool_count=scanned.tool_count,
         files_modified=tuple(scanned.files_modified),
         context_tokens=scanned.context_tokens,
