@@ -288,7 +288,7 @@ class _Loop:
                 model=spoken.model,
                 cost_usd=spoken.cost_usd,
                 context_tokens=spoken.context_tokens,
-                failure=run.failure,
+                failure=_failure(run, spoken.text if self.fmt.name != "text" else ""),
                 stderr=run.stderr,
             )
             self.unrecorded = None
@@ -402,6 +402,16 @@ def _given(session_id: str, summary: str) -> Callable[[int, int], list[ev.Event]
     return lambda iteration, _max: [
         ev.SummaryGiven(session_id=session_id, iteration=iteration, loop_summary=summary)
     ]
+
+
+def _failure(run: AgentRun, final_text: str) -> str:
+    """Why ``run`` failed (``AgentRun.failure``), said with its final text's last line when stderr
+    is silent and a structured format read one: a JSON stream's last line is the error ``result``
+    object, whose text is the message (Claude Code: ``Invalid API key · Fix external API key``)."""
+    last = next((ln.strip() for ln in reversed(final_text.splitlines()) if ln.strip()), "")
+    if not run.failure or run.timed_out or run.stderr.strip() or not last:
+        return run.failure
+    return f"agent exited {run.returncode}: {last[:300]}"
 
 
 def _stop_reason(run: AgentRun) -> str:
