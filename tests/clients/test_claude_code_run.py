@@ -163,16 +163,28 @@ def test_tokens_cost_model_and_context_equal_what_was_served(loop: Loop) -> None
         assert turn["cost_usd"] == pytest.approx(priced(want), abs=1e-9)  # the client's, = genai-prices'
         assert row["cost_usd"] == pytest.approx(priced(want), abs=1e-9)
         assert row["tokens_total"] == sum(want.values())
-        last = replies[-1].usage
-        if mode == "stream-json":  # the hook's figure: the last request's input, cache included
-            assert turn["tool_count"] == 1
-            assert turn["context_tokens"] == last.input + last.cache_read + last.cache_write
-            assert (row["context_tokens"], row["context_window"]) == (turn["context_tokens"], 200_000)
-        else:  # json mode is one result object: no tool calls, no per-request usage
-            assert (turn["tool_count"], turn["context_tokens"]) == (0, 0)
+        assert turn["tool_count"] == (1 if mode == "stream-json" else 0)  # json: one result object
     total = tokens(loop.served)
     assert session["tokens"] == sum(total.values())
     assert session["cost_usd"] == pytest.approx(priced(total), abs=1e-9)
+
+
+def test_the_context_figure_is_the_hooks(loop: Loop) -> None:
+    """stream-json records the context of each iteration's last request (input, cache included),
+    as the hook does from the transcript, so the context guard can act (issue 22, defect 6); json
+    and plain output carry no per-request usage."""
+    mode, turns = mode_of(loop), loop.turns()
+    rows = loop.sql(
+        "SELECT context_tokens, context_window FROM iterations "
+        f"WHERE session_id = '{SESSION}' ORDER BY iteration"
+    )
+    if mode != "stream-json":
+        assert [t["context_tokens"] for t in turns] == [0, 0]
+        return
+    last = [loop.served[1].usage, loop.served[3].usage]
+    want = [u.input + u.cache_read + u.cache_write for u in last]
+    assert [t["context_tokens"] for t in turns] == want
+    assert [(r["context_tokens"], r["context_window"]) for r in rows] == [(w, 200_000) for w in want]
 
 
 def test_a_rate_limit_is_waited_out_not_an_iteration(client_bin: Path, tmp_path: Path) -> None:
