@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ledger.agents.formats import FORMATS, UnknownFormat, detect, named, resolve
+from ledger.agents.formats import FORMATS, UnknownFormat, command_model, detect, named, resolve
 from ledger.agents.formats.report import AgentReport
 from ledger.events import TokenUsage
 
@@ -83,14 +83,20 @@ def expected_codex(path: Path) -> AgentReport:
     items = [e["item"] for e in events if e["type"].startswith("item.")]
     tool_types = ("command_execution", "file_change", "mcp_tool_call", "web_search")
     tool_ids = {i["id"] for i in items if i["type"] in tool_types}
-    messages = [e["item"]["text"] for e in events if e["type"] == "item.completed"
+    tools_at = [i for i, e in enumerate(events) if e.get("item", {}).get("type") in tool_types]
+    after = events[tools_at[-1] + 1 :] if tools_at else events  # the answer follows the last call
+    messages = [e["item"]["text"] for e in after if e["type"] == "item.completed"
                 and e["item"]["type"] == "agent_message"]  # fmt: skip
     return AgentReport(
-        text=messages[-1],
+        text=messages[-1] if messages else "",
         tokens=TokenUsage(
-            input=sum(t["input_tokens"] - t.get("cached_input_tokens", 0) for t in turns),
+            input=sum(
+                t["input_tokens"] - t.get("cached_input_tokens", 0) - t.get("cache_write_input_tokens", 0)
+                for t in turns
+            ),
             output=sum(t["output_tokens"] for t in turns),
             cache_read=sum(t.get("cached_input_tokens", 0) for t in turns),
+            cache_creation=sum(t.get("cache_write_input_tokens", 0) for t in turns),
         ),
         tool_count=len(tool_ids),
     )
@@ -347,3 +353,20 @@ def test_unconfirmed_formats_are_marked() -> None:
     """Formats checked against no captured output of their agent say so (the README says so too)."""
     unconfirmed = {name for name, f in FORMATS.items() if not f.confirmed}
     assert unconfirmed == {"amp", "copilot", "cursor", "opencode"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "model"),
+    [
+        (["codex", "exec", "--json", "-m", "gpt-5.5"], "gpt-5.5"),
+        (["/usr/bin/codex", "exec", "--model=o3", "fix it"], "o3"),
+        (["codex", "exec", "-c", 'model="gpt-5.4"', "fix it"], "gpt-5.4"),
+        (["codex", "exec", "-c", "sandbox_mode=read-only"], ""),
+        (["codex", "exec", "fix it"], ""),
+        (["claude", "-p", "--model", "sonnet"], ""),  # its stream names the model it ran on
+        ([], ""),
+    ],
+)
+def test_the_model_a_codex_command_asks_for(argv: list[str], model: str) -> None:
+    """Codex names no model in its output: the run records the one its command asks for."""
+    assert command_model(argv) == model

@@ -76,7 +76,7 @@ def test_the_json_modes_report_what_was_served(case: str) -> None:
         assert report.context_tokens == last["input"] + last["cache_read"] + last["cache_write"]
     else:
         assert (report.tool_count, report.files_modified, report.context_tokens) == (0, (), 0)
-    assert report.skipped == 0
+    assert (report.skipped, report.error) == (0, "")
     assert rate_limit((CAPTURES / case).read_text(), False, clock, fmt.limits) is None
 
 
@@ -125,4 +125,6 @@ def test_other_api_errors_are_no_limit(case: str) -> None:
     assert rate_limit(out, True, clock, detect(argv(case)).limits) is None
     if case.endswith(".jsonl"):
         report = FORMATS["claude"].parse(out)
-        assert report.model == MODEL and report.text == "Invalid API key · Fix external API key"
+        assert (
+            report.model == MODEL and report.error == report.text == "Invalid API key · Fix external API key"
+        )

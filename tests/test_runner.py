@@ -21,6 +21,7 @@ import pytest
 
 from ledger import events as E
 from ledger.agents.agent_process import run_agent
+from ledger.agents.formats import FORMATS
 from ledger.agents.runner import RunResult, recorded, run_loop
 from ledger.cli import main
 from ledger.core.home import Home
@@ -674,3 +675,20 @@ def test_the_agent_runs_with_pwd_naming_its_directory(work: Path, state: Path) -
     cmd = agent(state, 'import os\nprint(os.environ["PWD"])\n')
     run = run_agent(cmd, "hi", cwd=work, timeout_s=10, out=io.StringIO(), env={**os.environ, "PWD": "/"})
     assert run.output.strip() == str(work)
+
+
+def test_a_stream_that_says_its_turn_failed_fails_the_iteration_even_on_exit_0(
+    engine: Engine, state: Path
+) -> None:
+    """An agent whose own stream reports the error that ended it (Codex's ``turn.failed``) failed,
+    whatever its exit code; the failure names that error, not its last stderr line."""
+    cmd = agent(
+        state,
+        'print(json.dumps({"type": "item.completed", "item": {"id": "i0", "type": "agent_message",'
+        ' "text": "<promise>COMPLETE</promise>"}}))\n'
+        'print(json.dumps({"type": "turn.failed", "error": {"message": "stream disconnected"}}))\n'
+        'print("WARNING: unrelated", file=sys.stderr)\n',
+    )
+    result, _ = loop(engine, cmd, LoopConfig(max_iterations=1), agent_format=FORMATS["codex"])
+    assert result.signal != "COMPLETE"
+    assert turns(engine, "s1")[0].failure == "agent reported: stream disconnected"

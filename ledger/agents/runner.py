@@ -62,11 +62,11 @@ import msgspec
 
 from ledger import events as ev
 from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reason, interrupts, run_agent
-from ledger.agents.changes import files_changed, snapshot
-from ledger.agents.formats import AgentFormat, detect
+from ledger.agents.changes import files_changed, in_project, snapshot
+from ledger.agents.formats import AgentFormat, command_model, detect
 from ledger.agents.rate_limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
 from ledger.agents.worktrees import Worktree
-from ledger.core.errors import no_session
+from ledger.core.errors import no_session, one_line
 from ledger.loop import steering
 from ledger.loop.config import LoopConfig
 from ledger.loop.engine import Engine
@@ -276,19 +276,20 @@ class _Loop:
             limited = 0
             self.unrecorded, self.journal_size = (run, []), _size(engine.journal(sid).path)
             files = files_changed(before, snapshot(engine.work_dir, engine.home.root))
-            self.unrecorded = run, files or list(spoken.files_modified)
+            files = files or in_project(spoken.files_modified, engine.work_dir)
+            self.unrecorded = run, files
             result = engine.validate(
                 sid,
                 spoken.text,  # promises count in the agent's final text only
-                files_modified=files or spoken.files_modified,
+                files_modified=files,
                 tool_count=spoken.tool_count,
                 tokens=spoken.tokens,
                 stop_reason=_stop_reason(run),
                 duration_ms=run.duration_ms,
-                model=spoken.model,
+                model=spoken.model or command_model(agent_cmd),
                 cost_usd=spoken.cost_usd,
                 context_tokens=spoken.context_tokens,
-                failure=_failure(run, spoken.text if self.fmt.name != "text" else ""),
+                failure=_failure(run, spoken.error),
                 stderr=run.stderr,
             )
             self.unrecorded = None
@@ -379,7 +380,7 @@ class _Loop:
                     session_id=sid,
                     iteration=n,
                     output_excerpt=run.output[-2000:],
-                    files_modified=files or list(spoken.files_modified),
+                    files_modified=files or in_project(spoken.files_modified, engine.work_dir),
                     tool_count=spoken.tool_count,
                     stop_reason=_stop_reason(run),
                     tokens=spoken.tokens,
@@ -404,14 +405,15 @@ def _given(session_id: str, summary: str) -> Callable[[int, int], list[ev.Event]
     ]
 
 
-def _failure(run: AgentRun, final_text: str) -> str:
-    """Why ``run`` failed (``AgentRun.failure``), said with its final text's last line when stderr
-    is silent and a structured format read one: a JSON stream's last line is the error ``result``
-    object, whose text is the message (Claude Code: ``Invalid API key · Fix external API key``)."""
-    last = next((ln.strip() for ln in reversed(final_text.splitlines()) if ln.strip()), "")
-    if not run.failure or run.timed_out or run.stderr.strip() or not last:
+def _failure(run: AgentRun, error: str) -> str:
+    """Why the run failed (``""``: it did not): how it ended, and the error its own stream reported
+    (a run that exited 0 after reporting one failed too)."""
+    if not error or run.interrupted:
         return run.failure
-    return f"agent exited {run.returncode}: {last[:300]}"
+    said = one_line(error, 300)
+    if run.timed_out:
+        return f"{run.failure}: {said}"
+    return f"agent exited {run.returncode}: {said}" if run.returncode else f"agent reported: {said}"
 
 
 def _stop_reason(run: AgentRun) -> str:

@@ -7,7 +7,7 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 | format   | detected from                                             | checked against                  |
 |----------|-----------------------------------------------------------|----------------------------------|
 | claude   | ``claude ... --output-format stream-json|json``           | claude-code-action's fixture     |
-| codex    | ``codex exec ... --json``                                 | openai/codex ``docs/exec.md``    |
+| codex    | ``codex exec ... --json``                                 | real Codex 0.169.0 (captures)    |
 | gemini   | ``gemini ... --output-format|-o stream-json``             | gemini-cli docs and snapshot     |
 | opencode | ``opencode run ... --format json``                        | none: fixture from its source    |
 | cursor   | ``cursor-agent ... --output-format stream-json|json``     | none: fixture from Cursor's docs |
@@ -16,8 +16,9 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 | copilot  | ``copilot ...``                                           | none (plain text)                |
 | text     | anything else                                             | -                                |
 
-(see ``tests/fixtures/agents/README.md``). A format checked against no captured output of its
-agent is ``confirmed=False``.
+(see ``tests/fixtures/agents/README.md``; real captures: ``tests/fixtures/clients/``). A format checked
+against no captured output of its agent is ``confirmed=False``. Plain ``codex exec`` is read as
+``text``: its stdout is its final answer alone (its echo goes to stderr; Codex 0.169.0).
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ from ledger.agents.formats.report import AgentReport, Parser
 
 __all__ = [
     "FORMATS",
+    "MODEL_OPTIONS",
     "PLAIN_REFUSALS",
     "AgentFormat",
     "AgentReport",
     "UnknownFormat",
+    "command_model",
     "detect",
     "named",
     "plain_refusal",
@@ -130,6 +133,29 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
     elif program == "copilot":
         name = "copilot"
     return FORMATS[name]
+
+
+MODEL_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType({"codex": ("-m", "--model")})
+"""Agents whose output names no model, by program name: the options naming the model they run on."""
+
+
+def command_model(agent_cmd: Sequence[str]) -> str:
+    """The model an agent command asks for (``""``: none named), for an agent in ``MODEL_OPTIONS``:
+    the last ``-m NAME`` / ``--model NAME``, else Codex's ``-c model=NAME`` (a TOML string or bare).
+    A run records it when the agent's own output names no model (Codex's ``exec``, in both modes)."""
+    if not agent_cmd:
+        return ""
+    program, args = PurePath(agent_cmd[0]).name, list(agent_cmd[1:])
+    names = MODEL_OPTIONS.get(program)
+    if names is None:
+        return ""
+    if (value := _option(args, *names)) is not None:
+        return value
+    for setting in filter(None, (_option(args[i : i + 2], "-c", "--config") for i in range(len(args)))):
+        key, _, raw = setting.partition("=")
+        if key.strip() == "model":
+            value = raw.strip().strip("'\"")
+    return value or ""
 
 
 def resolve(name: str | None, agent_cmd: Sequence[str]) -> AgentFormat:

@@ -7,7 +7,9 @@ the hook's (``Scan.context_tokens``: the input tokens, cache included, of the la
 message's request). Read here besides: the ``result`` line (its ``result`` is the final text, its
 ``total_cost_usd`` the cost, its ``usage`` the tokens of the whole run) and the model (the
 ``system`` ``init`` line's ``model``, else the last assistant message's, else the first of the
-``result``'s ``modelUsage``: json mode has no other line).
+``result``'s ``modelUsage``: json mode has no other line). A ``result`` with ``is_error`` (an API
+error: ``Invalid API key · Fix external API key``, ``API Error: 500 ...``) gives its text as the
+report's ``error``.
 
 Tokens come from the ``result`` line's ``usage`` when there is one: in stream-json, every
 ``assistant`` line repeats its message's ``message_start`` usage, whose ``output_tokens`` is 1
@@ -48,6 +50,7 @@ class _Line(msgspec.Struct, gc=False):
     message: _Message | None = None
     result: str | None = None
     total_cost_usd: float | None = None
+    is_error: bool | None = None
     usage: _Usage | None = None
     model_usage: dict[str, object] | None = msgspec.field(default=None, name="modelUsage")
 
@@ -68,6 +71,7 @@ def parse(output: str) -> AgentReport:
     result: str | None = None
     cost: float | None = None
     tokens: TokenUsage | None = None
+    error = ""
     for line in lines:
         if line.type not in KNOWN:
             lines.unknown()
@@ -80,6 +84,7 @@ def parse(output: str) -> AgentReport:
             cost = line.total_cost_usd if line.total_cost_usd is not None else cost
             tokens = _tokens(line.usage) if line.usage is not None else tokens
             result_model = next(iter(line.model_usage or ()), result_model)
+            error = ((line.result or "").strip() or line.subtype or "error") if line.is_error else ""
     scanned = scan_output(output.splitlines())
     return AgentReport(
         text=result if result is not None else scanned.last_text,
@@ -90,4 +95,5 @@ def parse(output: str) -> AgentReport:
         files_modified=tuple(scanned.files_modified),
         context_tokens=scanned.context_tokens,
         skipped=lines.skipped,
+        error=error,
     )

@@ -26,8 +26,9 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     reported itself (``None``: it did not), ``model`` the model it named (``""``: none),
     ``tool_count`` its tool calls, ``files_modified`` the files its edit tools named (first seen
     first), ``context_tokens`` the input tokens, cache included, of its last model request (how
-    full the context was; 0: not known) and ``skipped`` the non-blank lines skipped as malformed
-    or of an unknown type.
+    full the context was; 0: not known), ``skipped`` the non-blank lines skipped as malformed or
+    of an unknown type, and ``error`` the error its stream said ended the run (``""``: none; a
+    failed iteration).
     """
 
     text: str = ""
@@ -38,6 +39,7 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     files_modified: tuple[str, ...] = ()
     context_tokens: int = 0
     skipped: int = 0
+    error: str = ""
 
 
 Parser = Callable[[str], AgentReport]

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ledger.agents.rate_limits.limit import Clock, RateLimit, from_epoch
+from ledger.agents.rate_limits.limit import Clock, RateLimit, from_epoch, straight
 
 _EPOCH = re.compile(r"^Claude AI usage limit reached\|(\d{9,11})$")
 _RESETS = re.compile(
@@ -58,7 +58,7 @@ def _resets(m: re.Match[str], now: datetime) -> datetime | None:
 def from_line(text: str, clock: Clock) -> RateLimit | None:
     """The limit a Claude Code message reports (the whole text, stripped), or ``None``; ``clock`` is
     read only for a reset given as a time of day."""
-    said = text.strip()
+    said = straight(text)
     if m := _EPOCH.match(said):
         return RateLimit(said, from_epoch(m[1]))
     if m := _RESETS.match(said):
