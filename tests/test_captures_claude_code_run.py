@@ -128,3 +128,16 @@ def test_other_api_errors_are_no_limit(case: str) -> None:
         assert (
             report.model == MODEL and report.error == report.text == "Invalid API key · Fix external API key"
         )
+
+
+def test_max_turns_reached_is_an_error_with_the_turns_spent() -> None:
+    """``--max-turns`` reached: exit 1, a ``result`` with no text whose ``errors`` say why; the
+    iteration fails saying so, with what the turn spent."""
+    case = "run-json-max-turns.json"
+    report = FORMATS["claude"].parse((CAPTURES / case).read_text())
+    assert SERVED[case]["exit"] == 1 and "--max-turns" in argv(case)
+    assert report.error == "Reached maximum number of turns (1)" and report.text == ""
+    assert (
+        report.tokens == served_tokens(case) and report.tokens.output == replies(case)[0]["usage"]["output"]
+    )
+    assert report.cost_usd == pytest.approx(priced(report.tokens), abs=1e-9)

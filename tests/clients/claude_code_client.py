@@ -111,6 +111,7 @@ CASES: dict[str, tuple[str, str]] = {
     "run-text-429.txt": ("text", "429"),
     "run-stream-json-401.jsonl": ("stream-json", "401"),
     "run-text-500.txt": ("text", "500"),
+    "run-json-max-turns.json": ("json", "max-turns"),  # with --max-turns 1
 }
 
 
@@ -122,10 +123,11 @@ def capture(claude: Path, scratch: Path) -> None:
     record: dict[str, object] = {}
     for name, (mode, what) in CASES.items():
         failures: dict[str, Turn] = {"429": RATE_LIMITED, "401": BAD_KEY, "500": SERVER_ERROR}
-        turns: list[Turn] = [*iteration(work, 1, last=True)] if what == "iteration" else [failures[what]]
+        turns: list[Turn] = [failures[what]] if what in failures else [*iteration(work, 1, last=True)]
+        argv = command(claude, mode) + (["--max-turns", "1"] if what == "max-turns" else [])
         with AnthropicAPI(Script(turns)) as api:
             proc = subprocess.run(
-                command(claude, mode),
+                argv,
                 input=PROMPT,
                 env=env(scratch / "home", api.url),
                 cwd=work,
@@ -136,7 +138,7 @@ def capture(claude: Path, scratch: Path) -> None:
             (CAPTURES / name).write_text(proc.stdout)
             record[name] = {
                 "mode": mode,
-                "argv": ["claude", *command(claude, mode)[1:]],
+                "argv": ["claude", *argv[1:]],
                 "exit": proc.returncode,
                 "served": served([s.turn for s in api.served]),
             }

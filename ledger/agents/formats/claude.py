@@ -8,8 +8,9 @@ message's request). Read here besides: the ``result`` line (its ``result`` is th
 ``total_cost_usd`` the cost, its ``usage`` the tokens of the whole run) and the model (the
 ``system`` ``init`` line's ``model``, else the last assistant message's, else the first of the
 ``result``'s ``modelUsage``: json mode has no other line). A ``result`` with ``is_error`` (an API
-error: ``Invalid API key · Fix external API key``, ``API Error: 500 ...``) gives its text as the
-report's ``error``.
+error: ``Invalid API key · Fix external API key``, ``API Error: 500 ...``; ``--max-turns`` reached:
+no text, ``errors: ["Reached maximum number of turns (1)"]``) gives its text, else its ``errors``,
+as the report's ``error``.
 
 Tokens come from the ``result`` line's ``usage`` when there is one: in stream-json, every
 ``assistant`` line repeats its message's ``message_start`` usage, whose ``output_tokens`` is 1
@@ -51,6 +52,7 @@ class _Line(msgspec.Struct, gc=False):
     result: str | None = None
     total_cost_usd: float | None = None
     is_error: bool | None = None
+    errors: list[object] | None = None
     usage: _Usage | None = None
     model_usage: dict[str, object] | None = msgspec.field(default=None, name="modelUsage")
 
@@ -84,7 +86,12 @@ def parse(output: str) -> AgentReport:
             cost = line.total_cost_usd if line.total_cost_usd is not None else cost
             tokens = _tokens(line.usage) if line.usage is not None else tokens
             result_model = next(iter(line.model_usage or ()), result_model)
-            error = ((line.result or "").strip() or line.subtype or "error") if line.is_error else ""
+            said = [e for e in line.errors or () if isinstance(e, str) and e.strip()]
+            error = (
+                ((line.result or "").strip() or "; ".join(said) or line.subtype or "error")
+                if line.is_error
+                else ""
+            )
     scanned = scan_output(output.splitlines())
     return AgentReport(
         text=result if result is not None else scanned.last_text,
