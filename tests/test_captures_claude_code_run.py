@@ -141,3 +141,20 @@ def test_max_turns_reached_is_an_error_with_the_turns_spent() -> None:
         report.tokens == served_tokens(case) and report.tokens.output == replies(case)[0]["usage"]["output"]
     )
     assert report.cost_usd == pytest.approx(priced(report.tokens), abs=1e-9)
+
+
+def test_a_sub_agents_tokens_count_as_its_cost_does() -> None:
+    """The ``result``'s ``usage`` counts the main thread only; its ``modelUsage`` and its cost count
+    the sub-agent too: the tokens recorded are every request's, as the cost is."""
+    case = "run-stream-json-subagent.jsonl"
+    out = (CAPTURES / case).read_text()
+    result = json.loads(out.splitlines()[-1])
+    served = replies(case)
+    main = [served[0]["usage"], served[2]["usage"]]
+    assert result["usage"]["input_tokens"] == sum(u["input"] for u in main)  # the sub-agent left out
+    report = FORMATS["claude"].parse(out)
+    assert report.tokens == served_tokens(case)
+    assert report.cost_usd == pytest.approx(priced(report.tokens), abs=1e-9)
+    assert report.text == served[-1]["text"] and report.tool_count == 1
+    last = served[-1]["usage"]
+    assert report.context_tokens == last["input"] + last["cache_read"] + last["cache_write"]  # the main's

@@ -69,6 +69,28 @@ def iteration(work: Path, n: int, last: bool) -> list[Reply]:
     ]
 
 
+def with_subagent(final: str) -> list[Reply]:
+    """A run that hands work to a sub-agent in the foreground (the ``Agent`` tool): the main turn
+    calling it, the sub-agent's one turn, the main turn ending with ``final``."""
+    task = {
+        "description": "greet",
+        "prompt": "Say hi",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
+    return [
+        Reply(
+            text="Delegating.",
+            tool_calls=(ToolCall("Agent", task),),
+            usage=Usage(input=1013, output=17, cache_read=119, cache_write=31),
+        ),
+        Reply(
+            text="hi from the sub-agent", usage=Usage(input=2027, output=29, cache_read=223, cache_write=43)
+        ),
+        Reply(text=final, usage=Usage(input=3049, output=37, cache_read=331, cache_write=59)),
+    ]
+
+
 def env(home: Path, url: str, **extra: str) -> dict[str, str]:
     """The client's environment against the mock at ``url`` (no retries of a failed request: the
     loop, not the client, decides what a failure costs)."""
@@ -112,6 +134,7 @@ CASES: dict[str, tuple[str, str]] = {
     "run-stream-json-401.jsonl": ("stream-json", "401"),
     "run-text-500.txt": ("text", "500"),
     "run-json-max-turns.json": ("json", "max-turns"),  # with --max-turns 1
+    "run-stream-json-subagent.jsonl": ("stream-json", "subagent"),  # --allowedTools Agent
 }
 
 
@@ -125,6 +148,11 @@ def capture(claude: Path, scratch: Path) -> None:
         failures: dict[str, Turn] = {"429": RATE_LIMITED, "401": BAD_KEY, "500": SERVER_ERROR}
         turns: list[Turn] = [failures[what]] if what in failures else [*iteration(work, 1, last=True)]
         argv = command(claude, mode) + (["--max-turns", "1"] if what == "max-turns" else [])
+        if what == "subagent":
+            turns, argv = (
+                [*with_subagent("Done. <promise>COMPLETE</promise>")],
+                command(claude, mode, "Agent"),
+            )
         with AnthropicAPI(Script(turns)) as api:
             proc = subprocess.run(
                 argv,

@@ -18,7 +18,15 @@ import pytest
 from genai_prices import Usage as PriceUsage
 from genai_prices import calc_price
 
-from tests.clients.claude_code_client import BAD_KEY, PROMPT, RATE_LIMITED, command, env, iteration
+from tests.clients.claude_code_client import (
+    BAD_KEY,
+    PROMPT,
+    RATE_LIMITED,
+    command,
+    env,
+    iteration,
+    with_subagent,
+)
 from tests.clients.conftest import VENV_BIN
 from tests.clients.mocks.anthropic import MODEL, AnthropicAPI
 from tests.clients.mocks.base import Reply, Script, Turn, Usage
@@ -66,7 +74,9 @@ def project(root: Path) -> Path:
     return root
 
 
-def run_loop(claude: Path, root: Path, mode: str, turns: list[Turn], *options: str) -> Loop:
+def run_loop(
+    claude: Path, root: Path, mode: str, turns: list[Turn], *options: str, tools: str = "Write"
+) -> Loop:
     work = project(root / "project")
     with AnthropicAPI(Script(turns)) as api:
         proc = subprocess.run(
@@ -216,3 +226,18 @@ def test_a_bad_api_key_fails_each_iteration_saying_why(client_bin: Path, tmp_pat
     assert [t["failure"] for t in turns] == ["agent exited 1: Invalid API key · Fix external API key"] * 2
     assert [e["passed"] for e in loop.journal() if e["type"] == "validation_ran"] == [False, False]
     assert all(t["cost_usd"] == 0 and t["model"] == "" for t in turns)  # json mode: no model on an error
+
+
+def test_a_sub_agents_tokens_count(client_bin: Path, tmp_path: Path) -> None:
+    """A sub-agent run in the foreground spends tokens the ``result``'s ``usage`` leaves out (its cost
+    counts them): the iteration records every request's tokens, and the cost of those."""
+    turns = with_subagent("Done. <promise>COMPLETE</promise>")
+    loop = run_loop(
+        client_bin / "claude", tmp_path, "stream-json", [*turns], "--max-iterations", "1", tools="Agent"
+    )
+    assert loop.proc.returncode == 0, loop.proc.stdout + loop.proc.stderr
+    assert len(loop.served) == 3
+    (turn,) = loop.turns()
+    want = tokens(loop.served)
+    assert turn["tokens"] == want
+    assert turn["cost_usd"] == pytest.approx(priced(want), abs=1e-9)
