@@ -363,7 +363,8 @@ def test_unconfirmed_formats_are_marked() -> None:
         (["codex", "exec", "-c", 'model="gpt-5.4"', "fix it"], "gpt-5.4"),
         (["codex", "exec", "-c", "sandbox_mode=read-only"], ""),
         (["codex", "exec", "fix it"], ""),
-        (["claude", "-p", "--model", "sonnet"], ""),  # its stream names the model it ran on
+        (["claude", "-p", "--model", "sonnet"], "sonnet"),  # plain claude -p names no model
+        (["claude", "-p", "-c", "model=x"], ""),  # Claude Code's -c is --continue
         ([], ""),
     ],
 )

@@ -385,6 +385,9 @@ class _Loop:
                     stop_reason=_stop_reason(run),
                     tokens=spoken.tokens,
                     duration_ms=run.duration_ms,
+                    model=spoken.model,
+                    cost_usd=spoken.cost_usd,
+                    context_tokens=spoken.context_tokens,
                     stderr_excerpt=run.stderr[-2000:],
                 )
             )

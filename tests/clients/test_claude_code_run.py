@@ -163,7 +163,7 @@ def test_tokens_cost_model_and_context_equal_what_was_served(loop: Loop) -> None
             t["tokens"] == dict.fromkeys(("input", "output", "cache_read", "cache_creation"), 0)
             for t in turns
         )
-        assert all(t["model"] == "" and t["cost_usd"] is None for t in turns)
+        assert all(t["model"] == MODEL and t["cost_usd"] is None for t in turns)  # the --model asked for
         assert session["cost_usd"] is None
         return
     for turn, replies, row in zip(turns, per_iteration, rows, strict=True):
@@ -225,7 +225,7 @@ def test_a_bad_api_key_fails_each_iteration_saying_why(client_bin: Path, tmp_pat
     turns = loop.turns()
     assert [t["failure"] for t in turns] == ["agent exited 1: Invalid API key · Fix external API key"] * 2
     assert [e["passed"] for e in loop.journal() if e["type"] == "validation_ran"] == [False, False]
-    assert all(t["cost_usd"] == 0 and t["model"] == "" for t in turns)  # json mode: no model on an error
+    assert all(t["cost_usd"] == 0 and t["model"] == MODEL for t in turns)  # the command's: no modelUsage
 
 
 def test_a_sub_agents_tokens_count(client_bin: Path, tmp_path: Path) -> None:
