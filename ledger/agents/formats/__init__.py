@@ -9,11 +9,11 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 | claude   | ``claude ... --output-format stream-json|json``           | claude-code-action's fixture     |
 | codex    | ``codex exec ... --json``                                 | real Codex 0.169.0 (captures)    |
 | gemini   | ``gemini ... --output-format|-o stream-json``             | gemini-cli docs and snapshot     |
-| opencode | ``opencode run ... --format json``                        | none: fixture from its source    |
+| opencode | ``opencode run ... --format json``                        | opencode 1.18.33, real capture   |
 | cursor   | ``cursor-agent ... --output-format stream-json|json``     | none: fixture from Cursor's docs |
 |          | ``agent -p|--print ... --output-format stream-json|json`` |                                  |
 | amp      | ``amp ... --stream-json``                                 | none (Claude's format, per Amp)  |
-| copilot  | ``copilot ...``                                           | none (plain text)                |
+| copilot  | ``copilot ... --output-format json``                      | Copilot 1.0.102, real capture    |
 | text     | anything else                                             | -                                |
 
 (see ``tests/fixtures/agents/README.md``; real captures: ``tests/fixtures/clients/``). A format checked
@@ -29,7 +29,7 @@ from pathlib import PurePath
 from types import MappingProxyType
 from typing import Final
 
-from ledger.agents.formats import claude, codex, cursor, gemini, opencode, text
+from ledger.agents.formats import claude, codex, copilot, cursor, gemini, opencode, text
 from ledger.agents.formats.report import AgentReport, Parser
 
 __all__ = [
@@ -65,10 +65,10 @@ FORMATS: Final[Mapping[str, AgentFormat]] = MappingProxyType(
             AgentFormat("amp", claude.parse, confirmed=False, limits="claude"),
             AgentFormat("claude", claude.parse, confirmed=True, limits="claude"),
             AgentFormat("codex", codex.parse, confirmed=True, limits="codex"),
-            AgentFormat("copilot", text.parse, confirmed=False),
+            AgentFormat("copilot", copilot.parse, confirmed=True, limits="copilot"),
             AgentFormat("cursor", cursor.parse, confirmed=False),
             AgentFormat("gemini", gemini.parse, confirmed=True, limits="gemini"),
-            AgentFormat("opencode", opencode.parse, confirmed=False, limits="opencode"),
+            AgentFormat("opencode", opencode.parse, confirmed=True, limits="opencode"),
             AgentFormat("text", text.parse, confirmed=True),
         )
     }
@@ -130,7 +130,7 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
         name = "cursor"
     elif program == "amp" and "--stream-json" in args:
         name = "amp"
-    elif program == "copilot":
+    elif program == "copilot" and _option(args, "--output-format") == "json":
         name = "copilot"
     return FORMATS[name]
 
@@ -168,7 +168,12 @@ def resolve(name: str | None, agent_cmd: Sequence[str]) -> AgentFormat:
     return detect(agent_cmd) if name is None else named(name)
 
 
-PLAIN_REFUSALS: Final[Mapping[str, str]] = MappingProxyType({})
+PLAIN_REFUSALS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "copilot": "--output-format json",  # stdout: commentary, tool echo (commands) and the answer
+        "opencode": "--format json",  # stdout: every text part, commentary before tool calls too
+    }
+)
 """Agents whose plain output cannot tell their final answer from echo (the prompt, reasoning, tool
 output) on stdout, by program name: the flag that makes them write a format read here. ``run``
 refuses such an agent in plain mode (``plain_refusal``), as the real clients showed

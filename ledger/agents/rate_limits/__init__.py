@@ -3,9 +3,10 @@ runner waits before running the same iteration again.
 
 Each agent reports a limit in its own way; one module per agent recognises its reports, with
 where each form was taken from: ``claude`` (Claude Code, and Amp, which writes Claude Code's
-stream), ``codex`` (OpenAI Codex), ``gemini`` (Gemini CLI) and ``opencode``. A run's format (its
+stream), ``codex`` (OpenAI Codex), ``copilot`` (GitHub Copilot CLI), ``gemini`` (Gemini CLI) and
+``opencode``. A run's format (its
 ``AgentFormat.limits``) chooses the agent: its stream's limit events count in any run, its plain
-lines only when the run failed. A plain-text run (``text``, ``copilot``, any format that names no
+lines only when the run failed. A plain-text run (``text``, any format that names no
 agent) is read with every agent's forms, JSON lines included, and only when it failed. Cursor's
 agent is not recognised: no limit report of it could be found in a repository of Cursor's.
 
@@ -23,7 +24,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Final
 
-from ledger.agents.rate_limits import claude, codex, gemini, opencode
+from ledger.agents.rate_limits import claude, codex, copilot, gemini, opencode
 from ledger.agents.rate_limits.limit import Clock, RateLimit, Recogniser
 
 __all__ = [
@@ -47,7 +48,7 @@ MAX_LIMITED_RUNS: Final = 12
 """Limited runs in a row after which the loop escalates instead of waiting again."""
 
 RECOGNISERS: Final[Mapping[str, Recogniser]] = MappingProxyType(
-    {"claude": claude, "codex": codex, "gemini": gemini, "opencode": opencode}
+    {"claude": claude, "codex": codex, "copilot": copilot, "gemini": gemini, "opencode": opencode}
 )
 """Every agent's limit reports, by the name an ``AgentFormat.limits`` gives."""
 
