@@ -291,6 +291,7 @@ class _Loop:
                 model=spoken.model or command_model(agent_cmd),
                 other_models=others,
                 cost_usd=spoken.cost_usd,
+                context_tokens=spoken.context_tokens,
                 failure=_failure(run, spoken.error),
                 stderr=run.stderr,
             )
@@ -392,6 +393,9 @@ class _Loop:
                     stop_reason=_stop_reason(run),
                     tokens=spoken.tokens,
                     duration_ms=run.duration_ms,
+                    model=spoken.model,
+                    cost_usd=spoken.cost_usd,
+                    context_tokens=spoken.context_tokens,
                     stderr_excerpt=run.stderr[-2000:],
                 )
             )

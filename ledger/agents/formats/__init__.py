@@ -136,14 +136,17 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
     return FORMATS[name]
 
 
-MODEL_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType({"codex": ("-m", "--model")})
+MODEL_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {"claude": ("--model",), "codex": ("-m", "--model")}
+)
 """Agents whose output names no model, by program name: the options naming the model they run on."""
 
 
 def command_model(agent_cmd: Sequence[str]) -> str:
     """The model an agent command asks for (``""``: none named), for an agent in ``MODEL_OPTIONS``:
     the last ``-m NAME`` / ``--model NAME``, else Codex's ``-c model=NAME`` (a TOML string or bare).
-    A run records it when the agent's own output names no model (Codex's ``exec``, in both modes)."""
+    A run records it when the agent's own output names no model (Codex's ``exec``, in both modes;
+    plain ``claude -p``, and its error results in json mode)."""
     if not agent_cmd:
         return ""
     program, args = PurePath(agent_cmd[0]).name, list(agent_cmd[1:])
@@ -152,6 +155,8 @@ def command_model(agent_cmd: Sequence[str]) -> str:
         return ""
     if (value := _option(args, *names)) is not None:
         return value
+    if program != "codex":  # Claude Code's -c is --continue
+        return ""
     for setting in filter(None, (_option(args[i : i + 2], "-c", "--config") for i in range(len(args)))):
         key, _, raw = setting.partition("=")
         if key.strip() == "model":

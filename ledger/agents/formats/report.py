@@ -25,10 +25,11 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     (input not read from a cache, output, cache reads, cache writes), ``cost_usd`` the cost it
     reported itself (``None``: it did not), ``model`` the model it named (``""``: none),
     ``tool_count`` its tool calls, ``files_modified`` the files its edit tools named (first seen
-    first), ``skipped`` the non-blank lines skipped as malformed or of an unknown type, and
-    ``error`` the error its stream said ended the run (``""``: none; a failed iteration).
-    ``models`` holds each model's tokens when the agent reported them apart (``tokens`` is then
-    their sum, ``model`` the run's own): each is priced at its model (``by_model``).
+    first), ``context_tokens`` the input tokens, cache included, of its last model request (how
+    full the context was; 0: not known), ``skipped`` the non-blank lines skipped as malformed or
+    of an unknown type, and ``error`` the error its stream said ended the run (``""``: none; a
+    failed iteration). ``models`` holds each model's tokens when the agent reported them apart
+    (``tokens`` is then their sum, ``model`` the run's own): each is priced at its model (``by_model``).
     """
 
     text: str = ""
@@ -37,6 +38,7 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     model: str = ""
     tool_count: int = 0
     files_modified: tuple[str, ...] = ()
+    context_tokens: int = 0
     skipped: int = 0
     error: str = ""
     models: tuple[tuple[str, TokenUsage], ...] = ()
