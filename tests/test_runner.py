@@ -21,7 +21,7 @@ import pytest
 
 from ledger import events as E
 from ledger.agents.agent_process import run_agent
-from ledger.agents.formats import FORMATS
+from ledger.agents.formats import FORMATS, named
 from ledger.agents.runner import RunResult, recorded, run_loop
 from ledger.cli import main
 from ledger.core.home import Home
@@ -33,6 +33,7 @@ from ledger.loop.guards import CircuitBreaker, GuardConfig, _Guard
 from ledger.loop.prompts import next_prompt
 from ledger.loop.rules import RuleContext, parse_rules
 from ledger.loop.stop_policies import HookResult
+from ledger.storage.database import Ledger
 from ledger.storage.journal import Cursor, read_new
 from tests.helpers import AGENT_PREAMBLE, ticking
 
@@ -740,3 +741,31 @@ def test_a_limited_run_records_what_it_spent_by_model_and_is_priced(engine: Engi
     [row] = engine.history("s1")
     assert (row["tokens_input"], row["tokens_output"]) == (2 * 40 + 1000, 2 * 6 + 300)
     assert row["cost_usd"] == pytest.approx(cost, abs=1e-9)
+
+
+def test_an_interrupted_turn_is_priced_with_its_model(engine: Engine, state: Path) -> None:
+    """Ctrl-C while a Codex-format agent runs: the partial turn keeps what its stream reported and the
+    model its command asked for, so ``turn_costs`` prices it like any other turn."""
+    usage = {"input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 300}
+    cmd = agent(
+        state,
+        f"print(json.dumps({{'type': 'turn.completed', 'usage': {usage!r}}}), flush=True)\n"
+        'print("agent-started", flush=True)\n'
+        "time.sleep(30)\n",
+    )
+    codex = state.parent / "codex"  # named as the agent is: its -m is the model
+    codex.write_text(f"#!{sys.executable}\n" + Path(cmd[1]).read_text())
+    codex.chmod(0o755)
+    out = InterruptingOut("agent-started")
+    argv = [str(codex), str(state), "exec", "-m", "gpt-4.1"]
+    result = run_loop(
+        engine, "s1", LoopConfig(), argv, PROMPT, iteration_timeout_s=30, out=out, agent_format=named("codex")
+    )
+    assert result.exit_code == 130
+    (turn,) = turns(engine, "s1")
+    assert (turn.stop_reason, turn.model) == ("interrupted", "gpt-4.1")
+    assert (turn.tokens.input, turn.tokens.cache_read, turn.tokens.output) == (1000, 200, 300)
+    ledger = Ledger.memory(engine.home)
+    ledger.ingest()
+    (row,) = ledger.rows("SELECT cost_usd, cost_reported FROM turn_costs")
+    assert row["cost_reported"] is False and row["cost_usd"] > 0

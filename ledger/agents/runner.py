@@ -186,6 +186,7 @@ def run_loop(
         n, max_it = started.iteration, started.max_iterations
         stdin_text, advance, events = prompt, False, []
     loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
+    loop.agent_cmd = agent_cmd
     if not resume and config.max_iterations == "auto":  # say how the limit was chosen
         loop.say(
             f"[ralph-ledger] {session_id}: max iterations {max_it} ({_limit_reason(engine, session_id)})\n"
@@ -229,6 +230,7 @@ class _Loop:
         # the engine has recorded them
         self.journal_size = 0
         self.env: dict[str, str] | None = None  # the agent's environment (None: this process's)
+        self.agent_cmd: list[str] = []  # the agent's command (its model, when its output names none)
 
     def say(self, text: str) -> None:
         """Write one ``[ralph-ledger]`` line to ``out`` (a terminal gone after SIGHUP is ignored)."""
@@ -382,7 +384,8 @@ class _Loop:
             turn = self.unrecorded
         if turn is not None:
             run, files = turn
-            spoken = self.fmt.parse(run.output)  # what the agent spent so far
+            spoken = self.fmt.parse(run.output)  # what the agent spent so far, priced as any turn
+            own, others = by_model(spoken)
             events.append(
                 ev.AgentTurn(
                     session_id=sid,
@@ -391,14 +394,15 @@ class _Loop:
                     files_modified=files or in_project(spoken.files_modified, engine.work_dir),
                     tool_count=spoken.tool_count,
                     stop_reason=_stop_reason(run),
-                    tokens=spoken.tokens,
+                    tokens=own,
                     duration_ms=run.duration_ms,
-                    model=spoken.model,
+                    model=spoken.model or command_model(self.agent_cmd),
                     cost_usd=spoken.cost_usd,
                     context_tokens=spoken.context_tokens,
                     stderr_excerpt=run.stderr[-2000:],
                 )
             )
+            events.extend(ev.ModelTokens(session_id=sid, iteration=n, model=m, tokens=t) for m, t in others)
         if n and ev.session_status(engine.status(sid)["status"]) == "running":
             events.append(ev.Override(session_id=sid, iteration=n, kind="interrupted", reason=reason))
         if events:
