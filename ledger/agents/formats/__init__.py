@@ -42,6 +42,7 @@ __all__ = [
     "UnknownFormat",
     "command_model",
     "detect",
+    "missing_flag",
     "named",
     "plain_refusal",
     "resolve",
@@ -196,3 +197,16 @@ def plain_refusal(agent_cmd: Sequence[str], named_format: str | None) -> str | N
         f"{program}'s plain output mixes its answer with the prompt, reasoning and tool output it "
         f"echoes, so a promise could be read from the echo: add {flag} to the agent command"
     )
+
+
+def missing_flag(agent_cmd: Sequence[str]) -> str | None:
+    """A flag the agent itself will not run without in the mode its command asks for, as one line
+    naming it (``None``: none is missing): ``claude -p --output-format stream-json`` exits 1 without
+    ``--verbose`` (Claude Code 2.1.328), which would fail every iteration."""
+    if not agent_cmd or PurePath(agent_cmd[0]).name != "claude":
+        return None
+    args = list(agent_cmd[1:])
+    printing = "-p" in args or "--print" in args
+    if printing and _option(args, "--output-format") == "stream-json" and "--verbose" not in args:
+        return "claude -p --output-format stream-json exits 1 without --verbose: add --verbose to the agent command"
+    return None
