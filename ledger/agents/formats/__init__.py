@@ -208,5 +208,8 @@ def missing_flag(agent_cmd: Sequence[str]) -> str | None:
     args = list(agent_cmd[1:])
     printing = "-p" in args or "--print" in args
     if printing and _option(args, "--output-format") == "stream-json" and "--verbose" not in args:
-        return "claude -p --output-format stream-json exits 1 without --verbose: add --verbose to the agent command"
+        return (
+            "claude -p --output-format stream-json exits 1 without --verbose: "
+            "add --verbose to the agent command"
+        )
     return None
