@@ -396,10 +396,25 @@ def test_a_loop_recorded_before_loops_had_their_own_session_carries_on(project: 
     assert f"ledger_session: {sid}\n" in state_file.read_text()
 
 
-def test_an_unreadable_transcript_ends_the_plugin_loop_in_the_ledger(project: Path) -> None:
+def test_a_transcript_not_there_yet_lets_the_plugin_loop_go_on_from_the_last_message(project: Path) -> None:
+    """Claude Code 2.1.328 may run the first stop before the transcript exists: the stop decides from
+    ``last_assistant_message``, waits a bounded time, and says the turn had not landed."""
     start_loop(project, "Go", "--max-iterations", "5")
     missing = project / "missing.jsonl"
-    out = hook(project, event(project, missing, last_assistant_message="hi"))
+    out = hook(
+        project, event(project, missing, last_assistant_message="hi"), {"RALPH_TRANSCRIPT_WAIT_MS": "50"}
+    )
+    assert json.loads(out.stdout)["decision"] == "block" and out.stderr == ""
+    assert (project / ".claude" / "ralph-loop.local.md").exists()
+    (lag,) = [e for e in journal(project) if isinstance(e, E.ErrorRecorded)]
+    assert lag.component == "hook claude-code: transcript" and str(missing) in lag.message
+
+
+def test_an_unreadable_transcript_ends_the_plugin_loop_in_the_ledger(project: Path) -> None:
+    """An older Claude Code, with no ``last_assistant_message``: no way to know the turn."""
+    start_loop(project, "Go", "--max-iterations", "5")
+    missing = project / "missing.jsonl"
+    out = hook(project, event(project, missing))
     assert out.stdout == "" and out.stderr.count("\n") == 1 and str(missing) in out.stderr
     assert out.stderr.startswith("⚠️  Ralph loop: Failed to extract assistant messages: ")
     assert not (project / ".claude" / "ralph-loop.local.md").exists()

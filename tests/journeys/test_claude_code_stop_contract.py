@@ -130,7 +130,8 @@ def test_a_subagents_tokens_appear_under_the_parent_loop(project: Project, mode:
     sub.transcript = agent
     edit = {"type": "tool_use", "name": "Write", "input": {"file_path": str(project.dir / "notes.md")}}
     sub_usage = {**usage(4000, 300), "cache_read_input_tokens": 1200}
-    assistant(sub, "s1", sub_usage, {"type": "text", "text": "ok"}, edit, model=HAIKU, side=True)
+    said = {"type": "text", "text": "The parser lives in src/parse.py."}
+    assistant(sub, "s1", sub_usage, said, edit, model=HAIKU, side=True)
     subagent = claude.event(
         hook_event_name="SubagentStop",
         agent_id="a7f3",
@@ -181,20 +182,20 @@ def test_the_block_cap_trips_at_the_cap_and_not_before(project: Project, mode: s
     claude.prompt("go")
     env = {CAP: "3"}
     tool = {"type": "tool_use", "name": "Bash", "input": {"command": "pytest"}}
-    turns = [False, False, True, False]  # the tool call sets the count back: 2 blocks, then 1, 2
+    turns = [False, False, True, False, False]  # the tool call sets the count back: 2 blocks, then 1, 2, 3
     for n, uses_tool in enumerate(turns, 1):
         claude.says({"type": "text", "text": f"turn {n}"}, *([tool] if uses_tool else []))
         block(as_claude_runs_it(project, command, claude.event(stop_hook_active=n > 1), env))
-    claude.text("turn 5")  # a third block in a row without a tool call: Claude Code would end the turn
+    claude.text("turn 6")  # a fourth block in a row without a tool call: Claude Code would override it
     proc = as_claude_runs_it(project, command, claude.event(stop_hook_active=True), env)
     message = json.loads(proc.stdout)["systemMessage"]
     assert (
-        message.startswith("🛑 Ralph loop escalated at iteration 5: 3 stops blocked in a row")
+        message.startswith("🛑 Ralph loop escalated at iteration 6: 3 stops blocked in a row")
         and CAP in message
     )
     row = by_id(project)[SID]
-    assert (row["status"], row["iteration"]) == ("escalated", 5)
-    assert [r["guards"] for r in show(project)] == [[], [], [], [], ["block_cap"]]
+    assert (row["status"], row["iteration"]) == ("escalated", 6)
+    assert [r["guards"] for r in show(project)] == [[], [], [], [], [], ["block_cap"]]
     trip = [e for e in project.journal(SID) if e["type"] == "guard_tripped"][-1]
     assert trip["evidence"] == {"blocks_without_progress": 3, "cap": 3}
     assert not (

@@ -86,14 +86,14 @@ from ledger.agents.claude_code.stop_event import (
     LoopRecord,
     RequesterGone,
     decision_point,
+    lagging,
     ledger_session,
     parse_input,
     read_turn,
     state_session,
-    transcript_problem,
 )
 from ledger.agents.claude_code.transcript import Scan
-from ledger.core.errors import error_reason, one_line, os_error
+from ledger.core.errors import one_line, os_error
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.core.sync import sync_file
@@ -108,7 +108,7 @@ from ledger.storage.journal import Journal, JournalError, journal_path, utc_now
 def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> list[ev.Event]:
     """The events one stop appends, in order (without how the loop goes on or ends when not
     ``ending``)."""
-    sid, state, text, _, started, data, capped, _ = stop
+    sid, state, text, _, started, data, capped, *_ = stop
     n = state.iteration
     text = text or ""
     out: list[ev.Event] = []
@@ -129,6 +129,8 @@ def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> li
             ev.IterationStarted(session_id=sid, iteration=n, max_iterations=state.max_iterations or None),
         ]
     out.append(_turn(stop))
+    if stop.lag:
+        out.append(ev.ErrorRecorded(session_id=sid, iteration=n, component=LAG, message=stop.lag))
     custom = [state.completion_promise] if state.completion_promise else []
     out += [to_event(p, session_id=sid, iteration=n) for p in detect_promises(text, custom=custom).promises]
     out.append(
@@ -252,22 +254,17 @@ def _drop_in(
         )  # synced after the answer
         sink.use(journal, sid)
         state, note = reconcile(replace(read, ledger_session=sid), record)
-        transcript, problem = transcript_problem(data)
-        text: str | None = None
-        turn: Scan | None = None
-        if transcript is not None:
-            try:
-                text, turn = read_turn(data, transcript, record.offset if record.started else carry)
-            except OSError as exc:
-                problem = f"transcript {transcript} cannot be read: {error_reason(exc)}"
+        text, got = read_turn(data, record.offset if record.started else carry)
+        problem = got.problem if text is None else ""  # decided from last_assistant_message
         decision = plugin_decision(state, text, hook_session_id=data.session_id, transcript_problem=problem)
-        stop = _Stop(sid, state, text, turn, record.started, data)
+        lag = "" if got.landed else lagging(got)  # counted by the next stop: docs/design/claude-code-stop.md
+        stop = _Stop(sid, state, text, got.turn, record.started, data, lag=lag)
+        notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
         warning = ""
         if decision.action == "block":
             decision, stop = _steered(decision, stop, journal)
         if decision.action == "block":
             decision, stop, warning = _capped(decision, stop, journal)
-        notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
         outcome = _commit(state_path, read, journal, decision, notes, stop)
         return replace(outcome, stderr=outcome.stderr + warning + "\n") if warning else outcome
 
@@ -307,6 +304,10 @@ def _capped(decision: PluginDecision, stop: _Stop, journal: Journal) -> tuple[Pl
     )
     return allowed, stop._replace(capped=(count, cap)), warning
 
+
+LAG: Final = "hook claude-code: transcript"
+"""The ``component`` of the ``error_recorded`` event a stop appends when its turn had not landed in
+the transcript by the deadline (``stop_event.await_turn``)."""
 
 RECONCILE: Final = "hook claude-code: reconcile"
 """The ``component`` of the ``error_recorded`` event a stop appends when it sets the state file's
@@ -354,6 +355,7 @@ class _Stop(NamedTuple):
     data: HookInput
     capped: tuple[int, int] = (0, 0)  # the block count and the cap, when the stop is allowed at the cap
     guidance: str = ""  # a person's guidance the block's prompt carries (``_steered``)
+    lag: str = ""  # the turn had not landed in the transcript by the deadline: why (``lagging``)
 
 
 def _commit(

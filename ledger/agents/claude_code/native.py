@@ -65,6 +65,7 @@ from ledger.agents.claude_code.stop_event import (
     HookInput,
     HookOutcome,
     decision_point,
+    lagging,
     read_turn,
     transcript_of,
 )
@@ -88,6 +89,7 @@ from ledger.storage.fold import events_of
 from ledger.storage.journal import Journal, journal_path
 
 AGENT: Final = "claude-code"
+LAG: Final = "hook claude-code: transcript"
 
 
 def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
@@ -164,8 +166,7 @@ def _owned_stop(
     sink: ErrorSink | None,
 ) -> HookOutcome:
     """A stop of the loop this stop's session owns (or claims now)."""
-    transcript = transcript_of(data)
-    if transcript is None and data.transcript_path and data.last_assistant_message is None:
+    if data.last_assistant_message is None and data.transcript_path and transcript_of(data) is None:
         raise HookInputError(f"transcript {data.transcript_path!r} is not a readable file")
     claimed, record, carry = claim(loop, data, home, clock)
     if claimed != loop:
@@ -188,10 +189,11 @@ def _owned_stop(
         return HookOutcome()
     elif (held := _let_go(engine, path, loop, sid)) is not None:
         return msgspec.structs.replace(held, sync=(str(journal.path),))
-    text, turn = read_turn(data, transcript, record.offset if record.started else carry)
+    text, read = read_turn(data, record.offset if record.started else carry)
+    turn = read.turn
     todos = None  # read only for a todos rule; the list outlives turns: the whole transcript's last
-    if transcript is not None and todos_wanted(rules):
-        todos = find_last_todos(transcript)
+    if read.transcript is not None and todos_wanted(rules):
+        todos = find_last_todos(read.transcript)
     result = engine.validate(
         sid,
         text or "",
@@ -204,6 +206,11 @@ def _owned_stop(
         model=turn.model if turn else "",
         context_tokens=turn.context_tokens if turn else 0,
     )
+    if not read.landed:  # counted by the next stop (docs/design/claude-code-stop.md)
+        lag = ev.ErrorRecorded(
+            session_id=sid, iteration=result.iteration, component=LAG, message=lagging(read)
+        )
+        journal.append(lag)
     cap, warning = block_cap.block_cap()
     count = block_cap.cap_reached(events_of(journal.path), cap) if result.signal == "CONTINUE" else 0
     outcome = (
