@@ -91,6 +91,7 @@ from ledger.agents.claude_code.stop_event import (
     parse_input,
     read_turn,
     state_session,
+    waiting_reason,
 )
 from ledger.agents.claude_code.transcript import Scan
 from ledger.core.errors import one_line, os_error
@@ -128,11 +129,14 @@ def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> li
             ),
             ev.IterationStarted(session_id=sid, iteration=n, max_iterations=state.max_iterations or None),
         ]
-    out.append(_turn(stop))
+    waiting = decision.outcome == "waiting"  # the turn is read with the next stop's
+    if not waiting:
+        out.append(_turn(stop))
     if stop.lag:
         out.append(ev.ErrorRecorded(session_id=sid, iteration=n, component=LAG, message=stop.lag))
     custom = [state.completion_promise] if state.completion_promise else []
-    out += [to_event(p, session_id=sid, iteration=n) for p in detect_promises(text, custom=custom).promises]
+    promises = [] if waiting else detect_promises(text, custom=custom).promises
+    out += [to_event(p, session_id=sid, iteration=n) for p in promises]
     out.append(
         ev.StopDecided(
             session_id=sid,
@@ -140,6 +144,8 @@ def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> li
             decision=decision.action,
             reason=decision.reason if decision.action == "allow" else "loop continues",
             system_message=decision.system_message,
+            waiting=waiting,
+            **data.stop_fields(),
         )
     )
     if ending:
@@ -168,7 +174,7 @@ def _ending(
     sid: str, state: LoopState, decision: PluginDecision, capped: tuple[int, int], guidance: str
 ) -> list[ev.Event]:
     n = state.iteration
-    if decision.outcome == "paused":  # the loop stays at its iteration until `ralph-ledger resume`
+    if decision.outcome in ("paused", "waiting"):  # the loop stays at its iteration
         return []
     if decision.outcome == "block_cap":  # Claude Code would have dropped this block: see block_cap
         trip = block_cap.trip(sid, n, *capped)
@@ -254,6 +260,15 @@ def _drop_in(
         )  # synced after the answer
         sink.use(journal, sid)
         state, note = reconcile(replace(read, ledger_session=sid), record)
+        waiting = data.running_subagents()
+        if waiting:  # the client wakes the agent when they end: docs/design/claude-code-stop.md
+            claimed = replace(state, session_id=data.session_id)
+            decision = PluginDecision(
+                action="allow", outcome="waiting", reason=waiting_reason(waiting), next_state=claimed
+            )
+            stop = _Stop(sid, claimed, data.last_assistant_message, None, record.started, data)
+            notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
+            return _commit(state_path, read, journal, decision, notes, stop)
         text, got = read_turn(data, record.offset if record.started else carry)
         problem = got.problem if text is None else ""  # decided from last_assistant_message
         decision = plugin_decision(state, text, hook_session_id=data.session_id, transcript_problem=problem)

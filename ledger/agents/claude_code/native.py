@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -68,6 +68,7 @@ from ledger.agents.claude_code.stop_event import (
     lagging,
     read_turn,
     transcript_of,
+    waiting_reason,
 )
 from ledger.core.atomic import sweep_temps
 from ledger.core.home import Home
@@ -189,6 +190,17 @@ def _owned_stop(
         return HookOutcome()
     elif (held := _let_go(engine, path, loop, sid)) is not None:
         return msgspec.structs.replace(held, sync=(str(journal.path),))
+    fields = data.stop_fields()
+    waiting = data.running_subagents()
+    if waiting:  # the client wakes the agent when they end: docs/design/claude-code-stop.md
+        n = record.iteration or 1
+        decision_point()
+        reason = waiting_reason(waiting)
+        wait = ev.StopDecided(
+            session_id=sid, iteration=n, decision="allow", reason=reason, waiting=True, **fields
+        )
+        journal.append(wait)  # no agent_turn: the next stop reads this turn with its own
+        return HookOutcome(sync=(str(journal.path),))
     text, read = read_turn(data, record.offset if record.started else carry)
     turn = read.turn
     todos = None  # read only for a todos rule; the list outlives turns: the whole transcript's last
@@ -214,27 +226,38 @@ def _owned_stop(
     cap, warning = block_cap.block_cap()
     count = block_cap.cap_reached(events_of(journal.path), cap) if result.signal == "CONTINUE" else 0
     outcome = (
-        _at_cap(engine, path, result, count, cap) if count else _decide(engine, loop, path, result, summary)
+        _at_cap(engine, path, result, count, cap, fields)
+        if count
+        else _decide(engine, loop, path, result, summary, fields)
     )
     stderr = outcome.stderr + (warning + "\n" if warning and result.signal == "CONTINUE" else "")
     return msgspec.structs.replace(outcome, stderr=stderr, sync=(str(journal.path),))
 
 
-def _at_cap(engine: Engine, path: Path, result: ValidateResult, count: int, cap: int) -> HookOutcome:
+def _at_cap(
+    engine: Engine, path: Path, result: ValidateResult, count: int, cap: int, fields: dict[str, Any]
+) -> HookOutcome:
     """Allow the stop whose block would reach Claude Code's block cap (``block_cap``): the stop,
     the guard trip and the session's escalation in one append, then the loop file goes."""
     sid, n = result.session_id, result.iteration
     trip = block_cap.trip(sid, n, count, cap)
     message = block_cap.system_message(n, count, cap)
     decision_point()
-    allowed = ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message)
+    allowed = ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message, **fields)
     engine.escalate(sid, trip.detail, guard=trip.guard, lead=[allowed, trip])
     path.unlink(missing_ok=True)
     sweep_temps(path)
     return HookOutcome(stdout=block_cap.allow_json(message))
 
 
-def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, summary: bool) -> HookOutcome:
+def _decide(
+    engine: Engine,
+    loop: LoopFile,
+    path: Path,
+    result: ValidateResult,
+    summary: bool,
+    fields: dict[str, Any] | None = None,
+) -> HookOutcome:
     """Record the stop decision and act on the signal. The decision lands in the same append as
     what it starts or ends (the next iteration, the session's end, with ``summary`` the summary of
     the loop given to the next) and the answer is printed after it; the loop file goes once the
@@ -249,7 +272,7 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, 
             decision_point()  # as the append is made: a hook killed meanwhile gets nothing decided
             message = status_line(result, iteration, max_iterations)
             block["systemMessage"] = message
-            return _blocked(sid, n, "loop continues", message, iteration, told)
+            return _blocked(sid, n, "loop continues", message, iteration, told, fields)
 
         try:
             advanced = engine.next(sid, lead=decided)
@@ -258,7 +281,12 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, 
             decision_point()
             engine.journal(sid).append(
                 ev.StopDecided(
-                    session_id=sid, iteration=n, decision="allow", reason="paused", system_message=line
+                    session_id=sid,
+                    iteration=n,
+                    decision="allow",
+                    reason="paused",
+                    system_message=line,
+                    **(fields or {}),
                 )
             )
             return HookOutcome(stdout=line + "\n")
@@ -269,7 +297,9 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, 
             return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
     message = _ending(n, result, refused)
     decision_point()
-    allowed = [ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message)]
+    allowed = [
+        ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message, **(fields or {}))
+    ]
     if result.signal == "COMPLETE":
         engine.complete(sid, result.detected_promise, lead=allowed)
     elif refused:
@@ -331,11 +361,19 @@ def _ending(n: int, result: ValidateResult, refused: str) -> str:
     return f"🛑 Ralph loop escalated at iteration {n}: {refused}"
 
 
-def _blocked(sid: str, n: int, reason: str, message: str, iteration: int, told: str) -> list[ev.Event]:
+def _blocked(
+    sid: str,
+    n: int,
+    reason: str,
+    message: str,
+    iteration: int,
+    told: str,
+    fields: dict[str, Any] | None = None,
+) -> list[ev.Event]:
     """The events of a stop blocked at iteration ``n`` so that ``iteration`` starts: the decision,
     then the loop summary its prompt carries (``told``; none when empty)."""
     given = [ev.SummaryGiven(session_id=sid, iteration=iteration, loop_summary=told)] if told else []
     decided = ev.StopDecided(
-        session_id=sid, iteration=n, decision="block", reason=reason, system_message=message
+        session_id=sid, iteration=n, decision="block", reason=reason, system_message=message, **(fields or {})
     )
     return [decided, *given]

@@ -45,6 +45,36 @@ class HookInput(msgspec.Struct, frozen=True, kw_only=True):
     agent_id: str | None = None
     agent_type: str | None = None
     agent_transcript_path: str | None = None
+    prompt_id: str | None = None
+    background_tasks: list[Any] | None = None
+    session_crons: list[Any] | None = None
+
+    def tasks(self) -> list[dict[str, Any]]:
+        """The background tasks the client still knows (objects only)."""
+        return [t for t in self.background_tasks or () if isinstance(t, dict)]
+
+    def running_subagents(self) -> list[dict[str, Any]]:
+        """The sub-agents still running in the background: the client wakes the agent when each
+        ends, so the stop waits for them (docs/design/claude-code-stop.md)."""
+        return [t for t in self.tasks() if t.get("type") == "subagent" and t.get("status") in RUNNING]
+
+    def stop_fields(self) -> dict[str, Any]:
+        """What a ``stop_decided`` event records of this input."""
+        return {
+            "prompt_id": self.prompt_id or "",
+            "background_tasks": self.tasks(),
+            "session_crons": list(self.session_crons or ()),
+        }
+
+
+RUNNING: Final = frozenset({"running", "pending"})
+"""A background task's statuses while it works (2.1.328 sends ``running``)."""
+
+
+def waiting_reason(tasks: list[dict[str, Any]]) -> str:
+    """The reason of a stop allowed while sub-agents run."""
+    names = ", ".join(str(t.get("description") or t.get("id") or "?") for t in tasks[:3])
+    return f"waiting for {len(tasks)} background sub-agent(s) to finish: {names}"
 
 
 class HookOutcome(msgspec.Struct, frozen=True):
