@@ -196,9 +196,10 @@ def write(path: Path, text: str = "x") -> ToolCall:
 @pytest.fixture(scope="module")
 def drop_in(client_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     root = tmp_path_factory.mktemp("drop-in")
-    main = [
+    main = [  # text-only turns end fast: their stop usually comes before the transcript holds them
+        Reply(text="Working.", usage=Usage(100, 10, 1000, 50)),
         Reply(
-            text="Writing a.", tool_calls=(write(root / "project" / "a.txt"),), usage=Usage(100, 10, 1000, 50)
+            text="Writing a.", tool_calls=(write(root / "project" / "a.txt"),), usage=Usage(105, 15, 1050, 55)
         ),
         Reply(text="Wrote a.", usage=Usage(110, 11, 1100, 60)),
         Reply(text="Checked a.", usage=Usage(120, 12, 1200, 70)),
@@ -217,7 +218,7 @@ def test_drop_in_tokens_and_cost_equal_what_was_served_the_last_turn_included(dr
     served = usage_of(drop_in.main)
     assert recorded(drop_in) == served
     (row,) = drop_in.sql("select status, iteration, cost_usd from sessions")
-    assert (row["status"], row["iteration"]) == ("complete", 3)
+    assert (row["status"], row["iteration"]) == ("complete", 4)
     from ledger.events import TokenUsage
 
     price = library_price(
@@ -233,22 +234,19 @@ def test_drop_in_tokens_and_cost_equal_what_was_served_the_last_turn_included(dr
 
 
 def test_drop_in_per_iteration_tokens_and_files_are_the_iterations_own(drop_in: Run) -> None:
-    per = [recorded(drop_in, f"iteration = {n}") for n in (1, 2, 3)]
+    per = [recorded(drop_in, f"iteration = {n}") for n in (1, 2, 3, 4)]
     m = drop_in.main
-    assert per == [usage_of(m[:2]), usage_of(m[2:3]), usage_of(m[3:])]
+    assert per == [usage_of(m[:1]), usage_of(m[1:3]), usage_of(m[3:4]), usage_of(m[4:])]
     rows = drop_in.sql("select iteration, files_modified from iterations order by iteration")
-    assert next(r["files_modified"] for r in rows) == [str(drop_in.project / "a.txt")]
+    assert [r["files_modified"] for r in rows] == [[], [str(drop_in.project / "a.txt")], [], []]
 
 
 def test_drop_in_decides_from_the_last_assistant_message(drop_in: Run) -> None:
     stops = drop_in.stops()
-    assert [s["last_assistant_message"] for s in stops] == [
-        "Wrote a.",
-        "Checked a.",
-        "<promise>DONE</promise>",
-    ]
+    said = ["Working.", "Wrote a.", "Checked a.", "<promise>DONE</promise>"]
+    assert [s["last_assistant_message"] for s in stops] == said
     decided = [e for e in drop_in.journal() if e["type"] == "stop_decided"]
-    assert [e["decision"] for e in decided] == ["block", "block", "allow"]
+    assert [e["decision"] for e in decided] == ["block", "block", "block", "allow"]
     assert [e["prompt_id"] for e in decided] == [s["prompt_id"] for s in stops]
     assert not [e for e in drop_in.journal() if e["type"] == "error_recorded"]  # every turn landed in time
 
