@@ -153,10 +153,35 @@ def claude_run(
     run = Run(project, home, api, inputs, proc.stdout)
     for s in api.served:
         if isinstance(s.turn, Reply):
-            (run.sub if SUBTASK in json.dumps(s.request.body.get("messages", [])[:1]) else run.main).append(
-                s.turn
-            )
+            sub = SUBTASK in json.dumps(s.request.body.get("messages", [])[:1])
+            (run.sub if sub else run.main).append(s.turn)
+    if os.environ.get(CAPTURE):
+        capture(run, Path(os.environ[CAPTURE]) / root.name.rstrip("0123456789"), log)
     return run
+
+
+CAPTURE = "RALPH_CAPTURE_DIR"
+"""Set, each run's transcripts, hook inputs and served turns are saved there (see the captures' README)."""
+
+
+def capture(run: Run, out: Path, log: Path) -> None:
+    """Save a run as tests/fixtures/clients/claude-code-2.1.328/<case>/ holds it."""
+    out.mkdir(parents=True, exist_ok=True)
+    transcript = run.transcript()
+    (out / "transcript.jsonl").write_bytes(transcript.read_bytes())
+    for agent in sorted((transcript.parent / transcript.stem / "subagents").glob("*.jsonl")):
+        (out / "subagent.jsonl").write_bytes(agent.read_bytes())
+    (out / "hook-inputs.jsonl").write_bytes(log.read_bytes())
+    served = [
+        {
+            "agent": who,
+            "text": r.text,
+            "usage": [r.usage.input, r.usage.output, r.usage.cache_read, r.usage.cache_write],
+        }
+        for who, replies in (("main", run.main), ("sub", run.sub))
+        for r in replies
+    ]
+    (out / "served.json").write_text(json.dumps(served, indent=1) + "\n")
 
 
 def _stop_worker(project: Path) -> None:
