@@ -85,6 +85,7 @@ from ledger.agents.claude_code.stop_event import (
     HookOutcome,
     LoopRecord,
     RequesterGone,
+    catch_up,
     decision_point,
     lagging,
     ledger_session,
@@ -269,7 +270,8 @@ def _drop_in(
             stop = _Stop(sid, claimed, data.last_assistant_message, None, record.started, data)
             notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
             return _commit(state_path, read, journal, decision, notes, stop)
-        text, got = read_turn(data, record.offset if record.started else carry)
+        start = record.offset if record.started else carry
+        text, got = read_turn(data, start)
         problem = got.problem if text is None else ""  # decided from last_assistant_message
         decision = plugin_decision(state, text, hook_session_id=data.session_id, transcript_problem=problem)
         lag = "" if got.landed else lagging(got)  # counted by the next stop: docs/design/claude-code-stop.md
@@ -280,6 +282,9 @@ def _drop_in(
             decision, stop = _steered(decision, stop, journal)
         if decision.action == "block":
             decision, stop, warning = _capped(decision, stop, journal)
+        if decision.action == "allow" and decision.outcome != "paused" and not got.landed:
+            got = catch_up(data, got, start)  # the loop ends: no later stop reads on from here
+            stop = stop._replace(turn=got.turn, lag="" if got.landed else lagging(got))
         outcome = _commit(state_path, read, journal, decision, notes, stop)
         return replace(outcome, stderr=outcome.stderr + warning + "\n") if warning else outcome
 

@@ -64,12 +64,15 @@ from ledger.agents.claude_code.stop_event import (
     ErrorSink,
     HookInput,
     HookOutcome,
+    TurnRead,
+    catch_up,
     decision_point,
     lagging,
     read_turn,
     transcript_of,
     waiting_reason,
 )
+from ledger.agents.claude_code.transcript import scan
 from ledger.core.atomic import sweep_temps
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
@@ -201,7 +204,8 @@ def _owned_stop(
         )
         journal.append(wait)  # no agent_turn: the next stop reads this turn with its own
         return HookOutcome(sync=(str(journal.path),))
-    text, read = read_turn(data, record.offset if record.started else carry)
+    start = record.offset if record.started else carry
+    text, read = read_turn(data, start)
     turn = read.turn
     todos = None  # read only for a todos rule; the list outlives turns: the whole transcript's last
     if read.transcript is not None and todos_wanted(rules):
@@ -218,13 +222,11 @@ def _owned_stop(
         model=turn.model if turn else "",
         context_tokens=turn.context_tokens if turn else 0,
     )
-    if not read.landed:  # counted by the next stop (docs/design/claude-code-stop.md)
-        lag = ev.ErrorRecorded(
-            session_id=sid, iteration=result.iteration, component=LAG, message=lagging(read)
-        )
-        journal.append(lag)
     cap, warning = block_cap.block_cap()
     count = block_cap.cap_reached(events_of(journal.path), cap) if result.signal == "CONTINUE" else 0
+    if not read.landed:  # docs/design/claude-code-stop.md
+        ending = result.signal != "CONTINUE" or bool(count)
+        _late(journal, sid, data, read, start, result.iteration, ending=ending)
     outcome = (
         _at_cap(engine, path, result, count, cap, fields)
         if count
@@ -232,6 +234,36 @@ def _owned_stop(
     )
     stderr = outcome.stderr + (warning + "\n" if warning and result.signal == "CONTINUE" else "")
     return msgspec.structs.replace(outcome, stderr=stderr, sync=(str(journal.path),))
+
+
+def _late(
+    journal: Journal, sid: str, data: HookInput, read: TurnRead, start: int, n: int, *, ending: bool
+) -> None:
+    """A turn that had not landed by the deadline: the next stop counts it (a line says so); at the
+    stop that ends the loop, it is waited for longer and what lands is recorded now, once, as a
+    second ``agent_turn`` of the iteration (the range past the first's ``end``)."""
+    late = catch_up(data, read, start) if ending else read
+    if late.landed and late.turn is not None:  # landed meanwhile: the rest of the range, once
+        rest = late.turn
+        if read.turn is not None and late.transcript is not None:
+            rest = scan(late.transcript, read.turn.end)
+        if rest.lines:
+            journal.append(
+                ev.AgentTurn(
+                    session_id=sid,
+                    iteration=n,
+                    output_excerpt=(data.last_assistant_message or "")[-2000:],
+                    files_modified=rest.files_modified,
+                    tool_count=rest.tool_count,
+                    stop_reason=rest.stop_reason,
+                    tokens=rest.tokens,
+                    transcript_offset=rest.end,
+                    model=rest.model,
+                    context_tokens=rest.context_tokens,
+                )
+            )
+        return
+    journal.append(ev.ErrorRecorded(session_id=sid, iteration=n, component=LAG, message=lagging(late)))
 
 
 def _at_cap(

@@ -252,11 +252,27 @@ DEFAULT_WAIT_MS: Final = 2000
 POLL_SECONDS: Final = 0.005
 
 
+END_WAIT_ENV: Final = "RALPH_TRANSCRIPT_END_WAIT_MS"
+DEFAULT_END_WAIT_MS: Final = 10000
+"""How much longer the stop that ends a loop waits for a turn still missing: nothing reads the
+transcript after it (docs/design/claude-code-stop.md)."""
+
+
+def _ms(name: str, default: int) -> float:
+    raw = os.environ.get(name, "").strip()
+    return (int(raw) if raw.isascii() and raw.isdigit() else default) / 1000
+
+
 def wait_seconds() -> float:
     """The bounded wait for a turn that has not landed yet: ``$RALPH_TRANSCRIPT_WAIT_MS`` (a whole
     number of milliseconds), else :data:`DEFAULT_WAIT_MS`."""
-    raw = os.environ.get(WAIT_ENV, "").strip()
-    return (int(raw) if raw.isascii() and raw.isdigit() else DEFAULT_WAIT_MS) / 1000
+    return _ms(WAIT_ENV, DEFAULT_WAIT_MS)
+
+
+def end_wait_seconds() -> float:
+    """The further wait at the stop that ends the loop: ``$RALPH_TRANSCRIPT_END_WAIT_MS``, else
+    :data:`DEFAULT_END_WAIT_MS`."""
+    return _ms(END_WAIT_ENV, DEFAULT_END_WAIT_MS)
 
 
 def _words(text: str) -> str:
@@ -285,13 +301,15 @@ class TurnRead(NamedTuple):
     landed: bool
 
 
-def await_turn(given: str | None, key: str, last_message: str | None, start: int) -> TurnRead:
+def await_turn(
+    given: str | None, key: str, last_message: str | None, start: int, wait: float | None = None
+) -> TurnRead:
     """Read the transcript ``given`` (stdin's ``key``) from ``start`` (from 0 again when the file is
     now shorter: rewritten), waiting up to :func:`wait_seconds` for it to hold the turn that
-    ``last_message`` ends (:func:`holds_turn`), or to exist at all. What has not landed by then is
-    left past the range's ``end``: the next read from there counts it, once
-    (docs/design/claude-code-stop.md)."""
-    deadline = time.monotonic() + wait_seconds()
+    ``last_message`` ends (:func:`holds_turn`), or to exist at all (``wait``: other seconds). What
+    has not landed by then is left past the range's ``end``: the next read from there counts it,
+    once (docs/design/claude-code-stop.md)."""
+    deadline = time.monotonic() + (wait_seconds() if wait is None else wait)
     while True:
         path, problem = resolve_transcript(given, key)
         turn: Scan | None = None
@@ -312,6 +330,16 @@ def lagging(read: TurnRead) -> str:
     what = read.problem or f"transcript {read.transcript} did not hold the turn yet"
     waited = int(wait_seconds() * 1000)
     return f"{what} after {waited} ms: its lines are counted when they land, at the next stop"
+
+
+def catch_up(data: HookInput, read: TurnRead, start: int) -> TurnRead:
+    """At the stop that ends a loop, a turn that had not landed: read again from ``start`` (where
+    ``read`` began), waiting up to :func:`end_wait_seconds` more; ``read`` itself when it had landed."""
+    if read.landed:
+        return read
+    return await_turn(
+        data.transcript_path, "transcript_path", data.last_assistant_message, start, end_wait_seconds()
+    )
 
 
 def read_turn(data: HookInput, start: int) -> tuple[str | None, TurnRead]:
