@@ -28,20 +28,22 @@ the project directory. Unless ``RALPH_WARM=0``, the process started by Claude
 Code first asks the home's warm worker to run :func:`run` for it
 (``ledger.agents.claude_code.warm``); this module is what runs the stop.
 
-Claude Code 2.1.x (``docs/claude-code-plugin.md``): the turn's text is stdin's
-``last_assistant_message`` when there is one (the transcript, written asynchronously, may lag: its
-lines are read from where the previous stop stopped, so what one stop misses the next counts). A
+Claude Code 2.1.x (``docs/claude-code-plugin.md``; the rules: ``docs/design/claude-code-stop.md``): a
+stop decides from stdin's ``last_assistant_message`` and waits, bounded, for the transcript to hold
+the turn (it is written after the hook runs); what lands later is counted by the next stop, or
+waited for longer by the stop that ends the loop. A stop while sub-agents still run in the background
+is allowed without ending the iteration (the client wakes the agent when they end). A
 ``SubagentStop`` (the same command, told apart by ``hook_event_name``) is recorded for the parent
 loop and never blocks (``ledger.agents.claude_code.subagent``). Claude Code ends a turn by itself
-after ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` blocks in a row without a tool call: the loop keeps the
-count and stops itself at the cap, escalated (``ledger.agents.claude_code.block_cap``).
+when a block would go past ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` blocks in a row without a tool call:
+the loop keeps the count and stops itself there, escalated (``ledger.agents.claude_code.block_cap``).
 
 Steering (``ledger.loop.steering``, docs/steering.md): a paused loop's stop the plugin would block
 is allowed ("paused"), the state file keeping its iteration; ``steer`` guidance is added once.
 
 A transcript the drop-in cannot read (no path, a relative one, missing, not a
-regular file, unreadable) stops the loop as the plugin does: one line on stderr
-naming it, the state file deleted, the session escalated.
+regular file, unreadable) when stdin has no ``last_assistant_message`` stops the loop as the plugin
+does: one line on stderr naming it, the state file deleted, the session escalated.
 
 The hook never wedges the agent: any internal error allows the stop, prints
 one line on stderr, exits 0, and records an ``error_recorded`` event when it

@@ -4,8 +4,9 @@
 (``ralph.toml`` or ``[tool.ralph]``) writes ``.claude/ralph-ledger.local.json``
 instead of the ``ralph-loop`` plugin's state file. From then on every stop of
 the Claude Code session that owns the loop is one iteration of the loop
-engine (``ledger.loop.engine``): the turn is read from the transcript (and, when a
-``todos`` rule is configured, the agent's todo list: its last ``TodoWrite``), the
+engine (``ledger.loop.engine``): the turn is stdin's ``last_assistant_message`` and what the
+transcript says it did (once it holds it: docs/design/claude-code-stop.md), and, when a ``todos``
+rule is configured, the agent's todo list (its task list or its last ``TodoWrite``); the
 configured validation rules run in the project, promises are detected, the
 guards and hooks are evaluated and the signal table decides:
 
