@@ -269,7 +269,7 @@ class StopDecided(Event, frozen=True, kw_only=True, gc=False, tag="stop_decided"
     system_message: str = ""
     prompt_id: str = ""
     background_tasks: list[dict[str, Any]] = []
-    session_crons: list[Any] = []
+    session_crons: list[dict[str, Any]] = []
     waiting: bool = False
 
 

@@ -63,7 +63,7 @@ class HookInput(msgspec.Struct, frozen=True, kw_only=True):
         return {
             "prompt_id": self.prompt_id or "",
             "background_tasks": self.tasks(),
-            "session_crons": list(self.session_crons or ()),
+            "session_crons": [c for c in self.session_crons or () if isinstance(c, dict)],
         }
 
 
