@@ -311,12 +311,14 @@ class ErrorRecorded(Event, frozen=True, kw_only=True, gc=False, tag="error_recor
 class RateLimited(Event, frozen=True, kw_only=True, gc=False, tag="rate_limited"):
     """The agent hit a usage or rate limit: its run is not an iteration; the loop waits (until
     ``resets_at`` when the agent said it, else a bounded back-off of ``wait_s``) and runs the same
-    iteration again. Never a failed validation (the circuit breaker does not see it)."""
+    iteration again. Never a failed validation (the circuit breaker does not see it). What it spent
+    on other models than ``model`` follows as ``model_tokens`` events."""
 
     reason: str = ""
     resets_at: datetime | None = None
     wait_s: float = 0.0
     tokens: TokenUsage = TokenUsage()
+    model: str = ""  # the model the run named, its tokens priced at it ("": not known)
 
 
 class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_stopped"):
@@ -361,6 +363,17 @@ class SummaryGiven(Event, frozen=True, kw_only=True, gc=False, tag="summary_give
     loop_summary: str = ""
 
 
+class ModelTokens(Event, frozen=True, kw_only=True, gc=False, tag="model_tokens"):
+    """Tokens an agent's run spent on a model other than its turn's own (``AgentTurn.model``), as
+    the agent reported them apart (Gemini CLI's model router and utility calls, turns it gave
+    another model): one per other model, appended with the ``agent_turn`` at its iteration, whose
+    ``tokens`` are then its own model's only. They count in the iteration's tokens and, priced at
+    this ``model``, in its cost (``sql/views/turn_tokens.sql``), as a sub-agent's do."""
+
+    model: str = ""
+    tokens: TokenUsage = TokenUsage()
+
+
 AnyEvent = (
     SessionStarted
     | HookRegistered
@@ -384,6 +397,7 @@ AnyEvent = (
     | SubagentStopped
     | NotificationSent
     | SummaryGiven
+    | ModelTokens
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__

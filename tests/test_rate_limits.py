@@ -185,6 +185,27 @@ def test_codexs_limit_reports_give_their_reset_time(message: str, resets: dateti
     assert found is not None and found.resets_at == resets
 
 
+@pytest.mark.usefixtures("local_zone")
+@pytest.mark.parametrize(("message", "resets"), [m for m in CODEX_LIMITS if "You've" in m[0]])
+def test_codexs_typographic_apostrophe_is_the_same_report(message: str, resets: datetime | None) -> None:
+    """Codex 0.169.0 writes "You’ve" (``tests/fixtures/clients/codex-0.169.0/``): read as "You've";
+    an escaped one in a JSON line too."""
+    typographic = message.replace("'", "’")
+    expected = RateLimit(message, resets)
+    assert rate_limit(f"ERROR: {typographic}\n", True, codex_clock, "codex") == expected
+    escaped = json.dumps({"type": "error", "message": typographic}, ensure_ascii=True)
+    assert "\\u2019" in escaped
+    assert rate_limit(escaped + "\n", True, codex_clock, "codex") == expected
+    raw = json.dumps({"type": "error", "message": typographic}, ensure_ascii=False)
+    assert rate_limit(raw + "\n", False, codex_clock, "codex") == expected
+
+
+def test_claudes_typographic_apostrophe_is_the_same_report() -> None:
+    said = "You’ve hit your limit · resets 7pm (Europe/Moscow)"
+    assert claude.from_line(said, clock) == claude.from_line(said.replace("’", "'"), clock)
+    assert claude.from_line(said, clock) is not None
+
+
 def test_codexs_reset_time_is_read_in_this_machines_zone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", "America/Recife")  # UTC-3 all year
     time.tzset()
@@ -270,7 +291,8 @@ def test_gemini_clis_quota_errors_give_their_retry_delay(
     }
     found = rate_limit(stream(init, gemini_error(message)), True, clock, "gemini")
     assert found is not None
-    assert found.reason == message.splitlines()[0]  # the first line names it
+    said = " ".join(f"[API Error: {api}]".split())  # the whole API error, its lines joined
+    assert found.reason == said and found.reason.endswith("]")
     assert found.resets_at == (None if retry_s is None else NOW + timedelta(seconds=retry_s))
     assert rate_limit(stream(gemini_error(message)), True, clock) == found  # a plain-text run that failed
 

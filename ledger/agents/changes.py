@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
@@ -76,3 +77,15 @@ def files_changed(before: dict[str, str] | None, after: dict[str, str] | None) -
     if before is None or after is None:
         return []
     return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+
+
+def in_project(paths: Iterable[str], project: Path) -> list[str]:
+    """``paths`` an agent named (absolute, or relative to ``project``) relative to ``project``, as
+    git's are; one outside it stays as given. Agents such as Codex name absolute paths."""
+    root = os.path.realpath(project)
+    out: list[str] = []
+    for name in paths:
+        full = os.path.realpath(os.path.join(root, name))
+        inside = full.startswith(root + os.sep)
+        out.append(Path(os.path.relpath(full, root)).as_posix() if inside else name)
+    return out

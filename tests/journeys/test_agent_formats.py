@@ -76,7 +76,7 @@ for event in events:
 
 CASES: list[tuple[str, list[str], Path, Callable[[Path], AgentReport]]] = [
     ("claude", ["-p", "--output-format", "stream-json", "--verbose"], CLAUDE, expected_claude),
-    ("codex", ["exec", "--json", "--full-auto"], CODEX, expected_codex),
+    ("codex", ["exec", "--json", "--sandbox", "workspace-write"], CODEX, expected_codex),
     ("gemini", ["--output-format", "stream-json", "--yolo"], GEMINI_DOCS, expected_gemini),
     (
         "opencode",

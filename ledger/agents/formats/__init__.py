@@ -7,17 +7,19 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 | format   | detected from                                             | checked against                  |
 |----------|-----------------------------------------------------------|----------------------------------|
 | claude   | ``claude ... --output-format stream-json|json``           | claude-code-action's fixture     |
-| codex    | ``codex exec ... --json``                                 | openai/codex ``docs/exec.md``    |
-| gemini   | ``gemini ... --output-format|-o stream-json``             | gemini-cli docs and snapshot     |
-| opencode | ``opencode run ... --format json``                        | none: fixture from its source    |
+| codex    | ``codex exec ... --json``                                 | real Codex 0.169.0 (captures)    |
+| gemini   | ``gemini ... --output-format|-o stream-json|json``        | Gemini CLI 0.61.0 (real runs)    |
+| opencode | ``opencode run ... --format json``                        | opencode 1.18.33, real capture   |
 | cursor   | ``cursor-agent ... --output-format stream-json|json``     | none: fixture from Cursor's docs |
 |          | ``agent -p|--print ... --output-format stream-json|json`` |                                  |
 | amp      | ``amp ... --stream-json``                                 | none (Claude's format, per Amp)  |
-| copilot  | ``copilot ...``                                           | none (plain text)                |
+| copilot  | ``copilot ... --output-format json``                      | Copilot 1.0.102, real capture    |
 | text     | anything else                                             | -                                |
 
-(see ``tests/fixtures/agents/README.md``). A format checked against no captured output of its
-agent is ``confirmed=False``.
+(see ``tests/fixtures/agents/README.md``; real captures: ``tests/fixtures/clients/``). A format checked
+against no captured output of its agent is ``confirmed=False``. Plain ``codex exec`` is read as
+``text``: its stdout is its final answer alone (its echo goes to stderr; Codex 0.169.0). Plain
+``gemini`` is refused (``PLAIN_REFUSALS``): its stdout is every model turn's text (Gemini CLI 0.61.0).
 """
 
 from __future__ import annotations
@@ -28,15 +30,17 @@ from pathlib import PurePath
 from types import MappingProxyType
 from typing import Final
 
-from ledger.agents.formats import claude, codex, cursor, gemini, opencode, text
+from ledger.agents.formats import claude, codex, copilot, cursor, gemini, opencode, text
 from ledger.agents.formats.report import AgentReport, Parser
 
 __all__ = [
     "FORMATS",
+    "MODEL_OPTIONS",
     "PLAIN_REFUSALS",
     "AgentFormat",
     "AgentReport",
     "UnknownFormat",
+    "command_model",
     "detect",
     "named",
     "plain_refusal",
@@ -62,10 +66,10 @@ FORMATS: Final[Mapping[str, AgentFormat]] = MappingProxyType(
             AgentFormat("amp", claude.parse, confirmed=False, limits="claude"),
             AgentFormat("claude", claude.parse, confirmed=True, limits="claude"),
             AgentFormat("codex", codex.parse, confirmed=True, limits="codex"),
-            AgentFormat("copilot", text.parse, confirmed=False),
+            AgentFormat("copilot", copilot.parse, confirmed=True, limits="copilot"),
             AgentFormat("cursor", cursor.parse, confirmed=False),
             AgentFormat("gemini", gemini.parse, confirmed=True, limits="gemini"),
-            AgentFormat("opencode", opencode.parse, confirmed=False, limits="opencode"),
+            AgentFormat("opencode", opencode.parse, confirmed=True, limits="opencode"),
             AgentFormat("text", text.parse, confirmed=True),
         )
     }
@@ -119,7 +123,7 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
         name = "claude"
     elif program == "codex" and "exec" in args and ("--json" in args or "--experimental-json" in args):
         name = "codex"
-    elif program == "gemini" and _option(args, "--output-format", "-o") == "stream-json":
+    elif program == "gemini" and _option(args, "--output-format", "-o") in ("stream-json", "json"):
         name = "gemini"
     elif program == "opencode" and "run" in args and _option(args, "--format") == "json":
         name = "opencode"
@@ -127,9 +131,37 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
         name = "cursor"
     elif program == "amp" and "--stream-json" in args:
         name = "amp"
-    elif program == "copilot":
+    elif program == "copilot" and _option(args, "--output-format") == "json":
         name = "copilot"
     return FORMATS[name]
+
+
+MODEL_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {"claude": ("--model",), "codex": ("-m", "--model")}
+)
+"""Agents whose output names no model, by program name: the options naming the model they run on."""
+
+
+def command_model(agent_cmd: Sequence[str]) -> str:
+    """The model an agent command asks for (``""``: none named), for an agent in ``MODEL_OPTIONS``:
+    the last ``-m NAME`` / ``--model NAME``, else Codex's ``-c model=NAME`` (a TOML string or bare).
+    A run records it when the agent's own output names no model (Codex's ``exec``, in both modes;
+    plain ``claude -p``, and its error results in json mode)."""
+    if not agent_cmd:
+        return ""
+    program, args = PurePath(agent_cmd[0]).name, list(agent_cmd[1:])
+    names = MODEL_OPTIONS.get(program)
+    if names is None:
+        return ""
+    if (value := _option(args, *names)) is not None:
+        return value
+    if program != "codex":  # Claude Code's -c is --continue
+        return ""
+    for setting in filter(None, (_option(args[i : i + 2], "-c", "--config") for i in range(len(args)))):
+        key, _, raw = setting.partition("=")
+        if key.strip() == "model":
+            value = raw.strip().strip("'\"")
+    return value or ""
 
 
 def resolve(name: str | None, agent_cmd: Sequence[str]) -> AgentFormat:
@@ -137,7 +169,13 @@ def resolve(name: str | None, agent_cmd: Sequence[str]) -> AgentFormat:
     return detect(agent_cmd) if name is None else named(name)
 
 
-PLAIN_REFUSALS: Final[Mapping[str, str]] = MappingProxyType({})
+PLAIN_REFUSALS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "copilot": "--output-format json",  # stdout: commentary, tool echo (commands) and the answer
+        "gemini": "-o stream-json",  # stdout: every model turn's text, commentary before tool calls too
+        "opencode": "--format json",  # stdout: every text part, commentary before tool calls too
+    }
+)
 """Agents whose plain output cannot tell their final answer from echo (the prompt, reasoning, tool
 output) on stdout, by program name: the flag that makes them write a format read here. ``run``
 refuses such an agent in plain mode (``plain_refusal``), as the real clients showed

@@ -1,14 +1,21 @@
 """OpenAI Codex's ``codex exec --json``: one JSON event per line (``docs/exec.md`` in openai/codex).
 
-- ``turn.completed`` carries the turn's ``usage``: ``input_tokens`` (cache reads included, as
-  OpenAI counts them), ``cached_input_tokens`` and ``output_tokens``; the turns are summed, the
-  input recorded without its cache reads.
+- ``turn.completed`` carries the turn's ``usage``: ``input_tokens`` (cache reads and cache writes
+  included, as OpenAI counts them), ``cached_input_tokens``, ``cache_write_input_tokens``,
+  ``output_tokens`` (reasoning included) and ``reasoning_output_tokens``; the turns are summed, the
+  input recorded without its cache reads and writes (Codex 0.169.0 against a mock of the Responses
+  API: ``tests/fixtures/clients/codex-0.169.0/``).
 - ``item.started`` / ``item.updated`` / ``item.completed`` carry an ``item`` with an ``id`` and a
   ``type``: a ``command_execution``, ``file_change``, ``mcp_tool_call`` or ``web_search`` is a
   tool call (counted once per item id); a ``file_change``'s ``changes`` name the files
-  (``path``); the last ``agent_message``'s ``text`` is the final text.
-- ``thread.started``, ``turn.started``, ``turn.failed`` and ``error`` are known and carry
-  nothing read here. Codex names no model and no cost in this stream.
+  (``path``); the last ``agent_message``'s ``text`` is the final text, unless a tool call follows
+  it: Codex's own last message is then commentary made before a call (its last request answered
+  nothing), and the final text is ``""``.
+- ``turn.failed`` (``error.message``) and ``error`` (``message``) end the run on an error (a 401,
+  a usage limit, a stream that broke): the last one is the report's ``error``. An ``item`` of type
+  ``error`` is a warning, not a failure.
+- ``thread.started`` and ``turn.started`` carry nothing read here. Codex names no model and no cost
+  in this stream. File paths are absolute (the runner makes them relative to the project).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ KNOWN: Final = frozenset(
 class _Usage(msgspec.Struct, gc=False):
     input_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
     output_tokens: int = 0
 
 
@@ -46,10 +54,16 @@ class _Item(msgspec.Struct, gc=False):
     changes: list[_Change] | None = None
 
 
+class _Error(msgspec.Struct, gc=False):
+    message: str = ""
+
+
 class _Line(msgspec.Struct, gc=False):
     type: str = ""
     usage: _Usage | None = None
     item: _Item | None = None
+    message: str | None = None
+    error: _Error | None = None
 
 
 def parse(output: str) -> AgentReport:
@@ -59,21 +73,27 @@ def parse(output: str) -> AgentReport:
     tools: set[str] = set()
     anonymous_tools = 0
     files: dict[str, None] = {}
-    text = ""
+    text = error = ""
     for line in lines:
         if line.type not in KNOWN:
             lines.unknown()
         elif line.type == "turn.completed" and line.usage is not None:
             u = line.usage
             turn = TokenUsage(
-                input=uncached(u.input_tokens, u.cached_input_tokens),
+                input=uncached(u.input_tokens, u.cached_input_tokens + u.cache_write_input_tokens),
                 output=u.output_tokens,
                 cache_read=u.cached_input_tokens,
+                cache_creation=u.cache_write_input_tokens,
             )
             tokens = add_usage(tokens, turn)
+        elif line.type == "error":
+            error = line.message or "error"
+        elif line.type == "turn.failed":
+            error = (line.error.message if line.error else "") or error or "turn failed"
         elif line.item is not None:
             item = line.item
             if item.type in TOOL_ITEMS:
+                text = ""  # a message before a tool call is commentary, not the answer
                 if item.id:
                     tools.add(item.id)
                 elif line.type == "item.completed":
@@ -88,4 +108,5 @@ def parse(output: str) -> AgentReport:
         tool_count=len(tools) + anonymous_tools,
         files_modified=tuple(files),
         skipped=lines.skipped,
+        error=error,
     )

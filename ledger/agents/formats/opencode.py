@@ -1,6 +1,8 @@
 """opencode's ``opencode run --format json``: one JSON event per line, ``{"type", "timestamp",
 "sessionID", ...}`` (``packages/opencode/src/cli/cmd/run.ts`` in anomalyco/opencode, formerly
-sst/opencode; the parts are ``packages/opencode/src/session/message-v2.ts``'s).
+sst/opencode; the parts are ``packages/opencode/src/session/message-v2.ts``'s), as opencode 1.18.33
+writes them (``tests/fixtures/clients/opencode-1.18.33/``: each text part whole, each tool call once,
+completed; no ``reasoning`` line for a chat completions provider's reasoning).
 
 - ``step_finish`` ends one model request; its ``part`` is a ``StepFinishPart``: ``cost`` (USD, as
   opencode prices the request) and ``tokens``: ``input`` (cache reads and writes not included),
@@ -11,8 +13,10 @@ sst/opencode; the parts are ``packages/opencode/src/session/message-v2.ts``'s).
   ``part.state.input.filePath``.
 - ``text`` carries ``part.text`` (a whole text part, or in newer versions one chunk of it): the
   final text is the text written after the last tool call.
-- ``step_start``, ``reasoning``, ``error`` and ``done`` are known and carry nothing read here.
-  The stream names no model.
+- ``error`` ends the run on an error (``error.data.message``, else ``error.name``; a 429 opencode
+  gave up on is one): the report's ``error``.
+- ``step_start``, ``reasoning`` and ``done`` are known and carry nothing read here. The stream
+  names no model.
 """
 
 from __future__ import annotations
@@ -60,9 +64,19 @@ class _Part(msgspec.Struct, gc=False):
     tokens: _Tokens | None = None
 
 
+class _ErrorData(msgspec.Struct, gc=False):
+    message: str | None = None
+
+
+class _Error(msgspec.Struct, gc=False):
+    name: str | None = None
+    data: _ErrorData | None = None
+
+
 class _Line(msgspec.Struct, gc=False):
     type: str = ""
     part: _Part | None = None
+    error: _Error | None = None
 
 
 def _tokens(t: _Tokens) -> TokenUsage:
@@ -79,10 +93,14 @@ def parse(output: str) -> AgentReport:
     anonymous_tools = 0
     files: dict[str, None] = {}
     chunks: list[str] = []
+    error = ""
     for line in lines:
         part = line.part
         if line.type not in KNOWN:
             lines.unknown()
+        elif line.type == "error":
+            e = line.error
+            error = (e.data.message if e and e.data else None) or (e.name if e else None) or "error"
         elif part is None:
             continue
         elif line.type == "step_finish":
@@ -109,4 +127,5 @@ def parse(output: str) -> AgentReport:
         tool_count=len(tools) + anonymous_tools,
         files_modified=tuple(files),
         skipped=lines.skipped,
+        error=error,
     )

@@ -3,9 +3,10 @@ runner waits before running the same iteration again.
 
 Each agent reports a limit in its own way; one module per agent recognises its reports, with
 where each form was taken from: ``claude`` (Claude Code, and Amp, which writes Claude Code's
-stream), ``codex`` (OpenAI Codex), ``gemini`` (Gemini CLI) and ``opencode``. A run's format (its
+stream), ``codex`` (OpenAI Codex), ``copilot`` (GitHub Copilot CLI), ``gemini`` (Gemini CLI) and
+``opencode``. A run's format (its
 ``AgentFormat.limits``) chooses the agent: its stream's limit events count in any run, its plain
-lines only when the run failed. A plain-text run (``text``, ``copilot``, any format that names no
+lines only when the run failed. A plain-text run (``text``, any format that names no
 agent) is read with every agent's forms, JSON lines included, and only when it failed. Cursor's
 agent is not recognised: no limit report of it could be found in a repository of Cursor's.
 
@@ -23,7 +24,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Final
 
-from ledger.agents.rate_limits import claude, codex, gemini, opencode
+from ledger.agents.rate_limits import claude, codex, copilot, gemini, opencode
 from ledger.agents.rate_limits.limit import Clock, RateLimit, Recogniser
 
 __all__ = [
@@ -47,7 +48,7 @@ MAX_LIMITED_RUNS: Final = 12
 """Limited runs in a row after which the loop escalates instead of waiting again."""
 
 RECOGNISERS: Final[Mapping[str, Recogniser]] = MappingProxyType(
-    {"claude": claude, "codex": codex, "gemini": gemini, "opencode": opencode}
+    {"claude": claude, "codex": codex, "copilot": copilot, "gemini": gemini, "opencode": opencode}
 )
 """Every agent's limit reports, by the name an ``AgentFormat.limits`` gives."""
 
@@ -60,6 +61,26 @@ def _object(line: str) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
+def _units(output: str) -> list[str]:
+    """The output's lines, stripped, except that a pretty-printed JSON object (from a line ``{`` to
+    a line ``}``, both unindented: Gemini CLI's ``-o json`` error) is one unit when it decodes."""
+    units: list[str] = []
+    block: list[str] | None = None
+    for line in output.splitlines():
+        if block is not None:
+            block.append(line)
+            if line.rstrip() == "}":
+                whole = "\n".join(block)
+                units.extend([whole] if _object(whole) is not None else [b.strip() for b in block])
+                block = None
+        elif line.rstrip() == "{":
+            block = [line]
+        else:
+            units.append(line.strip())
+    units.extend(line.strip() for line in block or [])  # an object never closed: its lines
+    return units
+
+
 def rate_limit(output: str, failed: bool, clock: Clock, agent: str | None = None) -> RateLimit | None:
     """The limit an agent run's output reports (the last one), or ``None``: ``agent``'s stream
     events, and its whole-line messages when the run ``failed``; with no ``agent`` (plain text),
@@ -68,8 +89,7 @@ def rate_limit(output: str, failed: bool, clock: Clock, agent: str | None = None
     if agent is None and not failed:
         return None
     found: RateLimit | None = None
-    for line in output.splitlines():
-        text = line.strip()
+    for text in _units(output):
         data = _object(text) if text.startswith("{") else None
         for recogniser in recognisers:
             if data is not None:

@@ -8,7 +8,8 @@ the tests asserting them), ``codex-rs/exec/src/event_processor_with_jsonl_output
 ``codex-rs/exec/src/event_processor_with_human_output.rs`` at commit
 00155cc658605491df534df102dab5ceb204f531 (how plain ``codex exec`` prints one: ``ERROR: ...``).
 
-A limit message is one of:
+A limit message is one of (its quotes straightened: Codex 0.169.0 writes ``You’ve``, with a
+typographic apostrophe, as ``tests/fixtures/clients/codex-0.169.0/`` shows):
 
 - ``You've hit your usage limit.`` and what the plan adds, ending ``Try again later.``, ``or try
   again later.``, or ``[Tt]ry again at TIME.`` where TIME is the local reset time (``1:00 AM`` the
@@ -18,8 +19,10 @@ A limit message is one of:
 
 It counts in an ``--json`` line ``{"type": "error", "message": M}`` or ``{"type": "turn.failed",
 "error": {"message": M}}`` (newer versions may add `` (details)`` to M), and in a failed run as a
-whole line ``ERROR: M``. ``Quota exceeded. Check your plan and billing details.`` is not a limit
-that resets (billing), so it stays a failed iteration; an ``agent_message`` never counts.
+whole line ``ERROR: M`` (on stderr). The reset time is read from M: Codex 0.169.0 writes the
+429's structured ``usage_limit_reached`` error (``resets_at``) into neither stream, only into M.
+``Quota exceeded. Check your plan and billing details.`` is not a limit that resets (billing), so
+it stays a failed iteration; an ``agent_message`` never counts.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 
-from ledger.agents.rate_limits.limit import Clock, RateLimit, plain, seconds_from
+from ledger.agents.rate_limits.limit import Clock, RateLimit, plain, seconds_from, straight
 
 _LIMIT = re.compile(
     r"^(?:You've hit your usage limit\."
@@ -59,7 +62,7 @@ def _at(m: re.Match[str], now: datetime) -> datetime | None:
 
 def from_message(message: str, clock: Clock) -> RateLimit | None:
     """The limit a Codex error message reports (its first line names it), or ``None``."""
-    said = message.strip()
+    said = straight(message)
     m = _LIMIT.match(said)
     if m is None:
         return None

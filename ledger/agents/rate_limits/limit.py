@@ -1,5 +1,6 @@
 """What every agent's limit recogniser returns and reads: ``RateLimit``, the clock, and the helpers
-the agents share (a reset from an epoch, a reset some seconds away, an ANSI-free line)."""
+the agents share (a reset from an epoch, a reset some seconds away, an ANSI-free line with straight
+quotes)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Final, Protocol
 
 Clock = Callable[[], datetime]
 
@@ -51,6 +52,16 @@ def seconds_from(now: datetime, amount: str, unit: str) -> datetime | None:
         return None
 
 
+_QUOTES: Final = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def straight(text: str) -> str:
+    """``text`` stripped, its typographic quotes made straight: agents word the same message with
+    either (Codex 0.169.0 says "You\u2019ve hit your usage limit"), and the forms here are written
+    with straight ones."""
+    return text.translate(_QUOTES).strip()
+
+
 def plain(text: str) -> str:
-    """``text`` stripped, without terminal colour codes."""
-    return _ANSI.sub("", text).strip()
+    """``text`` stripped, without terminal colour codes, its quotes straight (``straight``)."""
+    return straight(_ANSI.sub("", text))

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +126,11 @@ class MockAPI:
         """The status and JSON body of a side request."""
         return 404, {"error": {"message": f"mock: no route for {request.method} {request.path}"}}
 
+    def side_reply(self, request: Request) -> Reply | None:
+        """A reply streamed, as a turn is, to a side request (not logged in ``served``: e.g. a title
+        the client asks for on the side); ``None``: ``side`` answers it."""
+        return None
+
     # -- the log
     def bodies(self) -> list[Any]:
         """The bodies of the model requests, in order."""
@@ -147,7 +152,7 @@ class MockAPI:
         )
 
     # -- the server
-    def __enter__(self) -> MockAPI:
+    def __enter__(self) -> Self:
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -171,12 +176,15 @@ class MockAPI:
                 with api._lock:
                     api.requests.append(request)
                 if not api.is_turn(request):
-                    status, answer = api.side(request)
-                    self._json(status, answer)
-                    return
-                turn = api.script(request)
-                with api._lock:
-                    api.served.append(Served(request, turn))
+                    reply = api.side_reply(request)
+                    if reply is None:
+                        self._json(*api.side(request))
+                        return
+                    turn: Turn = reply
+                else:
+                    turn = api.script(request)
+                    with api._lock:
+                        api.served.append(Served(request, turn))
                 if isinstance(turn, Failure):
                     data = turn.body if isinstance(turn.body, str) else json.dumps(turn.body)
                     self._send(turn.status, data.encode(), "application/json", turn.headers)
