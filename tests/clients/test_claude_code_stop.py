@@ -388,9 +388,12 @@ def test_the_loop_uses_every_block_the_client_honours_and_ends_itself_at_the_nex
 # --- 7. a stop while a sub-agent works in the background ----------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def background(client_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    root = tmp_path_factory.mktemp("background")
+@pytest.fixture(scope="module", params=["plugin", "ledger"])
+def background(
+    request: pytest.FixtureRequest, client_bin: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Run]:
+    mode = str(request.param)
+    root = tmp_path_factory.mktemp("background" if mode == "plugin" else "background-ledger")
     agent = {"description": "write c", "prompt": f"{SUBTASK}: write c", "run_in_background": True}
     main = [
         Reply(text="Delegating.", tool_calls=(ToolCall("Agent", agent),), usage=Usage(200, 20)),
@@ -406,8 +409,9 @@ def background(client_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         client_bin,
         root,
         Router(main, sub, delay=0.4),
-        mode="plugin",
+        mode=mode,
         loop=("Do the work", "--completion-promise", "DONE", "--max-iterations", "6"),
+        toml="max_iterations = 6\n" if mode == "ledger" else "",
     )
 
 
