@@ -264,6 +264,10 @@ def test_drop_in_per_iteration_tokens_and_files_are_the_iterations_own(drop_in: 
     assert per == [usage_of(m[:1]), usage_of(m[1:3]), usage_of(m[3:4]), usage_of(m[4:])]
     rows = drop_in.sql("select iteration, files_modified from iterations order by iteration")
     assert [r["files_modified"] for r in rows] == [[], [str(drop_in.project / "a.txt")], [], []]
+    turns = [e for e in drop_in.journal() if e["type"] == "agent_turn"]
+    tools = [sum(t["tool_count"] for t in turns if t["iteration"] == n) for n in (1, 2, 3, 4)]
+    assert tools == [0, 1, 0, 0] and {t["model"] for t in turns} == {MODEL}
+    assert [t["output_excerpt"] for t in turns] == [s["last_assistant_message"] for s in drop_in.stops()]
 
 
 def test_drop_in_decides_from_the_last_assistant_message(drop_in: Run) -> None:
