@@ -257,11 +257,20 @@ class Override(Event, frozen=True, kw_only=True, gc=False, tag="override"):
 
 
 class StopDecided(Event, frozen=True, kw_only=True, gc=False, tag="stop_decided"):
-    """What the harness was told: allow the agent to stop, or block it."""
+    """What the harness was told: allow the agent to stop, or block it. From a Claude Code Stop
+    hook (2.1.x) also what its input said: ``prompt_id`` (the user prompt the turn answers), the
+    ``background_tasks`` still known to the client (each as sent: ``id``, ``type`` such as
+    ``subagent``, ``status`` such as ``running``, ``description``, ``agent_type``) and its
+    ``session_crons``. ``waiting``: the stop was allowed without ending the iteration because
+    sub-agents still ran (docs/design/claude-code-stop.md)."""
 
     decision: StopDecision
     reason: str = ""
     system_message: str = ""
+    prompt_id: str = ""
+    background_tasks: list[dict[str, Any]] = []
+    session_crons: list[dict[str, Any]] = []
+    waiting: bool = False
 
 
 class SessionCompleted(Event, frozen=True, kw_only=True, gc=False, tag="session_completed"):
