@@ -26,7 +26,7 @@ from tests.clients.gemini_client import (
     write_then_continue,
 )
 from tests.clients.mocks.base import Reply, Script, Usage
-from tests.clients.mocks.gemini import FLASH_AUTO, MODEL, ROUTER_MODEL, GeminiAPI, add, quota_exceeded
+from tests.clients.mocks.gemini import FLASH_AUTO, MODEL, ROUTER_MODEL, GeminiAPI, quota_exceeded
 from tests.journeys.conftest import script
 
 pytestmark = pytest.mark.clients
@@ -75,8 +75,8 @@ def check_served(loop: Loop, turns: list[int]) -> Usage:
         assert by_model(recorded[n]) == {m: ledger_tokens(u) for m, u in models.items()}
         total = Usage()
         for u in models.values():
-            total = add(total, u)
-        loop_total = add(loop_total, total)
+            total = total + u
+        loop_total = loop_total + total
         cost = sum(price(m, u) for m, u in models.items())
         loop_cost += cost
         row = iterations[n]

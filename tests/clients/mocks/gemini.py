@@ -111,17 +111,6 @@ def usage_metadata(u: Usage) -> dict[str, int]:
     return out
 
 
-def add(a: Usage, b: Usage) -> Usage:
-    """Two usages summed."""
-    return Usage(
-        input=a.input + b.input,
-        output=a.output + b.output,
-        cache_read=a.cache_read + b.cache_read,
-        cache_write=a.cache_write + b.cache_write,
-        thoughts=a.thoughts + b.thoughts,
-    )
-
-
 def _model_of(request: Request) -> str:
     """The model a request's path names (``/v1beta/models/{model}:method``)."""
     tail = request.path.split("?")[0].rsplit("/", 1)[-1]
@@ -159,7 +148,7 @@ class GeminiAPI(MockAPI):
         for model, u, turn in self.log:
             while run < len(turns) - 1 and made >= turns[run]:
                 run, made = run + 1, 0
-            out[run][model] = add(out[run].get(model, Usage()), u)
+            out[run][model] = out[run].get(model, Usage()) + u
             made += turn
         return out
 
@@ -167,7 +156,7 @@ class GeminiAPI(MockAPI):
         """Every model's usage served, turns and side answers together."""
         out: dict[str, Usage] = {}
         for model, u, _ in self.log:
-            out[model] = add(out.get(model, Usage()), u)
+            out[model] = out.get(model, Usage()) + u
         return out
 
     def side(self, request: Request) -> tuple[int, Any]:
