@@ -75,19 +75,40 @@ def build_transcript(path: Path, size: int = 3_000_000) -> None:
             copy += 1
 
 
+def turn_text(n: int) -> str:
+    """The text of turn ``n``'s last message: the stop's ``last_assistant_message``."""
+    return f"Iteration {n}: edited file_{n}.py, tests still failing."
+
+
 def add_turn(path: Path, n: int) -> None:
-    """One more prompt and answer, as Claude Code appends them between two stops."""
+    """One more prompt and answer, as Claude Code 2.1.x appends them between two stops: an Edit call
+    (progress: Claude Code's block cap counts blocks in a row without one), its result, and the
+    final text, which the stop's ``last_assistant_message`` repeats (so the stop finds its turn at
+    once, as a warm stop does: docs/design/claude-code-stop.md)."""
+    edit = {"type": "tool_use", "id": f"toolu-{n}", "name": "Edit", "input": {"file_path": f"file_{n}.py"}}
+    result = {"type": "tool_result", "tool_use_id": f"toolu-{n}", "content": "ok"}
+    usage = {"input_tokens": 10, "output_tokens": 5}
     rows = [
         {"type": "user", "message": {"role": "user", "content": f"continue {n}"}},
         {
             "type": "assistant",
             "message": {
+                "id": f"msg-bench-{n}a",
+                "role": "assistant",
+                "content": [edit],
+                "usage": usage,
+                "stop_reason": "tool_use",
+            },
+        },
+        {"type": "user", "message": {"role": "user", "content": [result]}},
+        {
+            "type": "assistant",
+            "message": {
                 "id": f"msg-bench-{n}",
                 "role": "assistant",
-                "content": [
-                    {"type": "text", "text": f"Iteration {n}: edited file_{n}.py, tests still failing."}
-                ],
-                "usage": {"input_tokens": 10, "output_tokens": 5},
+                "content": [{"type": "text", "text": turn_text(n)}],
+                "usage": usage,
+                "stop_reason": "end_turn",
             },
         },
     ]
@@ -144,16 +165,23 @@ class Project:
             "RALPH_HOME": str(root / ".ralph"),
             "RALPH_WARM": "0",  # in-process; the warm rows (the default) set 1
         }
-        self.event = json.dumps(
+        self.session = session
+        self.stops = 0
+
+    def event(self) -> bytes:
+        """The Stop input of the current stop, as Claude Code 2.1.x sends it."""
+        return json.dumps(
             {
-                "session_id": session,
-                "transcript_path": str(transcript),
-                "cwd": str(root),
+                "session_id": self.session,
+                "transcript_path": str(self.transcript),
+                "cwd": str(self.root),
                 "hook_event_name": "Stop",
                 "stop_hook_active": True,
+                "last_assistant_message": turn_text(self.stops),
+                "background_tasks": [],
+                "session_crons": [],
             }
         ).encode()
-        self.stops = 0
 
     def stop(self) -> Sample:
         """One stop after one more turn; its time in ms. Raises SystemExit unless the hook blocks."""
@@ -162,7 +190,7 @@ class Project:
         ralph = str(Path(sys.executable).parent / "ralph-ledger")
         worker = self.worker_pid()
         before = process_cpu(worker) if worker else 0.0
-        ms, proc = timed([ralph, "hook", "claude-code"], self.event, self.root, self.env)
+        ms, proc = timed([ralph, "hook", "claude-code"], self.event(), self.root, self.env)
         ms.worker = process_cpu(worker) - before if worker else 0.0
         if proc.returncode != 0 or b'"block"' not in proc.stdout:
             raise SystemExit(

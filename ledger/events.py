@@ -257,11 +257,20 @@ class Override(Event, frozen=True, kw_only=True, gc=False, tag="override"):
 
 
 class StopDecided(Event, frozen=True, kw_only=True, gc=False, tag="stop_decided"):
-    """What the harness was told: allow the agent to stop, or block it."""
+    """What the harness was told: allow the agent to stop, or block it. From a Claude Code Stop
+    hook (2.1.x) also what its input said: ``prompt_id`` (the user prompt the turn answers), the
+    ``background_tasks`` still known to the client (each as sent: ``id``, ``type`` such as
+    ``subagent``, ``status`` such as ``running``, ``description``, ``agent_type``) and its
+    ``session_crons``. ``waiting``: the stop was allowed without ending the iteration because
+    sub-agents still ran (docs/design/claude-code-stop.md)."""
 
     decision: StopDecision
     reason: str = ""
     system_message: str = ""
+    prompt_id: str = ""
+    background_tasks: list[dict[str, Any]] = []
+    session_crons: list[dict[str, Any]] = []
+    waiting: bool = False
 
 
 class SessionCompleted(Event, frozen=True, kw_only=True, gc=False, tag="session_completed"):
@@ -302,12 +311,14 @@ class ErrorRecorded(Event, frozen=True, kw_only=True, gc=False, tag="error_recor
 class RateLimited(Event, frozen=True, kw_only=True, gc=False, tag="rate_limited"):
     """The agent hit a usage or rate limit: its run is not an iteration; the loop waits (until
     ``resets_at`` when the agent said it, else a bounded back-off of ``wait_s``) and runs the same
-    iteration again. Never a failed validation (the circuit breaker does not see it)."""
+    iteration again. Never a failed validation (the circuit breaker does not see it). What it spent
+    on other models than ``model`` follows as ``model_tokens`` events."""
 
     reason: str = ""
     resets_at: datetime | None = None
     wait_s: float = 0.0
     tokens: TokenUsage = TokenUsage()
+    model: str = ""  # the model the run named, its tokens priced at it ("": not known)
 
 
 class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_stopped"):
@@ -352,6 +363,17 @@ class SummaryGiven(Event, frozen=True, kw_only=True, gc=False, tag="summary_give
     loop_summary: str = ""
 
 
+class ModelTokens(Event, frozen=True, kw_only=True, gc=False, tag="model_tokens"):
+    """Tokens an agent's run spent on a model other than its turn's own (``AgentTurn.model``), as
+    the agent reported them apart (Gemini CLI's model router and utility calls, turns it gave
+    another model): one per other model, appended with the ``agent_turn`` at its iteration, whose
+    ``tokens`` are then its own model's only. They count in the iteration's tokens and, priced at
+    this ``model``, in its cost (``sql/views/turn_tokens.sql``), as a sub-agent's do."""
+
+    model: str = ""
+    tokens: TokenUsage = TokenUsage()
+
+
 AnyEvent = (
     SessionStarted
     | HookRegistered
@@ -375,6 +397,7 @@ AnyEvent = (
     | SubagentStopped
     | NotificationSent
     | SummaryGiven
+    | ModelTokens
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__

@@ -26,6 +26,30 @@ OURS = {"type": "stdio", "command": "ralph-ledger", "args": ["mcp"]}
 
 def test_the_server_entry_is_claude_codes_stdio_form() -> None:
     assert server_entry() == OURS
+    assert server_entry(["/v/bin/ralph-ledger", "mcp"]) == {**OURS, "command": "/v/bin/ralph-ledger"}
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        OURS,
+        {"command": "/old/venv/bin/ralph-ledger", "args": ["mcp"], "env": {"A": "1"}},
+        {"command": "/usr/bin/python3", "args": ["-m", "ledger.cli", "mcp"]},
+    ],
+)
+def test_an_entry_of_ours_gets_the_command_given_its_other_keys_kept(
+    tmp_path: Path, entry: dict[str, object]
+) -> None:
+    path = tmp_path / ".mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"ralph-ledger": entry}}))
+    command = ["/v/bin/ralph-ledger", "mcp"]
+    assert register_server(path, command) is True
+    assert json.loads(path.read_text())["mcpServers"]["ralph-ledger"] == {
+        **entry,
+        "command": "/v/bin/ralph-ledger",
+        "args": ["mcp"],
+    }
+    assert register_server(path, command) is False
 
 
 def test_no_file_gets_the_server(tmp_path: Path) -> None:
@@ -64,7 +88,7 @@ def test_an_identical_entry_is_left_as_is(tmp_path: Path, entry: dict[str, objec
     path = tmp_path / ".mcp.json"
     text = json.dumps({"mcpServers": {"ralph-ledger": entry}})  # not as this module would indent it
     path.write_text(text)
-    assert register_server(path) is False
+    assert register_server(path, [str(entry["command"]), "mcp"]) is False
     assert path.read_text() == text
 
 

@@ -55,14 +55,21 @@ def expected_claude(path: Path) -> AgentReport:
                 if block["name"] in ("Edit", "Write", "MultiEdit") and edited not in files:
                     files.append(edited)
     result = [e for e in events if e["type"] == "result"][-1]
+    last = list(usage.values())[-1]  # the context: the last request's input, cache included
+    context = last["input_tokens"] + last["cache_read_input_tokens"] + last["cache_creation_input_tokens"]
+    total = result.get("usage") or {  # the result's usage when it has one, else each message's
+        k: sum(u[k] for u in usage.values())
+        for k in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    }
     return AgentReport(
         text=result["result"],
         tokens=TokenUsage(
-            input=sum(u["input_tokens"] for u in usage.values()),
-            output=sum(u["output_tokens"] for u in usage.values()),
-            cache_read=sum(u["cache_read_input_tokens"] for u in usage.values()),
-            cache_creation=sum(u["cache_creation_input_tokens"] for u in usage.values()),
+            input=total["input_tokens"],
+            output=total["output_tokens"],
+            cache_read=total["cache_read_input_tokens"],
+            cache_creation=total["cache_creation_input_tokens"],
         ),
+        context_tokens=context,
         cost_usd=result["total_cost_usd"],
         model=model,
         tool_count=tools,
@@ -105,9 +112,10 @@ def expected_gemini(path: Path) -> AgentReport:
     if results:
         stats = results[-1]
         cached = stats.get("cached", 0)
+        thoughts = stats["total_tokens"] - stats["input_tokens"] - stats["output_tokens"]  # billed as output
         tokens = TokenUsage(
             input=stats.get("input", stats["input_tokens"] - cached),
-            output=stats["output_tokens"],
+            output=stats["output_tokens"] + thoughts,
             cache_read=cached,
         )
     init = [e for e in events if e["type"] == "init"]
@@ -191,6 +199,7 @@ def test_each_format_reads_its_agents_real_sample(name: str, path: Path, expecte
         model=want.model,
         tool_count=want.tool_count,
         files_modified=want.files_modified,
+        context_tokens=want.context_tokens,
         skipped=malformed(path),
     )
 
@@ -255,7 +264,9 @@ def test_a_prompt_echoed_in_a_stream_is_not_the_final_text() -> None:
         (["codex", "exec", "fix it"], "text"),
         (["gemini", "--output-format", "stream-json", "-p", "x"], "gemini"),
         (["gemini", "-o", "stream-json"], "gemini"),
-        (["gemini", "--output-format", "json"], "text"),
+        (["gemini", "--output-format", "json"], "gemini"),
+        (["gemini", "-o", "json", "--yolo"], "gemini"),
+        (["gemini", "-o", "text", "--yolo"], "text"),
         (["amp", "-x", "fix it", "--stream-json"], "amp"),
         (["amp", "-x", "fix it"], "text"),
         (["copilot", "-p", "fix it", "--allow-all-tools"], "text"),
@@ -357,7 +368,8 @@ def test_unconfirmed_formats_are_marked() -> None:
         (["codex", "exec", "-c", 'model="gpt-5.4"', "fix it"], "gpt-5.4"),
         (["codex", "exec", "-c", "sandbox_mode=read-only"], ""),
         (["codex", "exec", "fix it"], ""),
-        (["claude", "-p", "--model", "sonnet"], ""),  # its stream names the model it ran on
+        (["claude", "-p", "--model", "sonnet"], "sonnet"),  # plain claude -p names no model
+        (["claude", "-p", "-c", "model=x"], ""),  # Claude Code's -c is --continue
         ([], ""),
     ],
 )

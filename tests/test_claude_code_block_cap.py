@@ -50,12 +50,14 @@ def test_blocks_without_progress(events: list[E.Event], count: int) -> None:
     assert bc.blocks_without_progress(events) == count
 
 
-def test_the_cap_is_reached_by_the_block_that_would_be_the_cap_th_in_a_row() -> None:
+def test_the_cap_is_reached_by_the_block_that_would_go_past_the_cap() -> None:
+    """Claude Code 2.1.328 honours CAP blocks in a row and overrides the next one (seen for real:
+    tests/clients/test_claude_code_stop.py)."""
     events: list[E.Event] = [turn()]
-    for n in range(1, 4):
-        assert bc.cap_reached(events, 4) == 0, n  # blocks 1, 2 and 3 go through
+    for n in range(1, 5):
+        assert bc.cap_reached(events, 4) == 0, n  # blocks 1, 2, 3 and 4 go through
         events += [stop("block"), turn()]
-    assert bc.cap_reached(events, 4) == 4
+    assert bc.cap_reached(events, 4) == 5
     assert bc.cap_reached(events, 0) == 0  # 0: no cap, as in Claude Code
     assert bc.cap_reached([*events[:-1], turn(tools=1)], 4) == 0
 
@@ -114,39 +116,45 @@ def test_a_drop_in_loop_stops_at_the_cap_and_says_so(tmp_path: Path, monkeypatch
     monkeypatch.setenv(bc.ENV, "3")
     loop = DropIn(tmp_path, monkeypatch)
     assert '"decision": "block"' in loop.stop()["stdout"]
-    assert '"decision": "block"' in loop.stop()["stdout"]  # two blocks in a row
-    out = loop.stop()  # the third would be the cap-th: Claude Code would drop it
+    assert '"decision": "block"' in loop.stop()["stdout"]
+    assert '"decision": "block"' in loop.stop()["stdout"]  # three blocks in a row: the cap, honoured
+    out = loop.stop()  # the fourth would go past the cap: Claude Code would override it
     message = json.loads(out["stdout"])["systemMessage"]
-    assert out["stderr"] == "" and message.startswith("🛑 Ralph loop escalated at iteration 3: 3 stops")
+    assert out["stderr"] == "" and message.startswith("🛑 Ralph loop escalated at iteration 4: 3 stops")
     assert bc.ENV in message
     assert not (loop.project / STATE_FILE).exists()
     events = loop.events()
     trips = [e for e in events if isinstance(e, E.GuardTripped)]
     assert [(t.guard, t.evidence) for t in trips] == [("block_cap", {"blocks_without_progress": 3, "cap": 3})]
     assert isinstance(events[-1], E.SessionEscalated) and events[-1].guard == "block_cap"
-    assert [e.decision for e in events if isinstance(e, E.StopDecided)] == ["block", "block", "allow"]
+    assert [e.decision for e in events if isinstance(e, E.StopDecided)] == [
+        "block",
+        "block",
+        "block",
+        "allow",
+    ]
 
 
 def test_a_tool_call_sets_the_count_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(bc.ENV, "3")
     loop = DropIn(tmp_path, monkeypatch)
-    for tools in (0, 0, 1, 0):  # without the tool call the third stop would have tripped
+    for tools in (0, 0, 0, 1, 0, 0):  # without the tool call the fourth stop would have tripped
         assert '"decision": "block"' in loop.stop(tools=tools)["stdout"]
-    assert "systemMessage" in json.loads(loop.stop()["stdout"])  # 1 (after the tool call) + 2 = 3
+    assert "systemMessage" in json.loads(loop.stop()["stdout"])  # 1 (after the tool call) + 3 = 4
     assert [e.guard for e in loop.events() if isinstance(e, E.GuardTripped)] == ["block_cap"]
 
 
 def test_a_bad_cap_says_so_and_the_default_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(bc.ENV, "lots")
     loop = DropIn(tmp_path, monkeypatch)
-    for _ in range(7):
+    for _ in range(8):  # the default cap: 8 blocks go through, the 9th would be overridden
         out = loop.stop()
         assert '"decision": "block"' in out["stdout"]
         assert (
             out["stderr"]
             == f"ralph-ledger hook: {bc.ENV}='lots': expected a whole number >= 0 (0: no cap); using 8\n"
         )
-    assert "systemMessage" in json.loads(loop.stop()["stdout"])
+    assert "decision" not in json.loads(loop.stop()["stdout"])
 
 
 def test_a_cap_of_zero_never_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

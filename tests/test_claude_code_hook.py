@@ -396,10 +396,25 @@ def test_a_loop_recorded_before_loops_had_their_own_session_carries_on(project: 
     assert f"ledger_session: {sid}\n" in state_file.read_text()
 
 
-def test_an_unreadable_transcript_ends_the_plugin_loop_in_the_ledger(project: Path) -> None:
+def test_a_transcript_not_there_yet_lets_the_plugin_loop_go_on_from_the_last_message(project: Path) -> None:
+    """Claude Code 2.1.328 may run the first stop before the transcript exists: the stop decides from
+    ``last_assistant_message``, waits a bounded time, and says the turn had not landed."""
     start_loop(project, "Go", "--max-iterations", "5")
     missing = project / "missing.jsonl"
-    out = hook(project, event(project, missing, last_assistant_message="hi"))
+    out = hook(
+        project, event(project, missing, last_assistant_message="hi"), {"RALPH_TRANSCRIPT_WAIT_MS": "50"}
+    )
+    assert json.loads(out.stdout)["decision"] == "block" and out.stderr == ""
+    assert (project / ".claude" / "ralph-loop.local.md").exists()
+    (lag,) = [e for e in journal(project) if isinstance(e, E.ErrorRecorded)]
+    assert lag.component == "hook claude-code: transcript" and str(missing) in lag.message
+
+
+def test_an_unreadable_transcript_ends_the_plugin_loop_in_the_ledger(project: Path) -> None:
+    """An older Claude Code, with no ``last_assistant_message``: no way to know the turn."""
+    start_loop(project, "Go", "--max-iterations", "5")
+    missing = project / "missing.jsonl"
+    out = hook(project, event(project, missing))
     assert out.stdout == "" and out.stderr.count("\n") == 1 and str(missing) in out.stderr
     assert out.stderr.startswith("⚠️  Ralph loop: Failed to extract assistant messages: ")
     assert not (project / ".claude" / "ralph-loop.local.md").exists()
@@ -482,3 +497,45 @@ def test_an_error_after_a_loop_ended_is_not_recorded_in_that_loop(project: Path)
     assert journal(project) == finished
     errors = journal(project, f"{SESSION}-2")
     assert [type(e) for e in errors] == [E.ErrorRecorded] and "iteration" in errors[0].message  # type: ignore[union-attr]
+
+
+# --- a stop while sub-agents run in the background (docs/design/claude-code-stop.md) --------------------
+
+RUNNING = [{"id": "a1", "type": "subagent", "status": "running", "description": "notes", "agent_type": "x"}]
+
+
+@pytest.mark.parametrize("mode", ["plugin", "ledger"])
+def test_a_stop_while_a_subagent_runs_is_allowed_and_the_iteration_goes_on(project: Path, mode: str) -> None:
+    if mode == "ledger":
+        (project / "ralph.toml").write_text("max_iterations = 5\n")
+    start_loop(project, "Go", "--max-iterations", "5", "--completion-promise", "DONE", "--mode", mode)
+    transcript = project / "t.jsonl"
+    turn(transcript, 1, "<promise>DONE</promise> once the agent is back")
+    said = "<promise>DONE</promise> once the agent is back"
+    waiting = hook(project, event(project, transcript, last_assistant_message=said, background_tasks=RUNNING))
+    assert (waiting.stdout, waiting.stderr) == ("", "")  # allowed, silently: the client wakes the agent
+    assert list((project / ".claude").glob("ralph-*.local.*"))  # the loop goes on
+    turn(transcript, 2, "Read the notes.")
+    block = hook(
+        project, event(project, transcript, last_assistant_message="Read the notes.", background_tasks=[])
+    )
+    assert json.loads(block.stdout)["decision"] == "block"
+    events = journal(project)
+    decided = [e for e in events if isinstance(e, E.StopDecided)]
+    assert [(e.decision, e.waiting, e.iteration) for e in decided] == [
+        ("allow", True, 1),
+        ("block", False, 1),
+    ]
+    assert decided[0].background_tasks == RUNNING
+    turns = [e for e in events if isinstance(e, E.AgentTurn)]
+    assert [(t.iteration, t.tokens.input) for t in turns] == [(1, 100 + 200)]  # both turns, once
+    assert not [e for e in events if isinstance(e, E.PromiseDetected)]  # no promise taken while it ran
+
+
+def test_an_old_stop_decided_line_decodes_with_the_new_fields_empty() -> None:
+    import msgspec
+
+    old = b'{"type":"stop_decided","session_id":"s","iteration":1,"decision":"block","reason":"r"}'
+    got = msgspec.json.decode(old, type=E.AnyEvent)
+    assert isinstance(got, E.StopDecided)
+    assert (got.prompt_id, got.background_tasks, got.session_crons, got.waiting) == ("", [], [], False)

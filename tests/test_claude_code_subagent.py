@@ -86,6 +86,8 @@ class Session:
 
 @pytest.fixture
 def session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Session:
+    """A stand-in session; a turn that has not landed is not waited for (stop_event.await_turn)."""
+    monkeypatch.setenv("RALPH_TRANSCRIPT_WAIT_MS", "0")
     return Session(tmp_path, monkeypatch)
 
 
@@ -102,7 +104,7 @@ def test_a_subagent_stop_with_no_loop_records_nothing_and_allows(session: Sessio
 def test_a_subagent_of_a_running_drop_in_loop_is_recorded_at_its_iteration(session: Session) -> None:
     session.start("--mode", "plugin")
     assert '"decision": "block"' in session.stop()  # iteration 2 now
-    session.write(session.agent, "s1", USAGE, {"type": "text", "text": "Looking."}, EDIT)
+    session.write(session.agent, "s1", USAGE, {"type": "text", "text": "Found it."}, EDIT)
     assert session.subagent_stop() == ("", "")  # never blocks, prints nothing
     (rec,) = session.recorded()
     assert (rec.iteration, rec.agent_id, rec.agent_type) == (2, AGENT, "general-purpose")
@@ -134,7 +136,7 @@ def test_a_resumed_subagent_is_counted_from_where_its_last_record_stopped(sessio
 
 def test_a_subagent_in_the_loops_first_turn_claims_it_and_the_first_stop_carries_on(session: Session) -> None:
     session.start("--mode", "plugin")
-    session.write(session.agent, "s1", USAGE, {"type": "text", "text": "Looking."})
+    session.write(session.agent, "s1", USAGE, {"type": "text", "text": "Found it."})
     session.subagent_stop()
     state = read_state(session.project / STATE_FILE)
     assert state is not None and (state.session_id, state.ledger_session) == (CLAUDE, f"cc-{CLAUDE}")
@@ -175,7 +177,7 @@ def test_an_older_subagent_stop_without_its_own_transcript_is_recorded_quietly(s
 def test_a_subagent_of_a_ledger_native_loop_before_its_first_stop(session: Session) -> None:
     (session.project / "ralph.toml").write_text("[[rules]]\nname = 'ok'\ntype = 'command'\nargv = ['true']\n")
     session.start("--mode", "ledger")
-    session.write(session.agent, "s1", USAGE, {"type": "text", "text": "x"})
+    session.write(session.agent, "s1", USAGE, {"type": "text", "text": "Found it."})
     assert session.subagent_stop() == ("", "")
     loop = read_loop_file(session.project / LOOP_FILE)
     assert loop is not None and (loop.claude_session_id, loop.ledger_session) == (CLAUDE, f"cc-{CLAUDE}")

@@ -346,3 +346,23 @@ def test_schema_lists_the_cost_columns(capsys: pytest.CaptureFixture[str]) -> No
     for view in ("sessions", "iterations", "loop_metrics"):
         assert "  cost_usd                 DOUBLE" in views[view], view
     assert "  context_used             DOUBLE" in views["iterations"]
+
+
+def test_the_price_band_is_the_last_requests_not_the_turns_sum(home: Home) -> None:
+    """A Claude Code turn of many small requests sums past 200K, but no request came near it: the
+    band is chosen on its last request (``context_tokens``), so it pays the base rate; without that
+    figure the sum is all there is."""
+    tokens = E.TokenUsage(input=50, output=2_000, cache_read=230_000, cache_creation=500)
+    record(
+        home,
+        "a",
+        E.AgentTurn(session_id="a", iteration=1, model=SONNET, tokens=tokens, context_tokens=40_000),
+        E.AgentTurn(session_id="a", iteration=1, model=SONNET, tokens=tokens),
+    )
+    ledger = Ledger.memory(home)
+    assert ledger.ingest().notes == []
+    by_last, by_sum = (r["cost_usd"] for r in ledger.rows("SELECT cost_usd FROM turn_costs ORDER BY seq"))
+    half = E.TokenUsage(input=25, output=1_000, cache_read=115_000, cache_creation=250)  # < 200K each
+    assert by_last == pytest.approx(2 * library_price(SONNET, half), rel=1e-9)  # two base-band requests
+    assert by_sum == pytest.approx(library_price(SONNET, tokens), rel=1e-9)  # one long-context request
+    assert by_sum > by_last

@@ -38,6 +38,7 @@ RELEASED_TAGS = (
     "subagent_stopped",
     "notification_sent",
     "summary_given",
+    "model_tokens",
 )
 
 # Fields without a default, per tag, as first released. A new field must have a

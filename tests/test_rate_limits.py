@@ -291,7 +291,8 @@ def test_gemini_clis_quota_errors_give_their_retry_delay(
     }
     found = rate_limit(stream(init, gemini_error(message)), True, clock, "gemini")
     assert found is not None
-    assert found.reason == message.splitlines()[0]  # the first line names it
+    said = " ".join(f"[API Error: {api}]".split())  # the whole API error, its lines joined
+    assert found.reason == said and found.reason.endswith("]")
     assert found.resets_at == (None if retry_s is None else NOW + timedelta(seconds=retry_s))
     assert rate_limit(stream(gemini_error(message)), True, clock) == found  # a plain-text run that failed
 

@@ -21,7 +21,7 @@ import pytest
 
 from ledger import events as E
 from ledger.agents.agent_process import run_agent
-from ledger.agents.formats import FORMATS
+from ledger.agents.formats import FORMATS, named
 from ledger.agents.runner import RunResult, recorded, run_loop
 from ledger.cli import main
 from ledger.core.home import Home
@@ -33,6 +33,7 @@ from ledger.loop.guards import CircuitBreaker, GuardConfig, _Guard
 from ledger.loop.prompts import next_prompt
 from ledger.loop.rules import RuleContext, parse_rules
 from ledger.loop.stop_policies import HookResult
+from ledger.storage.database import Ledger
 from ledger.storage.journal import Cursor, read_new
 from tests.helpers import AGENT_PREAMBLE, ticking
 
@@ -692,3 +693,79 @@ def test_a_stream_that_says_its_turn_failed_fails_the_iteration_even_on_exit_0(
     result, _ = loop(engine, cmd, LoopConfig(max_iterations=1), agent_format=FORMATS["codex"])
     assert result.signal != "COMPLETE"
     assert turns(engine, "s1")[0].failure == "agent reported: stream disconnected"
+
+
+def test_a_limited_run_records_what_it_spent_by_model_and_is_priced(engine: Engine, state: Path) -> None:
+    """Gemini CLI without ``-m`` asks its router (a small model) before the turn that hits a 429:
+    the rate-limited run spent the router's tokens, recorded at the router's model and priced; the
+    run that follows records each model apart too (the shapes of Gemini CLI 0.61.0's stream-json)."""
+    from genai_prices import Usage, calc_price
+
+    router = {"total_tokens": 46, "input_tokens": 40, "output_tokens": 6, "cached": 0, "input": 40}
+    pro = {"total_tokens": 1300, "input_tokens": 1000, "output_tokens": 100, "cached": 0, "input": 1000}
+    nothing = dict.fromkeys(pro, 0)
+    too_many = "Please wait and try again later. To increase your limits, request a quota increase "
+    too_many += "through AI Studio, or switch to another /auth method"
+    error = {"type": "unknown", "message": f"[API Error: x]\n{too_many}"}
+    runs = [
+        {"type": "result", "status": "error", "error": error,
+         "stats": {"models": {"gemini-3.5-flash-lite": router, "gemini-3.1-pro-preview": nothing}}},
+        {"type": "result", "status": "success",
+         "stats": {"models": {"gemini-3.5-flash-lite": router, "gemini-3.1-pro-preview": pro}}},
+    ]  # fmt: skip
+    cmd = agent(
+        state,
+        f"runs = {runs!r}\n"
+        'print(json.dumps({"type": "init", "model": "auto"}))\n'
+        'said = {"type": "message", "role": "assistant", "content": "<promise>COMPLETE</promise>"}\n'
+        "print(json.dumps(said))\n"
+        "print(json.dumps(runs[n - 1]))\n"
+        "raise SystemExit(173 if n == 1 else 0)\n",
+    )
+    result, _ = loop(
+        engine, cmd, LoopConfig(max_iterations=2), agent_format=FORMATS["gemini"], rate_limit_wait_s=0.01
+    )
+    assert (result.signal, result.iterations) == ("COMPLETE", 1)
+    events = events_of(engine, "s1")
+    [limited] = [e for e in events if isinstance(e, E.RateLimited)]
+    assert (limited.model, limited.tokens) == ("gemini-3.5-flash-lite", E.TokenUsage(input=40, output=6))
+    [turn] = turns(engine, "s1")
+    assert (turn.model, turn.tokens) == ("gemini-3.1-pro-preview", E.TokenUsage(input=1000, output=300))
+    others = [(e.model, e.tokens) for e in events if isinstance(e, E.ModelTokens)]
+    assert others == [("gemini-3.5-flash-lite", E.TokenUsage(input=40, output=6))]  # no zero rows
+
+    def price(model: str, i: int, o: int) -> float:
+        return float(calc_price(Usage(input_tokens=i, output_tokens=o), model_ref=model).total_price)
+
+    cost = 2 * price("gemini-3.5-flash-lite", 40, 6) + price("gemini-3.1-pro-preview", 1000, 300)
+    [row] = engine.history("s1")
+    assert (row["tokens_input"], row["tokens_output"]) == (2 * 40 + 1000, 2 * 6 + 300)
+    assert row["cost_usd"] == pytest.approx(cost, abs=1e-9)
+
+
+def test_an_interrupted_turn_is_priced_with_its_model(engine: Engine, state: Path) -> None:
+    """Ctrl-C while a Codex-format agent runs: the partial turn keeps what its stream reported and the
+    model its command asked for, so ``turn_costs`` prices it like any other turn."""
+    usage = {"input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 300}
+    cmd = agent(
+        state,
+        f"print(json.dumps({{'type': 'turn.completed', 'usage': {usage!r}}}), flush=True)\n"
+        'print("agent-started", flush=True)\n'
+        "time.sleep(30)\n",
+    )
+    codex = state.parent / "codex"  # named as the agent is: its -m is the model
+    codex.write_text(f"#!{sys.executable}\n" + Path(cmd[1]).read_text())
+    codex.chmod(0o755)
+    out = InterruptingOut("agent-started")
+    argv = [str(codex), str(state), "exec", "-m", "gpt-4.1"]
+    result = run_loop(
+        engine, "s1", LoopConfig(), argv, PROMPT, iteration_timeout_s=30, out=out, agent_format=named("codex")
+    )
+    assert result.exit_code == 130
+    (turn,) = turns(engine, "s1")
+    assert (turn.stop_reason, turn.model) == ("interrupted", "gpt-4.1")
+    assert (turn.tokens.input, turn.tokens.cache_read, turn.tokens.output) == (1000, 200, 300)
+    ledger = Ledger.memory(engine.home)
+    ledger.ingest()
+    (row,) = ledger.rows("SELECT cost_usd, cost_reported FROM turn_costs")
+    assert row["cost_reported"] is False and row["cost_usd"] > 0

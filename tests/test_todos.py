@@ -360,3 +360,72 @@ def test_the_hook_reads_the_todo_list_only_for_a_todos_rule(
         assert json.loads(out)["reason"].endswith("- todos: 1 todo remaining: A")
     else:
         assert out.startswith("✅ Ralph loop complete after 1 iteration(s)")
+
+
+# --- Claude Code 2.1.328's task tools (the shapes of tests/fixtures/clients/claude-code-2.1.328/) -----
+
+
+def _assistant(*calls: tuple[str, str, dict[str, Any]], sidechain: bool = False) -> dict[str, Any]:
+    blocks = [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in calls]
+    return {"type": "assistant", "isSidechain": sidechain, "message": {"id": "m", "content": blocks}}
+
+
+def _result(tool_id: str, result: Any, *, error: bool = False, sidechain: bool = False) -> dict[str, Any]:
+    block = {
+        "type": "tool_result",
+        "tool_use_id": tool_id,
+        "content": "",
+        **({"is_error": True} if error else {}),
+    }
+    return {
+        "type": "user",
+        "isSidechain": sidechain,
+        "toolUseResult": result,
+        "message": {"content": [block]},
+    }
+
+
+def test_the_task_list_follows_create_update_delete_and_list(tmp_path: Path) -> None:
+    rows = [
+        _assistant(("t1", "TaskCreate", {"subject": "A", "description": "a", "activeForm": "Doing A"})),
+        _result("t1", {"task": {"id": "1", "subject": "A"}}),
+        _assistant(("t2", "TaskCreate", {"subject": "B", "description": "b"})),
+        _result("t2", {"task": {"id": "2", "subject": "B"}}),
+        _assistant(("t3", "TaskCreate", {"subject": "C", "description": "c"})),
+        _result("t3", {"task": {"id": "3", "subject": "C"}}),
+        _assistant(("u1", "TaskUpdate", {"taskId": "1", "status": "in_progress", "subject": "A!"})),
+        _result("u1", {"success": True, "taskId": "1", "updatedFields": ["status", "subject"]}),
+        _assistant(("u2", "TaskUpdate", {"taskId": "2", "status": "deleted"})),
+        _result("u2", {"success": True, "taskId": "2"}),
+        _assistant(("u3", "TaskUpdate", {"taskId": "3", "status": "completed"})),
+        _result("u3", "Error: no such task", error=True),  # refused: C stays pending
+        _assistant(("s1", "TaskCreate", {"subject": "Sub", "description": "x"}), sidechain=True),
+        _result("s1", {"task": {"id": "9", "subject": "Sub"}}, sidechain=True),  # a sub-agent's own
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert find_last_todos(path) == [
+        Todo(content="A!", status="in_progress", activeForm="Doing A"),
+        Todo(content="C", status="pending"),
+    ]
+    listed = [{"id": "3", "subject": "C", "status": "completed", "blockedBy": []}]
+    with path.open("a") as f:  # TaskList's result is the whole list as the client holds it
+        f.write(json.dumps(_assistant(("l1", "TaskList", {}))) + "\n")
+        f.write(json.dumps(_result("l1", {"tasks": listed})) + "\n")
+    assert find_last_todos(path) == [Todo(content="C", status="completed")]  # read back to the snapshot only
+
+
+def test_a_todowrite_the_client_refused_does_not_count(tmp_path: Path) -> None:
+    first = {"todos": [{"content": "Ship", "status": "completed"}]}
+    second = {"todos": [{"content": "Never", "status": "pending"}]}
+    rows = [
+        _assistant(("w1", "TodoWrite", first)),
+        _result("w1", "Todos have been modified successfully"),
+        _assistant(("w2", "TodoWrite", second)),
+        _result("w2", "No such tool available: TodoWrite", error=True),
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert find_last_todos(path) == [Todo(content="Ship", status="completed")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows[2:]))
+    assert find_last_todos(path) is None  # the only list written was refused

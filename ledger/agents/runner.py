@@ -63,7 +63,8 @@ import msgspec
 from ledger import events as ev
 from ledger.agents.agent_process import AgentRun, Interrupted, interrupted_reason, interrupts, run_agent
 from ledger.agents.changes import files_changed, in_project, snapshot
-from ledger.agents.formats import AgentFormat, AgentReport, command_model, detect
+from ledger.agents.formats import AgentFormat, command_model, detect
+from ledger.agents.formats.report import AgentReport, by_model
 from ledger.agents.rate_limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
 from ledger.agents.worktrees import Worktree
 from ledger.core.errors import no_session, one_line
@@ -185,6 +186,7 @@ def run_loop(
         n, max_it = started.iteration, started.max_iterations
         stdin_text, advance, events = prompt, False, []
     loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
+    loop.agent_cmd = agent_cmd
     if not resume and config.max_iterations == "auto":  # say how the limit was chosen
         loop.say(
             f"[ralph-ledger] {session_id}: max iterations {max_it} ({_limit_reason(engine, session_id)})\n"
@@ -229,6 +231,7 @@ class _Loop:
         # run, files and report, until the engine has recorded them
         self.journal_size = 0
         self.env: dict[str, str] | None = None  # the agent's environment (None: this process's)
+        self.agent_cmd: list[str] = []  # the agent's command (its model, when its output names none)
 
     def say(self, text: str) -> None:
         """Write one ``[ralph-ledger]`` line to ``out`` (a terminal gone after SIGHUP is ignored)."""
@@ -273,23 +276,26 @@ class _Loop:
                     reason = f"rate limited {MAX_LIMITED_RUNS} runs in a row ({limit.reason})"
                     engine.escalate(sid, reason)
                     return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, reason)
-                self.wait_out(limit, limited - 1, spoken.tokens)
+                self.wait_out(limit, limited - 1, spoken, command_model(agent_cmd))
                 continue
             limited = 0
             self.unrecorded, self.journal_size = (run, [], spoken), _size(engine.journal(sid).path)
             files = files_changed(before, snapshot(engine.work_dir, engine.home.root))
             files = files or in_project(spoken.files_modified, engine.work_dir)
             self.unrecorded = run, files, spoken
+            own, others = by_model(spoken)  # each model's tokens priced at that model
             result = engine.validate(
                 sid,
                 spoken.text,  # promises count in the agent's final text only
                 files_modified=files,
                 tool_count=spoken.tool_count,
-                tokens=spoken.tokens,
+                tokens=own,
                 stop_reason=_stop_reason(run),
                 duration_ms=run.duration_ms,
                 model=spoken.model or command_model(agent_cmd),
+                other_models=others,
                 cost_usd=spoken.cost_usd,
+                context_tokens=spoken.context_tokens,
                 failure=_failure(run, spoken.error),
                 stderr=run.stderr,
             )
@@ -337,20 +343,25 @@ class _Loop:
         prompt = next_prompt(prompt, result, summary, guidance=advanced.guidance)
         return advanced.iteration, advanced.max_iterations, prompt
 
-    def wait_out(self, limit: RateLimit, attempt: int, tokens: ev.TokenUsage) -> None:
-        """Record a rate-limited run and sleep until the limit resets (or a back-off); a signal
-        meanwhile interrupts the loop as anywhere else."""
+    def wait_out(self, limit: RateLimit, attempt: int, spoken: AgentReport, named: str) -> None:
+        """Record a rate-limited run (what it spent, by model; ``named``: the command's model) and
+        sleep until the limit resets (or a back-off); a signal meanwhile interrupts the loop as
+        anywhere else."""
         now = self.engine.clock()
         wait = wait_s(limit, now, attempt, self.rate_limit_wait_s)
-        self.engine.journal(self.session_id).append(
+        sid, n = self.session_id, self.n
+        own, others = by_model(spoken)
+        self.engine.journal(sid).append(
             ev.RateLimited(
-                session_id=self.session_id,
-                iteration=self.n,
+                session_id=sid,
+                iteration=n,
                 reason=limit.reason,
                 resets_at=limit.resets_at,
                 wait_s=wait,
-                tokens=tokens,
-            )
+                tokens=own,
+                model=spoken.model or named,
+            ),
+            *(ev.ModelTokens(session_id=sid, iteration=n, model=m, tokens=t) for m, t in others),
         )
         until = (now + timedelta(seconds=wait)).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         self.say(
@@ -375,7 +386,8 @@ class _Loop:
             turn = self.unrecorded
         if turn is not None:
             run, files, report = turn
-            spoken = report or self.fmt.parse(run.output)  # what the agent spent so far
+            spoken = report or self.fmt.parse(run.output)  # what the agent spent so far, priced as any turn
+            own, others = by_model(spoken)
             events.append(
                 ev.AgentTurn(
                     session_id=sid,
@@ -384,11 +396,15 @@ class _Loop:
                     files_modified=files or in_project(spoken.files_modified, engine.work_dir),
                     tool_count=spoken.tool_count,
                     stop_reason=_stop_reason(run),
-                    tokens=spoken.tokens,
+                    tokens=own,
                     duration_ms=run.duration_ms,
+                    model=spoken.model or command_model(self.agent_cmd),
+                    cost_usd=spoken.cost_usd,
+                    context_tokens=spoken.context_tokens,
                     stderr_excerpt=run.stderr[-2000:],
                 )
             )
+            events.extend(ev.ModelTokens(session_id=sid, iteration=n, model=m, tokens=t) for m, t in others)
         if n and ev.session_status(engine.status(sid)["status"]) == "running":
             events.append(ev.Override(session_id=sid, iteration=n, kind="interrupted", reason=reason))
         if events:

@@ -30,11 +30,11 @@ def cmd_hook(home: Home, args: argparse.Namespace) -> None:
     hook_main(args.hook_home or args.home)
 
 
-def hook_command() -> tuple[str, str]:
-    """The Stop hook's command line for ``.claude/settings.json``, by the absolute path of this
-    installation's ``ralph-ledger`` script (Claude Code's environment may not have it on ``PATH``),
-    and a note for the user ("" when ``ralph-ledger`` on ``PATH`` is that same script)."""
-    import shlex
+def ralph_command(*args: str) -> tuple[list[str], str]:
+    """The command line that runs ``ralph-ledger ARGS`` in this installation, by the absolute path of
+    its ``ralph-ledger`` script (Claude Code's environment may not have it on ``PATH``; without it
+    this Python runs ``-m ledger.cli``), and a note for the user ("" when ``ralph-ledger`` on ``PATH``
+    is that same script). Used for the Stop hook and for the MCP server in ``.mcp.json``."""
     import shutil
     import sysconfig
 
@@ -46,12 +46,25 @@ def hook_command() -> tuple[str, str]:
     ]
     script = next((p.absolute() for p in candidates if p is not None and p.is_file()), None)
     if script is None:  # not installed as a script (e.g. run from a checkout): the interpreter runs it
-        command = f"{shlex.quote(str(Path(sys.executable).absolute()))} -m ledger.cli hook claude-code"
-        return command, "ralph-ledger is not installed as a script; the hook runs it with this Python"
+        python = str(Path(sys.executable).absolute())
+        return [
+            python,
+            "-m",
+            "ledger.cli",
+            *args,
+        ], "ralph-ledger is not installed as a script; it runs with this Python"
     on_path = shutil.which("ralph-ledger")
     same = on_path is not None and Path(on_path).resolve() == script.resolve()
-    note = "" if same else f"ralph-ledger is not on PATH here; the hook runs it by its absolute path {script}"
-    return f"{shlex.quote(str(script))} hook claude-code", note
+    note = "" if same else f"ralph-ledger is not on PATH here; it runs by its absolute path {script}"
+    return [str(script), *args], note
+
+
+def hook_command() -> tuple[str, str]:
+    """The Stop hook's command line for ``.claude/settings.json`` (``ralph_command``), and its note."""
+    import shlex
+
+    argv, note = ralph_command("hook", "claude-code")
+    return shlex.join(argv), note
 
 
 def _is_plain_hook(command: str) -> bool:
@@ -106,7 +119,8 @@ def _agent_plan(project: Path, args: argparse.Namespace) -> tuple[dict[str, Any]
 
     try:
         config = find_config(project)
-        mcp = plan_server(project / MCP_FILE)
+        command, _ = ralph_command("mcp")
+        mcp = plan_server(project / MCP_FILE, command)
         path = agent_path(project, args.agent_name)
         defaults = LoopConfig(agent=args.agent_name, max_iterations=config.max_iterations)
         text = agent_markdown(
@@ -124,7 +138,7 @@ def _agent_plan(project: Path, args: argparse.Namespace) -> tuple[dict[str, Any]
 
 def _write_agent(project: Path, name: str, mcp: dict[str, Any] | None, text: str) -> None:
     """Write what ``_agent_plan`` planned and say what was done."""
-    import shutil
+    import shlex
 
     from ledger.agents.claude_code.agent_def import MCP_FILE, SERVER, write_agent, write_json
     from ledger.agents.claude_code.settings import SettingsError
@@ -133,9 +147,11 @@ def _write_agent(project: Path, name: str, mcp: dict[str, Any] | None, text: str
     path = project / MCP_FILE
     if mcp is not None:
         write_json(path, mcp)
-    print(f"{'registered' if mcp is not None else 'already registered'}: MCP server '{SERVER} mcp' in {path}")
-    if shutil.which(SERVER) is None:
-        print(f"note: {SERVER} is not on PATH here; Claude Code starts the server as `{SERVER} mcp`")
+    command, note = ralph_command("mcp")
+    done = "registered" if mcp is not None else "already registered"
+    print(f"{done}: MCP server '{shlex.join(command)}' as {SERVER!r} in {path}")
+    if note:
+        print(f"note: {note}")
     path = agent_path(project, name)
     try:
         written = write_agent(path, text)

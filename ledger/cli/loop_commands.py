@@ -114,7 +114,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
 
     import msgspec
 
-    from ledger.agents.formats import plain_refusal, resolve
+    from ledger.agents.formats import missing_flag, plain_refusal, resolve
     from ledger.agents.runner import recorded, recorded_worktree, run_loop
     from ledger.agents.worktrees import WorktreeError, hold
     from ledger.loop.config import ConfigError, LoopConfig, config_path, load_checked
@@ -144,7 +144,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
             raise CliError(
                 f"ralph-ledger run: session {args.resume} recorded no prompt: pass --prompt FILE", 2
             )
-    if (refused := plain_refusal(agent_cmd, args.agent_format)) is not None:
+    if (refused := plain_refusal(agent_cmd, args.agent_format) or missing_flag(agent_cmd)) is not None:
         raise CliError(f"ralph-ledger run: {refused}", 2)
     try:
         path = config_path(Path.cwd())

@@ -187,11 +187,13 @@ class Engine:
         context_tokens: int = 0,
         failure: str = "",
         stderr: str = "",
+        other_models: Sequence[tuple[str, ev.TokenUsage]] = (),
     ) -> ValidateResult:
         """iteration_validate: run the rules, detect promises, evaluate guards and hooks, resolve the
         signal and record every step. ``todos`` is the agent's own todo list, for the ``todos`` rule
         (``None``: not known); ``model``, ``cost_usd``, ``context_tokens``, ``failure`` (a failed run
-        fails its iteration) and ``stderr`` as ``AgentTurn`` has them (``docs/design/clients.md``)."""
+        fails its iteration) and ``stderr`` as ``AgentTurn`` has them (``docs/design/clients.md``),
+        ``other_models`` (the tokens spent on models other than ``model``) as ``ModelTokens``."""
         s = self._running(session_id)
         n = s.iteration
         turn = ev.AgentTurn(
@@ -224,6 +226,7 @@ class Engine:
         self._append(
             session_id,
             turn,
+            *(ev.ModelTokens(session_id=session_id, iteration=n, model=m, tokens=t) for m, t in other_models),
             *(to_event(p, session_id=session_id, iteration=n) for p in detection.promises),
             ev.ValidationRan(session_id=session_id, iteration=n, results=results, passed=passed, score=score),
         )
@@ -258,16 +261,8 @@ class Engine:
             session_id,
             *validation_events(session_id, n, evals, trips, resolution, passed, word, feedback, made),
         )
-        said = (
-            resolution.signal,
-            word,
-            feedback,
-            results,
-            score,
-            resolution.reason,
-            decision.result.next_prompt,
-        )
-        return ValidateResult(session_id, n, passed, *said, trips)
+        said = (resolution.signal, word, feedback, results, score, resolution.reason)
+        return ValidateResult(session_id, n, passed, *said, decision.result.next_prompt, trips)
 
     def _hooks(
         self,

@@ -83,10 +83,11 @@ def prompt_of(task: str, events: Sequence[ev.AnyEvent], iteration: int) -> str:
 def let_go(events: Iterable[ev.AnyEvent]) -> bool:
     """Whether the latest stop decision of a hook-driven session allowed the stop: a running session
     that did was let go by a person (paused, or ended and then unblocked), and its next stop tells
-    the agent its iteration's prompt rather than validating the person's own turn."""
+    the agent its iteration's prompt rather than validating the person's own turn. A stop allowed
+    while sub-agents ran (``waiting``) let nothing go: its iteration goes on."""
     allowed = False
     for e in events:
-        if isinstance(e, ev.StopDecided):
+        if isinstance(e, ev.StopDecided) and not e.waiting:
             allowed = e.decision == "allow"
     return allowed
 

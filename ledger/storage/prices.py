@@ -62,7 +62,7 @@ def fill_prices(
     returns one note per model the price library does not know. ``new`` (an ingest's ``seqs``:
     session -> last seq before and after) narrows the search to those events when they are few."""
     where = (
-        "type IN ('agent_turn', 'subagent_stopped') AND model <> '' "
+        "type IN ('agent_turn', 'subagent_stopped', 'model_tokens', 'rate_limited') AND model <> '' "
         "AND model NOT IN (SELECT model FROM model_prices)"
     )
     params: list[Any] = []

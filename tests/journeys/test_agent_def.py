@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ledger.loop.config import agent_config, find_config, load_agent
-from tests.journeys.conftest import BIN, Project, clean_env
+from tests.journeys.conftest import BIN, Project, clean_env, script
 
 RALPH_TOML = """\
 [[rules]]
@@ -33,13 +33,16 @@ def test_init_with_an_agent_registers_the_server_and_writes_the_agent(project: P
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     mcp_path, agent_path = project.dir / ".mcp.json", project.dir / ".claude" / "agents" / "me.md"
-    assert f"registered: MCP server 'ralph-ledger mcp' in {mcp_path}" in proc.stdout
+    assert (
+        f"registered: MCP server '{script('ralph-ledger')} mcp' as 'ralph-ledger' in {mcp_path}"
+        in proc.stdout
+    )
     assert f"written: agent 'me' in {agent_path}" in proc.stdout
     assert (project.dir / ".claude" / "settings.json").is_file()  # the Stop hook, as without --agent
     assert json.loads(mcp_path.read_text()) == {
         "mcpServers": {
             "theirs": theirs,
-            "ralph-ledger": {"type": "stdio", "command": "ralph-ledger", "args": ["mcp"]},
+            "ralph-ledger": {"type": "stdio", "command": script("ralph-ledger"), "args": ["mcp"]},
         }
     }
     base = find_config(project.dir)
@@ -187,12 +190,20 @@ def test_a_broken_configuration_is_one_line_before_anything_is_written(project: 
     assert _nothing_written(project)
 
 
-def test_init_says_when_claude_code_could_not_start_the_server(project: Project) -> None:
-    """``.mcp.json`` runs ``ralph-ledger mcp`` by name (the file is shared): init says when that name
-    is not on PATH, and only then."""
-    note = "note: ralph-ledger is not on PATH here; Claude Code starts the server as `ralph-ledger mcp`"
+def test_init_registers_the_server_by_its_absolute_path(project: Project) -> None:
+    """``.mcp.json`` runs ``ralph-ledger mcp`` by the script's absolute path, as the Stop hook does
+    (Claude Code offers no tools when the name is not on its PATH: issue 22, defect 5); init says
+    when that name is not on PATH here, and only then. A bare entry an older init wrote is updated
+    in place, its other keys kept."""
+    note = f"note: ralph-ledger is not on PATH here; it runs by its absolute path {script('ralph-ledger')}"
+    bare = {"type": "stdio", "command": "ralph-ledger", "args": ["mcp"], "env": {"A": "1"}}
+    project.write(".mcp.json", json.dumps({"mcpServers": {"ralph-ledger": bare}}))
     proc = project.cli("init", "claude-code", "--agent", "me", env=clean_env(PATH="/usr/bin:/bin"))
     assert proc.returncode == 0 and note in proc.stdout, proc
+    assert proc.stdout.startswith("installed") and "\nregistered: MCP server" in proc.stdout, proc.stdout
+    entry = json.loads((project.dir / ".mcp.json").read_text())["mcpServers"]["ralph-ledger"]
+    assert entry == {**bare, "command": script("ralph-ledger")}
     on_path = clean_env(PATH=f"{BIN}:/usr/bin:/bin")
     proc = project.cli("init", "claude-code", "--agent", "me", env=on_path)
-    assert proc.returncode == 0 and note not in proc.stdout, proc
+    assert proc.returncode == 0 and "note:" not in proc.stdout, proc
+    assert "already registered: MCP server" in proc.stdout

@@ -396,7 +396,7 @@ def test_an_unusable_transcript_stops_a_plugin_loop_with_one_line(project: Proje
     claude.text("one")
     block(claude.stop())
     missing = project.dir.parent / "gone.jsonl"
-    proc = claude.stop(transcript_path=str(missing), last_assistant_message="two")
+    proc = claude.stop(transcript_path=str(missing))  # an older Claude Code: no last_assistant_message
     assert proc.stdout == "" and proc.stderr.count("\n") == 1, proc
     assert proc.stderr.startswith("⚠️  Ralph loop: ") and str(missing) in proc.stderr
     assert not (project.dir / ".claude" / "ralph-loop.local.md").exists()  # nothing keeps running

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from typing import Any
 
 import pytest
@@ -97,18 +98,54 @@ def test_the_text_comes_from_stdin_and_a_lagging_transcript_is_caught_up_once(
     assistant(
         claude, "m1", usage(1000, 5), {"type": "thinking", "thinking": "hmm"}
     )  # all that is written yet
-    first = as_claude_runs_it(project, command, claude.event(last_assistant_message="Editing a.py next."))
+    short = {"RALPH_TRANSCRIPT_WAIT_MS": "50", "RALPH_TRANSCRIPT_END_WAIT_MS": "50"}  # never lands here
+    first = as_claude_runs_it(
+        project, command, claude.event(last_assistant_message="Editing a.py next."), short
+    )
     assert block(first)["reason"].startswith("Fix it")
     assistant(claude, "m1", usage(1000, 70), {"type": "text", "text": "Editing a.py next."}, edit)  # late
     assistant(claude, "m2", usage(200, 9), {"type": "text", "text": "Done."})  # the promise is not in it
     last = claude.event(last_assistant_message="All green.\n<promise>DONE</promise>", stop_hook_active=True)
-    as_claude_runs_it(project, command, last)
+    as_claude_runs_it(project, command, last, short)
     row = by_id(project)[SID]
     assert row["status"] == "complete"  # the promise was read from stdin, not from the transcript
     assert row["tokens"] == 1000 + 70 + 200 + 9  # every message once, at its final count
     iterations = show(project)
     assert [r["tokens_total"] for r in iterations] == [1005, 65 + 209]  # the lag counted when it appeared
     assert [r["files_modified"] for r in iterations] == [[], [str(project.dir / "a.py")]]
+
+
+@pytest.mark.parametrize("mode", ["plugin", "ledger"])
+def test_a_turn_that_lands_while_a_stop_waits_is_counted_by_that_stop(project: Project, mode: str) -> None:
+    """Claude Code writes the transcript after it runs the hook (1-100 ms later; see
+    docs/design/claude-code-stop.md): a stop waits for its turn; the loop's last stop, which no
+    stop reads on after, waits longer, so the last turn is counted too."""
+    if mode == "ledger":
+        ledger_project(project)
+    command = installed(project, "Stop")
+    start(project, "Fix it", "--max-iterations", "5", "--completion-promise", "DONE", "--mode", mode)
+    claude = Claude(project)
+    claude.prompt("go")
+    edit = {"type": "tool_use", "name": "Edit", "input": {"file_path": str(project.dir / "a.py")}}
+    waits = {"RALPH_TRANSCRIPT_WAIT_MS": "100", "RALPH_TRANSCRIPT_END_WAIT_MS": "5000"}
+
+    def later(mid: str, tokens: dict[str, int], *blocks: dict[str, Any]) -> threading.Timer:
+        timer = threading.Timer(0.4, lambda: assistant(claude, mid, tokens, *blocks))
+        timer.start()
+        return timer
+
+    said = {"type": "text", "text": "Editing a.py next."}
+    timer = later("m1", usage(1000, 70), said, edit)  # lands after this stop's 100 ms
+    block(as_claude_runs_it(project, command, claude.event(last_assistant_message=said["text"]), waits))
+    timer.join()
+    timer = later("m2", usage(200, 9), {"type": "text", "text": "<promise>DONE</promise>"})
+    last = claude.event(last_assistant_message="<promise>DONE</promise>", stop_hook_active=True)
+    assert as_claude_runs_it(project, command, last, waits).stdout.startswith("✅")
+    timer.join()
+    row = by_id(project)[SID]
+    assert (row["status"], row["tokens"]) == ("complete", 1000 + 70 + 200 + 9)  # nothing lost, nothing twice
+    lags = [e for e in project.journal(SID) if e["type"] == "error_recorded"]
+    assert len(lags) == 1 and "counted when they land" in lags[0]["message"]  # the first stop's
 
 
 # --- SubagentStop -------------------------------------------------------------------------------------
@@ -130,7 +167,8 @@ def test_a_subagents_tokens_appear_under_the_parent_loop(project: Project, mode:
     sub.transcript = agent
     edit = {"type": "tool_use", "name": "Write", "input": {"file_path": str(project.dir / "notes.md")}}
     sub_usage = {**usage(4000, 300), "cache_read_input_tokens": 1200}
-    assistant(sub, "s1", sub_usage, {"type": "text", "text": "ok"}, edit, model=HAIKU, side=True)
+    said = {"type": "text", "text": "The parser lives in src/parse.py."}
+    assistant(sub, "s1", sub_usage, said, edit, model=HAIKU, side=True)
     subagent = claude.event(
         hook_event_name="SubagentStop",
         agent_id="a7f3",
@@ -181,20 +219,20 @@ def test_the_block_cap_trips_at_the_cap_and_not_before(project: Project, mode: s
     claude.prompt("go")
     env = {CAP: "3"}
     tool = {"type": "tool_use", "name": "Bash", "input": {"command": "pytest"}}
-    turns = [False, False, True, False]  # the tool call sets the count back: 2 blocks, then 1, 2
+    turns = [False, False, True, False, False]  # the tool call sets the count back: 2 blocks, then 1, 2, 3
     for n, uses_tool in enumerate(turns, 1):
         claude.says({"type": "text", "text": f"turn {n}"}, *([tool] if uses_tool else []))
         block(as_claude_runs_it(project, command, claude.event(stop_hook_active=n > 1), env))
-    claude.text("turn 5")  # a third block in a row without a tool call: Claude Code would end the turn
+    claude.text("turn 6")  # a fourth block in a row without a tool call: Claude Code would override it
     proc = as_claude_runs_it(project, command, claude.event(stop_hook_active=True), env)
     message = json.loads(proc.stdout)["systemMessage"]
     assert (
-        message.startswith("🛑 Ralph loop escalated at iteration 5: 3 stops blocked in a row")
+        message.startswith("🛑 Ralph loop escalated at iteration 6: 3 stops blocked in a row")
         and CAP in message
     )
     row = by_id(project)[SID]
-    assert (row["status"], row["iteration"]) == ("escalated", 5)
-    assert [r["guards"] for r in show(project)] == [[], [], [], [], ["block_cap"]]
+    assert (row["status"], row["iteration"]) == ("escalated", 6)
+    assert [r["guards"] for r in show(project)] == [[], [], [], [], [], ["block_cap"]]
     trip = [e for e in project.journal(SID) if e["type"] == "guard_tripped"][-1]
     assert trip["evidence"] == {"blocks_without_progress": 3, "cap": 3}
     assert not (

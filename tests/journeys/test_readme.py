@@ -219,7 +219,7 @@ def claude_mcp_add(demo: Demo, line: str) -> None:
     split = words.index("--")
     assert words[words.index("--scope") + 1] == "project" and words[split - 1] == SERVER, line
     command = words[split + 1 :]
-    assert {"type": "stdio", "command": command[0], "args": command[1:]} == server_entry(), line
+    assert {"type": "stdio", "command": Path(command[0]).name, "args": command[1:]} == server_entry(), line
     hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     calls = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},

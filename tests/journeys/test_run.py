@@ -453,3 +453,37 @@ def test_an_agent_that_fails_every_run_escalates_instead_of_burning_every_iterat
     why = "agent: agent exited 1: Error: Invalid API key"
     refused = f"CONTINUE (completion refused (agent promised COMPLETE): {why})"
     assert f"iteration 1: {refused}" in done.stdout and f"iteration 2: {refused}" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("agent", "said"),
+    [
+        (
+            ["claude", "-p", "--output-format", "stream-json"],
+            "claude -p --output-format stream-json exits 1 without --verbose: add --verbose",
+        ),
+        (["gemini", "--yolo"], "add -o stream-json to the agent command"),
+        (["opencode", "run"], "add --format json to the agent command"),
+        (["copilot", "--allow-all-tools"], "add --output-format json to the agent command"),
+    ],
+    ids=["claude-without-verbose", "gemini-plain", "opencode-plain", "copilot-text"],
+)
+def test_an_agent_command_that_cannot_be_read_is_refused_before_anything_starts(
+    project: Project, tmp_path: Path, agent: list[str], said: str
+) -> None:
+    """One line naming the flag to add, exit 2, no session, the agent never run (it is a stand-in
+    that would leave a mark)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub = bin_dir / agent[0]
+    stub.write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\n")
+    stub.chmod(0o755)
+    project.write("PROMPT.md", TASK)
+    env = clean_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    done = project.cli("run", "--prompt", "PROMPT.md", "--", *agent, env=env)
+    assert done.returncode == 2
+    assert (
+        done.stderr.count("\n") == 1 and said in done.stderr and done.stderr.startswith("ralph-ledger run: ")
+    )
+    assert not (tmp_path / "ran").exists()
+    assert not (project.home / "journals").exists() or not list((project.home / "journals").iterdir())

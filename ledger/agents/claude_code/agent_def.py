@@ -23,37 +23,51 @@ TOOLS: Final = tuple(MCP_TOOLS)
 BUILTIN_TOOLS: Final = ("Read", "Grep", "Glob", "Edit", "Write", "Bash")
 
 
-def server_entry() -> dict[str, Any]:
-    """The ``mcpServers`` entry that runs ``ralph-ledger mcp`` over stdio."""
-    return {"type": "stdio", "command": SERVER, "args": ["mcp"]}
+BARE_COMMAND: Final = (SERVER, "mcp")
+"""``ralph-ledger mcp`` by its bare name, as older versions of ``init`` registered it: Claude Code then
+offers none of its tools when the script is not on its ``PATH``, so ``init`` registers the absolute
+path (``ledger.cli.claude_code_commands.ralph_command``) and updates a bare entry in place."""
+
+
+def server_entry(command: Sequence[str] = BARE_COMMAND) -> dict[str, Any]:
+    """The ``mcpServers`` entry that runs ``command`` (``ralph-ledger mcp``) over stdio."""
+    return {"type": "stdio", "command": command[0], "args": list(command[1:])}
 
 
 def _is_ours(entry: object) -> bool:
     """Whether an ``mcpServers`` entry runs ``ralph-ledger mcp`` over stdio (by any path to the
-    script; other keys, such as ``env``, are the user's)."""
+    script, or as ``PYTHON -m ledger.cli mcp``; other keys, such as ``env``, are the user's)."""
     if not isinstance(entry, dict) or entry.get("type", "stdio") != "stdio":
         return False
-    command = entry.get("command")
-    return isinstance(command, str) and Path(command).name == SERVER and entry.get("args") == ["mcp"]
+    command, args = entry.get("command"), entry.get("args")
+    if not isinstance(command, str):
+        return False
+    return (Path(command).name == SERVER and args == ["mcp"]) or args == ["-m", "ledger.cli", "mcp"]
 
 
-def plan_server(path: Path) -> dict[str, Any] | None:
-    """The content of the MCP configuration ``path`` with the ``ralph-ledger`` server added, or
-    ``None`` when it is already there. Everything else is kept as it was. ``SettingsError`` (one
-    line naming the file) when the file is not a JSON object, its ``mcpServers`` is not an object, or
-    it already has a different server named ``ralph-ledger`` (never overwritten)."""
+def plan_server(path: Path, command: Sequence[str] = BARE_COMMAND) -> dict[str, Any] | None:
+    """The content of the MCP configuration ``path`` with the ``ralph-ledger`` server running
+    ``command`` added, or ``None`` when it is already there as such. An entry of ours that runs
+    another path to the server (a bare ``ralph-ledger``, another installation) gets ``command``, its
+    other keys kept. Everything else is kept as it was. ``SettingsError`` (one line naming the file)
+    when the file is not a JSON object, its ``mcpServers`` is not an object, or it already has a
+    different server named ``ralph-ledger`` (never overwritten)."""
     config = load_json_object(path)
     servers = config.setdefault("mcpServers", {})
     expect(servers, dict, "mcpServers", path)
     existing = servers.get(SERVER)
+    entry = server_entry(command)
     if existing is not None and _is_ours(existing):
-        return None
+        if [existing.get("command"), *existing.get("args", [])] == list(command):
+            return None
+        servers[SERVER] = {**existing, "command": entry["command"], "args": entry["args"]}
+        return config
     if SERVER in servers:
         raise SettingsError(
             f"{path}: mcpServers.{SERVER}: already holds a different server, left as is "
             f"(expected command {SERVER!r} with args ['mcp']; edit or remove that entry, then run init again)"
         )
-    servers[SERVER] = server_entry()
+    servers[SERVER] = entry
     return config
 
 
@@ -64,10 +78,10 @@ def write_json(path: Path, config: dict[str, Any]) -> None:
     atomic_write(path, (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
-def register_server(path: Path) -> bool:
-    """Add the ``ralph-ledger`` MCP server to the configuration ``path`` (``plan_server``); False when
-    it was already there (the file is then not rewritten)."""
-    config = plan_server(path)
+def register_server(path: Path, command: Sequence[str] = BARE_COMMAND) -> bool:
+    """Add the ``ralph-ledger`` MCP server running ``command`` to the configuration ``path``
+    (``plan_server``); False when it was already there (the file is then not rewritten)."""
+    config = plan_server(path, command)
     if config is None:
         return False
     write_json(path, config)

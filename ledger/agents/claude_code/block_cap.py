@@ -5,10 +5,13 @@ blocked ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` times in a row (default 8; 0 turns t
 the agent making progress: a continuation that runs a tool sets its count back to 0. The hook is
 not told: its block is dropped and the loop would end with nothing recorded.
 
-So the loop keeps the same count from its journal (:func:`blocks_without_progress`, the one
-definition) and, at the stop whose block would be the cap-th in a row, allows the stop itself with
-a message saying why, records a ``block_cap`` guard trip and escalates the session
-(:func:`cap_reached`). Both the drop-in and the ledger-native loop use it.
+Claude Code 2.1.328, run for real (tests/clients/test_claude_code_stop.py), honours ``N`` blocks in a
+row and overrides the ``N+1``-th ("A hook blocked the turn from ending N+1 consecutive times—overriding
+and ending turn"). So the loop keeps the same count from its journal (:func:`blocks_without_progress`,
+the one definition) and, at the stop whose block would be the ``N+1``-th in a row, the one Claude
+Code would drop, allows the stop itself with a message saying why, records a ``block_cap`` guard
+trip and escalates the session (:func:`cap_reached`). Both the drop-in and the ledger-native loop
+use it.
 
 The cap is read from the hook's environment, which is Claude Code's (:func:`block_cap`).
 """
@@ -54,29 +57,31 @@ def blocks_without_progress(events: Iterable[ev.Event]) -> int:
 
 
 def cap_reached(events: Iterable[ev.Event], cap: int) -> int:
-    """The count a block at this stop would reach when it reaches ``cap`` (Claude Code would end
-    the turn there), else 0 (also when ``cap`` is 0: no cap)."""
+    """The count a block at this stop would reach when it goes past ``cap`` (Claude Code would
+    override it and end the turn), else 0 (also when ``cap`` is 0: no cap)."""
     count = blocks_without_progress(events) + 1
-    return count if cap > 0 and count >= cap else 0
+    return count if cap > 0 and count > cap else 0
 
 
 def trip_reason(count: int, cap: int) -> str:
     """Why the loop stops at the cap: the guard trip's detail and the session's reason."""
     return (
-        f"{count} stops blocked in a row without a tool call: Claude Code ends the turn by itself at "
-        f"{ENV} ({cap}); the loop stops here instead of being ended silently"
+        f"{count - 1} stops blocked in a row without a tool call: Claude Code overrides the next block "
+        f"past {ENV} ({cap}) and ends the turn; the loop stops here instead of being ended silently"
     )
 
 
 def trip(sid: str, iteration: int, count: int, cap: int) -> ev.GuardTripped:
-    """The guard trip recorded at the cap (the session then ends escalated, guard ``block_cap``)."""
+    """The guard trip recorded at the cap (the session then ends escalated, guard ``block_cap``):
+    ``count`` is what this stop's block would have made (:func:`cap_reached`), so ``count - 1``
+    blocks went through in a row."""
     return ev.GuardTripped(
         session_id=sid,
         iteration=iteration,
         guard=GUARD,
         signal="ESCALATE",
         detail=trip_reason(count, cap),
-        evidence={"blocks_without_progress": count, "cap": cap},
+        evidence={"blocks_without_progress": count - 1, "cap": cap},
     )
 
 

@@ -28,20 +28,22 @@ the project directory. Unless ``RALPH_WARM=0``, the process started by Claude
 Code first asks the home's warm worker to run :func:`run` for it
 (``ledger.agents.claude_code.warm``); this module is what runs the stop.
 
-Claude Code 2.1.x (``docs/claude-code-plugin.md``): the turn's text is stdin's
-``last_assistant_message`` when there is one (the transcript, written asynchronously, may lag: its
-lines are read from where the previous stop stopped, so what one stop misses the next counts). A
+Claude Code 2.1.x (``docs/claude-code-plugin.md``; the rules: ``docs/design/claude-code-stop.md``): a
+stop decides from stdin's ``last_assistant_message`` and waits, bounded, for the transcript to hold
+the turn (it is written after the hook runs); what lands later is counted by the next stop, or
+waited for longer by the stop that ends the loop. A stop while sub-agents still run in the background
+is allowed without ending the iteration (the client wakes the agent when they end). A
 ``SubagentStop`` (the same command, told apart by ``hook_event_name``) is recorded for the parent
 loop and never blocks (``ledger.agents.claude_code.subagent``). Claude Code ends a turn by itself
-after ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` blocks in a row without a tool call: the loop keeps the
-count and stops itself at the cap, escalated (``ledger.agents.claude_code.block_cap``).
+when a block would go past ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` blocks in a row without a tool call:
+the loop keeps the count and stops itself there, escalated (``ledger.agents.claude_code.block_cap``).
 
 Steering (``ledger.loop.steering``, docs/steering.md): a paused loop's stop the plugin would block
 is allowed ("paused"), the state file keeping its iteration; ``steer`` guidance is added once.
 
 A transcript the drop-in cannot read (no path, a relative one, missing, not a
-regular file, unreadable) stops the loop as the plugin does: one line on stderr
-naming it, the state file deleted, the session escalated.
+regular file, unreadable) when stdin has no ``last_assistant_message`` stops the loop as the plugin
+does: one line on stderr naming it, the state file deleted, the session escalated.
 
 The hook never wedges the agent: any internal error allows the stop, prints
 one line on stderr, exits 0, and records an ``error_recorded`` event when it
@@ -85,15 +87,17 @@ from ledger.agents.claude_code.stop_event import (
     HookOutcome,
     LoopRecord,
     RequesterGone,
+    catch_up,
     decision_point,
+    lagging,
     ledger_session,
     parse_input,
     read_turn,
     state_session,
-    transcript_problem,
+    waiting_reason,
 )
 from ledger.agents.claude_code.transcript import Scan
-from ledger.core.errors import error_reason, one_line, os_error
+from ledger.core.errors import one_line, os_error
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.core.sync import sync_file
@@ -108,7 +112,7 @@ from ledger.storage.journal import Journal, JournalError, journal_path, utc_now
 def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> list[ev.Event]:
     """The events one stop appends, in order (without how the loop goes on or ends when not
     ``ending``)."""
-    sid, state, text, _, started, data, capped, _ = stop
+    sid, state, text, _, started, data, capped, *_ = stop
     n = state.iteration
     text = text or ""
     out: list[ev.Event] = []
@@ -128,9 +132,14 @@ def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> li
             ),
             ev.IterationStarted(session_id=sid, iteration=n, max_iterations=state.max_iterations or None),
         ]
-    out.append(_turn(stop))
+    waiting = decision.outcome == "waiting"  # the turn is read with the next stop's
+    if not waiting:
+        out.append(_turn(stop))
+    if stop.lag:
+        out.append(ev.ErrorRecorded(session_id=sid, iteration=n, component=LAG, message=stop.lag))
     custom = [state.completion_promise] if state.completion_promise else []
-    out += [to_event(p, session_id=sid, iteration=n) for p in detect_promises(text, custom=custom).promises]
+    promises = [] if waiting else detect_promises(text, custom=custom).promises
+    out += [to_event(p, session_id=sid, iteration=n) for p in promises]
     out.append(
         ev.StopDecided(
             session_id=sid,
@@ -138,6 +147,8 @@ def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> li
             decision=decision.action,
             reason=decision.reason if decision.action == "allow" else "loop continues",
             system_message=decision.system_message,
+            waiting=waiting,
+            **data.stop_fields(),
         )
     )
     if ending:
@@ -166,7 +177,7 @@ def _ending(
     sid: str, state: LoopState, decision: PluginDecision, capped: tuple[int, int], guidance: str
 ) -> list[ev.Event]:
     n = state.iteration
-    if decision.outcome == "paused":  # the loop stays at its iteration until `ralph-ledger resume`
+    if decision.outcome in ("paused", "waiting"):  # the loop stays at its iteration
         return []
     if decision.outcome == "block_cap":  # Claude Code would have dropped this block: see block_cap
         trip = block_cap.trip(sid, n, *capped)
@@ -252,22 +263,30 @@ def _drop_in(
         )  # synced after the answer
         sink.use(journal, sid)
         state, note = reconcile(replace(read, ledger_session=sid), record)
-        transcript, problem = transcript_problem(data)
-        text: str | None = None
-        turn: Scan | None = None
-        if transcript is not None:
-            try:
-                text, turn = read_turn(data, transcript, record.offset if record.started else carry)
-            except OSError as exc:
-                problem = f"transcript {transcript} cannot be read: {error_reason(exc)}"
+        waiting = data.running_subagents()
+        if waiting:  # the client wakes the agent when they end: docs/design/claude-code-stop.md
+            claimed = replace(state, session_id=data.session_id)
+            decision = PluginDecision(
+                action="allow", outcome="waiting", reason=waiting_reason(waiting), next_state=claimed
+            )
+            stop = _Stop(sid, claimed, data.last_assistant_message, None, record.started, data)
+            notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
+            return _commit(state_path, read, journal, decision, notes, stop)
+        start = record.offset if record.started else carry
+        text, got = read_turn(data, start)
+        problem = got.problem if text is None else ""  # decided from last_assistant_message
         decision = plugin_decision(state, text, hook_session_id=data.session_id, transcript_problem=problem)
-        stop = _Stop(sid, state, text, turn, record.started, data)
+        lag = "" if got.landed else lagging(got)  # counted by the next stop: docs/design/claude-code-stop.md
+        stop = _Stop(sid, state, text, got.turn, record.started, data, lag=lag)
+        notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
         warning = ""
         if decision.action == "block":
             decision, stop = _steered(decision, stop, journal)
         if decision.action == "block":
             decision, stop, warning = _capped(decision, stop, journal)
-        notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
+        if decision.action == "allow" and decision.outcome != "paused" and not got.landed:
+            got = catch_up(data, got, start)  # the loop ends: no later stop reads on from here
+            stop = stop._replace(turn=got.turn, lag="" if got.landed else lagging(got))
         outcome = _commit(state_path, read, journal, decision, notes, stop)
         return replace(outcome, stderr=outcome.stderr + warning + "\n") if warning else outcome
 
@@ -307,6 +326,10 @@ def _capped(decision: PluginDecision, stop: _Stop, journal: Journal) -> tuple[Pl
     )
     return allowed, stop._replace(capped=(count, cap)), warning
 
+
+LAG: Final = "hook claude-code: transcript"
+"""The ``component`` of the ``error_recorded`` event a stop appends when its turn had not landed in
+the transcript by the deadline (``stop_event.await_turn``)."""
 
 RECONCILE: Final = "hook claude-code: reconcile"
 """The ``component`` of the ``error_recorded`` event a stop appends when it sets the state file's
@@ -354,6 +377,7 @@ class _Stop(NamedTuple):
     data: HookInput
     capped: tuple[int, int] = (0, 0)  # the block count and the cap, when the stop is allowed at the cap
     guidance: str = ""  # a person's guidance the block's prompt carries (``_steered``)
+    lag: str = ""  # the turn had not landed in the transcript by the deadline: why (``lagging``)
 
 
 def _commit(

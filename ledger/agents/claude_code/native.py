@@ -4,8 +4,9 @@
 (``ralph.toml`` or ``[tool.ralph]``) writes ``.claude/ralph-ledger.local.json``
 instead of the ``ralph-loop`` plugin's state file. From then on every stop of
 the Claude Code session that owns the loop is one iteration of the loop
-engine (``ledger.loop.engine``): the turn is read from the transcript (and, when a
-``todos`` rule is configured, the agent's todo list: its last ``TodoWrite``), the
+engine (``ledger.loop.engine``): the turn is stdin's ``last_assistant_message`` and what the
+transcript says it did (once it holds it: docs/design/claude-code-stop.md), and, when a ``todos``
+rule is configured, the agent's todo list (its task list or its last ``TodoWrite``); the
 configured validation rules run in the project, promises are detected, the
 guards and hooks are evaluated and the signal table decides:
 
@@ -45,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -64,10 +65,15 @@ from ledger.agents.claude_code.stop_event import (
     ErrorSink,
     HookInput,
     HookOutcome,
+    TurnRead,
+    catch_up,
     decision_point,
+    lagging,
     read_turn,
     transcript_of,
+    waiting_reason,
 )
+from ledger.agents.claude_code.transcript import scan
 from ledger.core.atomic import sweep_temps
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
@@ -88,6 +94,7 @@ from ledger.storage.fold import events_of
 from ledger.storage.journal import Journal, journal_path
 
 AGENT: Final = "claude-code"
+LAG: Final = "hook claude-code: transcript"
 
 
 def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
@@ -164,8 +171,7 @@ def _owned_stop(
     sink: ErrorSink | None,
 ) -> HookOutcome:
     """A stop of the loop this stop's session owns (or claims now)."""
-    transcript = transcript_of(data)
-    if transcript is None and data.transcript_path and data.last_assistant_message is None:
+    if data.last_assistant_message is None and data.transcript_path and transcript_of(data) is None:
         raise HookInputError(f"transcript {data.transcript_path!r} is not a readable file")
     claimed, record, carry = claim(loop, data, home, clock)
     if claimed != loop:
@@ -188,10 +194,23 @@ def _owned_stop(
         return HookOutcome()
     elif (held := _let_go(engine, path, loop, sid)) is not None:
         return msgspec.structs.replace(held, sync=(str(journal.path),))
-    text, turn = read_turn(data, transcript, record.offset if record.started else carry)
+    fields = data.stop_fields()
+    waiting = data.running_subagents()
+    if waiting:  # the client wakes the agent when they end: docs/design/claude-code-stop.md
+        n = record.iteration or 1
+        decision_point()
+        reason = waiting_reason(waiting)
+        wait = ev.StopDecided(
+            session_id=sid, iteration=n, decision="allow", reason=reason, waiting=True, **fields
+        )
+        journal.append(wait)  # no agent_turn: the next stop reads this turn with its own
+        return HookOutcome(sync=(str(journal.path),))
+    start = record.offset if record.started else carry
+    text, read = read_turn(data, start)
+    turn = read.turn
     todos = None  # read only for a todos rule; the list outlives turns: the whole transcript's last
-    if transcript is not None and todos_wanted(rules):
-        todos = find_last_todos(transcript)
+    if read.transcript is not None and todos_wanted(rules):
+        todos = find_last_todos(read.transcript)
     result = engine.validate(
         sid,
         text or "",
@@ -206,28 +225,72 @@ def _owned_stop(
     )
     cap, warning = block_cap.block_cap()
     count = block_cap.cap_reached(events_of(journal.path), cap) if result.signal == "CONTINUE" else 0
+    if not read.landed:  # docs/design/claude-code-stop.md
+        ending = result.signal != "CONTINUE" or bool(count)
+        _late(journal, sid, data, read, start, result.iteration, ending=ending)
     outcome = (
-        _at_cap(engine, path, result, count, cap) if count else _decide(engine, loop, path, result, summary)
+        _at_cap(engine, path, result, count, cap, fields)
+        if count
+        else _decide(engine, loop, path, result, summary, fields)
     )
     stderr = outcome.stderr + (warning + "\n" if warning and result.signal == "CONTINUE" else "")
     return msgspec.structs.replace(outcome, stderr=stderr, sync=(str(journal.path),))
 
 
-def _at_cap(engine: Engine, path: Path, result: ValidateResult, count: int, cap: int) -> HookOutcome:
+def _late(
+    journal: Journal, sid: str, data: HookInput, read: TurnRead, start: int, n: int, *, ending: bool
+) -> None:
+    """A turn that had not landed by the deadline: the next stop counts it (a line says so); at the
+    stop that ends the loop, it is waited for longer and what lands is recorded now, once, as a
+    second ``agent_turn`` of the iteration (the range past the first's ``end``)."""
+    late = catch_up(data, read, start) if ending else read
+    if late.landed and late.turn is not None:  # landed meanwhile: the rest of the range, once
+        rest = late.turn
+        if read.turn is not None and late.transcript is not None:
+            rest = scan(late.transcript, read.turn.end)
+        if rest.lines:
+            journal.append(
+                ev.AgentTurn(
+                    session_id=sid,
+                    iteration=n,
+                    output_excerpt=(data.last_assistant_message or "")[-2000:],
+                    files_modified=rest.files_modified,
+                    tool_count=rest.tool_count,
+                    stop_reason=rest.stop_reason,
+                    tokens=rest.tokens,
+                    transcript_offset=rest.end,
+                    model=rest.model,
+                    context_tokens=rest.context_tokens,
+                )
+            )
+        return
+    journal.append(ev.ErrorRecorded(session_id=sid, iteration=n, component=LAG, message=lagging(late)))
+
+
+def _at_cap(
+    engine: Engine, path: Path, result: ValidateResult, count: int, cap: int, fields: dict[str, Any]
+) -> HookOutcome:
     """Allow the stop whose block would reach Claude Code's block cap (``block_cap``): the stop,
     the guard trip and the session's escalation in one append, then the loop file goes."""
     sid, n = result.session_id, result.iteration
     trip = block_cap.trip(sid, n, count, cap)
     message = block_cap.system_message(n, count, cap)
     decision_point()
-    allowed = ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message)
+    allowed = ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message, **fields)
     engine.escalate(sid, trip.detail, guard=trip.guard, lead=[allowed, trip])
     path.unlink(missing_ok=True)
     sweep_temps(path)
     return HookOutcome(stdout=block_cap.allow_json(message))
 
 
-def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, summary: bool) -> HookOutcome:
+def _decide(
+    engine: Engine,
+    loop: LoopFile,
+    path: Path,
+    result: ValidateResult,
+    summary: bool,
+    fields: dict[str, Any] | None = None,
+) -> HookOutcome:
     """Record the stop decision and act on the signal. The decision lands in the same append as
     what it starts or ends (the next iteration, the session's end, with ``summary`` the summary of
     the loop given to the next) and the answer is printed after it; the loop file goes once the
@@ -242,7 +305,7 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, 
             decision_point()  # as the append is made: a hook killed meanwhile gets nothing decided
             message = status_line(result, iteration, max_iterations)
             block["systemMessage"] = message
-            return _blocked(sid, n, "loop continues", message, iteration, told)
+            return _blocked(sid, n, "loop continues", message, iteration, told, fields)
 
         try:
             advanced = engine.next(sid, lead=decided)
@@ -251,7 +314,12 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, 
             decision_point()
             engine.journal(sid).append(
                 ev.StopDecided(
-                    session_id=sid, iteration=n, decision="allow", reason="paused", system_message=line
+                    session_id=sid,
+                    iteration=n,
+                    decision="allow",
+                    reason="paused",
+                    system_message=line,
+                    **(fields or {}),
                 )
             )
             return HookOutcome(stdout=line + "\n")
@@ -262,7 +330,9 @@ def _decide(engine: Engine, loop: LoopFile, path: Path, result: ValidateResult, 
             return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
     message = _ending(n, result, refused)
     decision_point()
-    allowed = [ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message)]
+    allowed = [
+        ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message, **(fields or {}))
+    ]
     if result.signal == "COMPLETE":
         engine.complete(sid, result.detected_promise, lead=allowed)
     elif refused:
@@ -324,11 +394,19 @@ def _ending(n: int, result: ValidateResult, refused: str) -> str:
     return f"🛑 Ralph loop escalated at iteration {n}: {refused}"
 
 
-def _blocked(sid: str, n: int, reason: str, message: str, iteration: int, told: str) -> list[ev.Event]:
+def _blocked(
+    sid: str,
+    n: int,
+    reason: str,
+    message: str,
+    iteration: int,
+    told: str,
+    fields: dict[str, Any] | None = None,
+) -> list[ev.Event]:
     """The events of a stop blocked at iteration ``n`` so that ``iteration`` starts: the decision,
     then the loop summary its prompt carries (``told``; none when empty)."""
     given = [ev.SummaryGiven(session_id=sid, iteration=iteration, loop_summary=told)] if told else []
     decided = ev.StopDecided(
-        session_id=sid, iteration=n, decision="block", reason=reason, system_message=message
+        session_id=sid, iteration=n, decision="block", reason=reason, system_message=message, **(fields or {})
     )
     return [decided, *given]

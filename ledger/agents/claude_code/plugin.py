@@ -226,6 +226,7 @@ Outcome = Literal[
     "no_prompt",
     "block_cap",
     "paused",
+    "waiting",
 ]
 
 

@@ -34,11 +34,10 @@ from ledger.agents.claude_code.stop_event import (
     ErrorSink,
     HookInput,
     HookOutcome,
-    resolve_transcript,
+    await_turn,
+    lagging,
     state_session,
 )
-from ledger.agents.claude_code.transcript import Scan, scan
-from ledger.core.errors import error_reason
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.storage.fold import events_of
@@ -117,15 +116,13 @@ def _event(data: HookInput, sid: str, iteration: int, journal: Journal) -> tuple
     """The ``subagent_stopped`` event, and what is wrong with the sub-agent's transcript ("" when
     it was read or none was named)."""
     agent_id = data.agent_id or ""
-    transcript, problem = resolve_transcript(data.agent_transcript_path, "agent_transcript_path")
-    turn: Scan | None = None
-    if transcript is not None:
-        start = _read_up_to(journal, agent_id, str(transcript))
-        try:
-            turn = scan(transcript, start if start <= transcript.stat().st_size else 0)
-        except OSError as exc:
-            problem = f"transcript {transcript} cannot be read: {error_reason(exc)}"
-    elif not data.agent_transcript_path:
+    given = data.agent_transcript_path
+    start = _read_up_to(journal, agent_id, _resolved(given)) if given else 0
+    read = await_turn(given, "agent_transcript_path", data.last_assistant_message, start)
+    transcript, problem, turn = read.transcript, read.problem, read.turn
+    if transcript is not None and not read.landed:
+        problem = lagging(read)
+    elif not given:
         problem = ""  # an older Claude Code: the main transcript holds the sub-agent's lines
     text = (
         data.last_assistant_message
@@ -148,6 +145,15 @@ def _event(data: HookInput, sid: str, iteration: int, journal: Journal) -> tuple
         model=turn.model if turn else "",
     )
     return event, problem
+
+
+def _resolved(given: str) -> str:
+    """The path a SubagentStopped event names for ``given`` (resolved as ``resolve_transcript``
+    resolves it, whether or not the file is there yet)."""
+    try:
+        return str(Path(given).expanduser().resolve())
+    except (OSError, RuntimeError, ValueError):
+        return given
 
 
 def _read_up_to(journal: Journal, agent_id: str, transcript: str) -> int:

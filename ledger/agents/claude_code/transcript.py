@@ -218,6 +218,8 @@ class Scan(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     stop_reason: str = ""
     model: str = ""
     context_tokens: int = 0
+    ended: bool = False
+    end_text: str = ""
 
 
 class _Aggregate:
@@ -237,6 +239,10 @@ class _Aggregate:
         self.model = ""
         self.sidechain_model = ""
         self.context_tokens = 0
+        self.ended = [False, False]  # [main chain, sidechain]
+        self.end_text = ["", ""]
+        self.end_id = ["", ""]
+        self.side_only = True  # no main-chain assistant message yet: the range is a sub-agent's
 
     def feed(self, raw: bytes | None) -> None:
         """Count one complete line (``None`` for a line too long to decode)."""
@@ -255,6 +261,8 @@ class _Aggregate:
     def _feed_line(self, line: _Line) -> None:
         if line.session_id:
             self.session_id = line.session_id
+        if line.type == "user":  # a tool's result, a prompt, a stop hook's feedback: the turn goes on
+            self.ended[bool(line.is_sidechain)] = False
         if is_prompt(line):
             self.run_id, self.run_texts, self.last_text = None, [], ""
             return
@@ -265,6 +273,13 @@ class _Aggregate:
     def _feed_assistant(self, message: Message, sidechain: bool) -> None:
         if message.id:
             self.usage[message.id] = message.usage  # the last line of an id wins
+        chain = int(sidechain)
+        if message.id != self.end_id[chain] or not message.id:
+            self.end_id[chain], self.end_text[chain] = message.id or "", ""
+        texts = message_texts(message)
+        if texts:
+            self.end_text[chain] = "\n\n".join(filter(None, (self.end_text[chain], *texts)))
+        self.ended[chain] = message.stop_reason != "tool_use"
         for block in _blocks(message):
             if block.type == "tool_use":
                 self.tool_count += 1
@@ -272,6 +287,7 @@ class _Aggregate:
                 if path:
                     self.files[path] = None
         if not sidechain:
+            self.side_only = False
             self._feed_main(message)
         elif message.model:
             self.sidechain_model = message.model
@@ -322,6 +338,8 @@ class _Aggregate:
             stop_reason=self.stop_reason,
             model=self.model or self.sidechain_model,
             context_tokens=self.context_tokens,
+            ended=self.ended[self.side_only],
+            end_text=self.end_text[self.side_only],
         )
 
 

@@ -8,7 +8,7 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 |----------|-----------------------------------------------------------|----------------------------------|
 | claude   | ``claude ... --output-format stream-json|json``           | claude-code-action's fixture     |
 | codex    | ``codex exec ... --json``                                 | real Codex 0.169.0 (captures)    |
-| gemini   | ``gemini ... --output-format|-o stream-json``             | gemini-cli docs and snapshot     |
+| gemini   | ``gemini ... --output-format|-o stream-json|json``        | Gemini CLI 0.61.0 (real runs)    |
 | opencode | ``opencode run ... --format json``                        | opencode 1.18.33, real capture   |
 | cursor   | ``cursor-agent ... --output-format stream-json|json``     | none: fixture from Cursor's docs |
 |          | ``agent -p|--print ... --output-format stream-json|json`` |                                  |
@@ -18,7 +18,8 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 
 (see ``tests/fixtures/agents/README.md``; real captures: ``tests/fixtures/clients/``). A format checked
 against no captured output of its agent is ``confirmed=False``. Plain ``codex exec`` is read as
-``text``: its stdout is its final answer alone (its echo goes to stderr; Codex 0.169.0).
+``text``: its stdout is its final answer alone (its echo goes to stderr; Codex 0.169.0). Plain
+``gemini`` is refused (``PLAIN_REFUSALS``): its stdout is every model turn's text (Gemini CLI 0.61.0).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "UnknownFormat",
     "command_model",
     "detect",
+    "missing_flag",
     "named",
     "plain_refusal",
     "resolve",
@@ -127,7 +129,7 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
         name = "claude"
     elif program == "codex" and "exec" in args and ("--json" in args or "--experimental-json" in args):
         name = "codex"
-    elif program == "gemini" and _option(args, "--output-format", "-o") == "stream-json":
+    elif program == "gemini" and _option(args, "--output-format", "-o") in ("stream-json", "json"):
         name = "gemini"
     elif program == "opencode" and "run" in args and _option(args, "--format") == "json":
         name = "opencode"
@@ -140,14 +142,17 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
     return FORMATS[name]
 
 
-MODEL_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType({"codex": ("-m", "--model")})
+MODEL_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {"claude": ("--model",), "codex": ("-m", "--model")}
+)
 """Agents whose output names no model, by program name: the options naming the model they run on."""
 
 
 def command_model(agent_cmd: Sequence[str]) -> str:
     """The model an agent command asks for (``""``: none named), for an agent in ``MODEL_OPTIONS``:
     the last ``-m NAME`` / ``--model NAME``, else Codex's ``-c model=NAME`` (a TOML string or bare).
-    A run records it when the agent's own output names no model (Codex's ``exec``, in both modes)."""
+    A run records it when the agent's own output names no model (Codex's ``exec``, in both modes;
+    plain ``claude -p``, and its error results in json mode)."""
     if not agent_cmd:
         return ""
     program, args = PurePath(agent_cmd[0]).name, list(agent_cmd[1:])
@@ -156,6 +161,8 @@ def command_model(agent_cmd: Sequence[str]) -> str:
         return ""
     if (value := _option(args, *names)) is not None:
         return value
+    if program != "codex":  # Claude Code's -c is --continue
+        return ""
     for setting in filter(None, (_option(args[i : i + 2], "-c", "--config") for i in range(len(args)))):
         key, _, raw = setting.partition("=")
         if key.strip() == "model":
@@ -171,6 +178,7 @@ def resolve(name: str | None, agent_cmd: Sequence[str]) -> AgentFormat:
 PLAIN_REFUSALS: Final[Mapping[str, str]] = MappingProxyType(
     {
         "copilot": "--output-format json",  # stdout: commentary, tool echo (commands) and the answer
+        "gemini": "-o stream-json",  # stdout: every model turn's text, commentary before tool calls too
         "opencode": "--format json",  # stdout: every text part, commentary before tool calls too
     }
 )
@@ -194,3 +202,19 @@ def plain_refusal(agent_cmd: Sequence[str], named_format: str | None) -> str | N
         f"{program}'s plain output mixes its answer with the prompt, reasoning and tool output it "
         f"echoes, so a promise could be read from the echo: add {flag} to the agent command"
     )
+
+
+def missing_flag(agent_cmd: Sequence[str]) -> str | None:
+    """A flag the agent itself will not run without in the mode its command asks for, as one line
+    naming it (``None``: none is missing): ``claude -p --output-format stream-json`` exits 1 without
+    ``--verbose`` (Claude Code 2.1.328), which would fail every iteration."""
+    if not agent_cmd or PurePath(agent_cmd[0]).name != "claude":
+        return None
+    args = list(agent_cmd[1:])
+    printing = "-p" in args or "--print" in args
+    if printing and _option(args, "--output-format") == "stream-json" and "--verbose" not in args:
+        return (
+            "claude -p --output-format stream-json exits 1 without --verbose: "
+            "add --verbose to the agent command"
+        )
+    return None

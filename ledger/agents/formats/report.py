@@ -27,8 +27,11 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     (input not read from a cache, output, cache reads, cache writes), ``cost_usd`` the cost it
     reported itself (``None``: it did not), ``model`` the model it named (``""``: none),
     ``tool_count`` its tool calls, ``files_modified`` the files its edit tools named (first seen
-    first), ``skipped`` the non-blank lines skipped as malformed or of an unknown type, and
-    ``error`` the error its stream said ended the run (``""``: none; a failed iteration).
+    first), ``context_tokens`` the input tokens, cache included, of its last model request (how
+    full the context was; 0: not known), ``skipped`` the non-blank lines skipped as malformed or
+    of an unknown type, and ``error`` the error its stream said ended the run (``""``: none; a
+    failed iteration). ``models`` holds each model's tokens when the agent reported them apart
+    (``tokens`` is then their sum, ``model`` the run's own): each is priced at its model (``by_model``).
     """
 
     text: str = ""
@@ -37,8 +40,20 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     model: str = ""
     tool_count: int = 0
     files_modified: tuple[str, ...] = ()
+    context_tokens: int = 0
     skipped: int = 0
     error: str = ""
+    models: tuple[tuple[str, TokenUsage], ...] = ()
+
+
+def by_model(report: AgentReport) -> tuple[TokenUsage, tuple[tuple[str, TokenUsage], ...]]:
+    """The tokens of the report's own ``model`` and those of each other model it spent some on
+    (none when it reported no split, or its model is not among them: then all its tokens are its
+    model's)."""
+    own = dict(report.models).get(report.model)
+    if own is None:
+        return report.tokens, ()
+    return own, tuple((m, t) for m, t in report.models if m != report.model and t != TokenUsage())
 
 
 Parser = Callable[[str], AgentReport]

@@ -61,6 +61,26 @@ def _object(line: str) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
+def _units(output: str) -> list[str]:
+    """The output's lines, stripped, except that a pretty-printed JSON object (from a line ``{`` to
+    a line ``}``, both unindented: Gemini CLI's ``-o json`` error) is one unit when it decodes."""
+    units: list[str] = []
+    block: list[str] | None = None
+    for line in output.splitlines():
+        if block is not None:
+            block.append(line)
+            if line.rstrip() == "}":
+                whole = "\n".join(block)
+                units.extend([whole] if _object(whole) is not None else [b.strip() for b in block])
+                block = None
+        elif line.rstrip() == "{":
+            block = [line]
+        else:
+            units.append(line.strip())
+    units.extend(line.strip() for line in block or [])  # an object never closed: its lines
+    return units
+
+
 def rate_limit(output: str, failed: bool, clock: Clock, agent: str | None = None) -> RateLimit | None:
     """The limit an agent run's output reports (the last one), or ``None``: ``agent``'s stream
     events, and its whole-line messages when the run ``failed``; with no ``agent`` (plain text),
@@ -69,8 +89,7 @@ def rate_limit(output: str, failed: bool, clock: Clock, agent: str | None = None
     if agent is None and not failed:
         return None
     found: RateLimit | None = None
-    for line in output.splitlines():
-        text = line.strip()
+    for text in _units(output):
         data = _object(text) if text.startswith("{") else None
         for recogniser in recognisers:
             if data is not None:

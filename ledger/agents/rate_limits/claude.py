@@ -6,7 +6,13 @@
 - a ``result`` line with ``"is_error": true`` whose ``result`` is one of the messages below;
 - in a run that failed, a whole line that is one of them: ``Claude AI usage limit reached|EPOCH``
   (anthropics/claude-code#11429), or ``You've hit your limit · resets 3:30am (Europe/Moscow)``
-  (also ``resets Apr 23 at 4pm``; #55147, #51981).
+  (also ``resets Apr 23 at 4pm``; #55147, #51981);
+- an API rate limit (HTTP 429, ``rate_limit_error``) the client gave up on after its own retries
+  (``CLAUDE_CODE_MAX_RETRIES``), as Claude Code 2.1.328 reports it against a mock of the API
+  (``tests/fixtures/clients/claude-code-2.1.328/README-run.md``): an error ``result`` with
+  ``"api_error_status": 429`` in stream-json and json, the line ``API Error: Request rejected (429) ·
+  MESSAGE`` in text mode (the result's text either way). The client never says when it resets (it
+  does not pass on ``retry-after``), so the loop backs off.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ _RESETS = re.compile(
     r"^You've hit your (?:[\w-]+ )?limit · resets (?:(?P<month>[A-Z][a-z]{2}) (?P<day>\d{1,2}) at )?"
     r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?(?P<ampm>am|pm)(?: \((?P<zone>[\w/+-]+)\))?$"
 )
+_REJECTED = re.compile(r"^API Error: Request rejected \(429\)(?: · .*)?$")
 _MONTHS: Final = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
@@ -56,6 +63,8 @@ def from_line(text: str, clock: Clock) -> RateLimit | None:
         return RateLimit(said, from_epoch(m[1]))
     if m := _RESETS.match(said):
         return RateLimit(said, _resets(m, clock()))
+    if _REJECTED.match(said):
+        return RateLimit(said)
     return None
 
 
@@ -70,5 +79,8 @@ def from_json(data: Mapping[str, object], clock: Clock) -> RateLimit | None:
             return RateLimit(f"{kind} limit reached", at)
     result = data.get("result")
     if data.get("type") == "result" and data.get("is_error") is True and isinstance(result, str):
-        return from_line(result, clock)
+        found = from_line(result, clock)
+        if found is None and data.get("api_error_status") == 429:
+            return RateLimit(result.strip() or "rate limited (HTTP 429)")
+        return found
     return None

@@ -19,8 +19,14 @@ A limit is such a ``result`` whose message has a line that is one of:
 
 it resets after the ``Please retry in Ns`` / ``Nms`` or ``Suggested retry after Ns`` the message
 gives, if any. Other errors (a context window overflow is ``RESOURCE_EXHAUSTED`` too, without the
-429 line) stay failed iterations. Plain ``gemini -p`` prints no such line (the error goes to the
-terminal as an object), so a text run of Gemini is not recognised.
+429 line) stay failed iterations. The reason recorded is the whole ``[API Error: ...]``, its lines
+joined (the API's message runs over several lines, the retry advice last).
+
+``--output-format json`` writes no ``result``: a run that ends on an error writes one pretty-printed
+object to stderr, ``{"session_id": ..., "error": {"type": ..., "message": M, "code": C}}``
+(``JsonFormatter.formatError``), M being the error's own message; C 429 is a limit (seen with Gemini
+CLI 0.61.0, ``tests/fixtures/clients/gemini-cli-0.61.0``). Plain ``gemini -p`` prints no such line
+(the error goes to the terminal as an object), so a text run of Gemini is not recognised.
 """
 
 from __future__ import annotations
@@ -43,22 +49,33 @@ _RETRY = re.compile(
 )
 
 
-def from_message(message: str, clock: Clock) -> RateLimit | None:
-    """The limit an error ``result``'s message reports, or ``None``."""
-    if _TOO_MANY.search(message) is None:
-        return None
-    said = one_line(message)
+def _limit(said: str, message: str, clock: Clock) -> RateLimit:
+    """The limit whose reason is ``said`` (its lines joined), reset when ``message`` says."""
     retry = _RETRY.search(message)
-    return RateLimit(said, seconds_from(clock(), retry["amount"], retry["unit"]) if retry else None)
+    reset = seconds_from(clock(), retry["amount"], retry["unit"]) if retry else None
+    return RateLimit(" ".join(said.split()) or one_line(message), reset)
+
+
+def from_message(message: str, clock: Clock) -> RateLimit | None:
+    """The limit an error ``result``'s message reports, or ``None``: its reason is what precedes
+    the 429 line (the whole ``[API Error: ...]``)."""
+    found = _TOO_MANY.search(message)
+    if found is None:
+        return None
+    return _limit(message[: found.start()], message, clock)
 
 
 def from_json(data: Mapping[str, object], clock: Clock) -> RateLimit | None:
-    """The limit a stream line reports: a ``result`` with ``status`` ``error`` and a 429 message."""
+    """The limit a JSON object reports: a stream's ``result`` with ``status`` ``error`` and a 429
+    message, or ``-o json``'s error object with ``code`` 429."""
     error = data.get("error")
-    if data.get("type") != "result" or data.get("status") != "error" or not isinstance(error, dict):
+    if not isinstance(error, dict) or not isinstance(message := error.get("message"), str):
         return None
-    message = error.get("message")
-    return from_message(message, clock) if isinstance(message, str) else None
+    if data.get("type") == "result" and data.get("status") == "error":
+        return from_message(message, clock)
+    if "type" not in data and error.get("code") == 429:
+        return _limit(message, message, clock)
+    return None
 
 
 def from_line(text: str, clock: Clock) -> RateLimit | None:

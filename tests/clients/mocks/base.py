@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
@@ -36,6 +36,9 @@ class Usage:
     cache_read: int = 0
     cache_write: int = 0
     thoughts: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +145,7 @@ class MockAPI:
 
     def served_usage(self) -> Usage:
         """The sum of every reply's usage."""
-        rs = self.replies()
-        return Usage(
-            input=sum(r.usage.input for r in rs),
-            output=sum(r.usage.output for r in rs),
-            cache_read=sum(r.usage.cache_read for r in rs),
-            cache_write=sum(r.usage.cache_write for r in rs),
-            thoughts=sum(r.usage.thoughts for r in rs),
-        )
+        return sum((r.usage for r in self.replies()), Usage())
 
     # -- the server
     def __enter__(self) -> Self:

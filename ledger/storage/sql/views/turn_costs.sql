@@ -6,8 +6,11 @@
 -- no tokens: an agent that reports none, such as Cursor's, spent an unknown amount, not nothing).
 -- context_window is the model's, as the price library knows it (NULL: not known); context_used is
 -- the turn's last request's input tokens (cache included) over it: how full the context was.
--- The price band is that with the greatest `above` below the turn's prompt: each band reaches up to
--- the next one's `above` (an ASOF join, written as a plain join for every engine).
+-- The price band is that with the greatest `above` below the turn's request size: each band reaches
+-- up to the next one's `above` (an ASOF join, written as a plain join for every engine). A turn is
+-- often several requests summed (every tool call is one), and a band is a request's: the size is
+-- the turn's last request's input (context_tokens, the largest as a context grows) where the agent
+-- said it, else the whole prompt (docs/cost.md).
 SELECT
   t.session_id,
   t.iteration,
@@ -28,4 +31,6 @@ SELECT
 FROM turn_tokens t
 LEFT JOIN (SELECT *, lead(above) OVER (PARTITION BY model ORDER BY above) AS next_above
            FROM model_prices) p
-  ON t.model = p.model AND t.prompt > p.above AND (p.next_above IS NULL OR t.prompt <= p.next_above)
+  ON t.model = p.model
+  AND coalesce(t.context_tokens, t.prompt) > p.above
+  AND (p.next_above IS NULL OR coalesce(t.context_tokens, t.prompt) <= p.next_above)
