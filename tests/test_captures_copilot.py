@@ -4,6 +4,7 @@ numbers come from what the mock served (``capture_chat.CASES``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -128,6 +129,9 @@ def replay(usage: CopilotUsage, *stems: str) -> list[AgentReport]:
 def test_the_usage_file_gives_the_runs_exact_tokens_and_model() -> None:
     (report,) = replay(CopilotUsage(), "usage-tools")
     assert report.tokens == tokens_of(served("usage-tools")) and report.model == MODEL
+    assert report.models == ((MODEL, report.tokens),)
+    last = served("usage-tools")[-1].usage
+    assert report.context_tokens == last.input + last.cache_read  # the last request's, cache included
     assert report.text == served("usage-tools")[-1].text and report.cost_usd is None  # priced by the ledger
 
 
@@ -147,8 +151,8 @@ def test_cache_writes_anthropics_provider() -> None:
     """Copilot's ``inputTokens`` counts cache reads and writes (its Anthropic provider reports writes)."""
     usage = parse_usage((COPILOT / "usage-anthropic.usage.json").read_bytes())
     assert usage is not None and usage.model == ANTHROPIC_MODEL
-    assert usage.tokens == tokens_of(served("usage-anthropic"))
-    assert usage.tokens.cache_creation == 1000
+    assert usage.models == ((ANTHROPIC_MODEL, tokens_of(served("usage-anthropic"))),)
+    assert usage.models[0][1].cache_creation == 1000
 
 
 def test_the_run_adds_a_private_usage_file_and_removes_it() -> None:
@@ -190,3 +194,23 @@ def test_a_symlink_or_a_bad_file_is_not_read(tmp_path: Path) -> None:
         bad.write_text('{"modelMetrics": [1, 2')
         assert side.read(AgentReport()) == AgentReport()
     assert parse_usage(b'{"modelMetrics": {"m": {"usage": {"inputTokens": "x"}}}}') is None
+
+
+def test_each_models_tokens_are_apart_and_a_continued_runs_are_its_own() -> None:
+    """A session on two models (a sub-agent's): each model's tokens recorded apart, less what the
+    loop read before for that session and model."""
+    one = {"inputTokens": 110, "outputTokens": 7, "cacheReadTokens": 10, "cacheWriteTokens": 0}
+    two = {"inputTokens": 50, "outputTokens": 5, "cacheReadTokens": 0, "cacheWriteTokens": 0}
+    usage = CopilotUsage()
+    reports = []
+    for metrics in ({"gpt-4.1": one}, {"gpt-4.1": {**one, "inputTokens": 130}, "gpt-5-mini": two}):
+        with usage.run(["copilot", "--output-format", "json"]) as side:
+            body = {"modelMetrics": {m: {"usage": u} for m, u in metrics.items()}, "sessionStartTime": "t0"}
+            Path(side.command[2]).write_text(json.dumps({**body, "currentModel": "gpt-4.1"}))
+            reports.append(side.read(AgentReport(model="gpt-4.1")))
+    assert reports[0].models == (("gpt-4.1", TokenUsage(input=100, output=7, cache_read=10)),)
+    assert reports[1].models == (
+        ("gpt-4.1", TokenUsage(input=20)),
+        ("gpt-5-mini", TokenUsage(input=50, output=5)),
+    )
+    assert reports[1].tokens == TokenUsage(input=70, output=5)

@@ -116,6 +116,8 @@ def test_the_json_loop_records_exact_tokens_and_cost(loop: Loop) -> None:
     first, second = loop.script[:2], loop.script[2:]
     recorded = cc.turns(loop.project)
     assert [t["tokens"] for t in recorded] == [cc.served_tokens(first), cc.served_tokens(second)]
+    last = [it[-1].usage for it in (first, second)]  # each run's last request: the context's fill
+    assert [t["context_tokens"] for t in recorded] == [u.input + u.cache_read for u in last]
     served = loop.api.served_usage()
     in_all = {k: sum(t["tokens"][k] for t in recorded) for k in recorded[0]["tokens"]}
     assert in_all == {

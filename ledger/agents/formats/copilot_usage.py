@@ -5,13 +5,15 @@ Copilot 1.0.102 writes the file when it exits (a failed run too), as one JSON ob
 maps each model to its ``usage`` (``inputTokens``, counting cache reads and writes; ``outputTokens``,
 counting reasoning; ``cacheReadTokens``; ``cacheWriteTokens``), summed over the session's requests;
 ``currentModel`` names the model; ``sessionStartTime`` the session (``--continue`` and ``--resume``
-go on with one, and its totals grow). Captures: ``tests/fixtures/clients/copilot-1.0.102/usage-*.json``.
+go on with one, and its totals grow); ``lastCallInputTokens`` the last request's input.
+Captures: ``tests/fixtures/clients/copilot-1.0.102/usage-*.json``.
 
 A ``copilot`` command without the flag gets one (first, after the program) naming ``usage.json`` in a
 private ``mkdtemp`` folder (0700), removed after the run; a command with it has its own file read when
-the run changed it; another program (a wrapper run with ``--agent-format copilot``) is left alone. The file is
-opened without following a symlink and only when this user owns it. A run's tokens are the session's
-totals less those this loop last read for the same session. See ``docs/design/clients.md``.
+the run changed it; another program (a wrapper run with ``--agent-format copilot``) is left alone.
+The file is opened without following a symlink and only when this user owns it. A run's tokens are
+the session's totals less those this loop last read for the same session, each model's apart (each
+priced at its model). See ``docs/design/clients.md``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path, PurePath
 from typing import Final
 
@@ -51,15 +53,29 @@ class _File(msgspec.Struct, gc=False):
     model_metrics: dict[str, _Metric] = msgspec.field(default_factory=dict, name="modelMetrics")
     current_model: str | None = msgspec.field(default=None, name="currentModel")
     session_start: str = msgspec.field(default="", name="sessionStartTime")
+    last_input: int = msgspec.field(default=0, name="lastCallInputTokens")
 
 
 class Usage(msgspec.Struct, frozen=True, gc=False):
-    """A usage file's totals: the tokens (input not read from or written to a cache), the model
-    (``currentModel``, else the only one) and the session (``sessionStartTime``)."""
+    """A usage file's totals: each model's tokens (input not read from or written to a cache), the
+    model (``currentModel``, else the only one), the session (``sessionStartTime``) and the input,
+    cache included, of the last request (``lastCallInputTokens``: how full the context was)."""
 
-    tokens: TokenUsage
+    models: tuple[tuple[str, TokenUsage], ...]
     model: str
     session: str
+    context_tokens: int
+
+
+def _tokens(u: _Tokens) -> TokenUsage:
+    """One model's tokens as the ledger records them (Copilot's input counts cache reads and writes;
+    its output counts reasoning, billed as output)."""
+    return TokenUsage(
+        input=max(u.input - u.cache_read - u.cache_write, 0),
+        output=u.output,
+        cache_creation=u.cache_write,
+        cache_read=u.cache_read,
+    )
 
 
 def parse_usage(raw: bytes | str) -> Usage | None:
@@ -68,17 +84,9 @@ def parse_usage(raw: bytes | str) -> Usage | None:
         f = msgspec.json.decode(raw, type=_File)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    all_ = [m.usage for m in f.model_metrics.values()]
-    read, write = sum(u.cache_read for u in all_), sum(u.cache_write for u in all_)
-    tokens = TokenUsage(
-        input=max(sum(u.input for u in all_) - read - write, 0),
-        output=sum(u.output for u in all_),
-        cache_creation=write,
-        cache_read=read,
-    )
-    models = list(f.model_metrics)
-    model = f.current_model or (models[0] if len(models) == 1 else "")
-    return Usage(tokens, model, f.session_start)
+    models = tuple((name, _tokens(m.usage)) for name, m in f.model_metrics.items())
+    model = f.current_model or (models[0][0] if len(models) == 1 else "")
+    return Usage(models, model, f.session_start, f.last_input)
 
 
 def _less(total: TokenUsage, before: TokenUsage) -> TokenUsage:
@@ -88,6 +96,17 @@ def _less(total: TokenUsage, before: TokenUsage) -> TokenUsage:
         output=max(total.output - before.output, 0),
         cache_creation=max(total.cache_creation - before.cache_creation, 0),
         cache_read=max(total.cache_read - before.cache_read, 0),
+    )
+
+
+def _sum(tokens: Iterable[TokenUsage]) -> TokenUsage:
+    """The sum of ``tokens``, field by field."""
+    all_ = list(tokens)
+    return TokenUsage(
+        input=sum(t.input for t in all_),
+        output=sum(t.output for t in all_),
+        cache_creation=sum(t.cache_creation for t in all_),
+        cache_read=sum(t.cache_read for t in all_),
     )
 
 
@@ -132,7 +151,7 @@ class CopilotUsage(Sidecar):
     """The usage files of one loop's Copilot runs, and the totals last read for each session."""
 
     def __init__(self) -> None:
-        self.seen: dict[str, TokenUsage] = {}
+        self.seen: dict[str, dict[str, TokenUsage]] = {}  # session -> model -> totals last read
 
     @contextlib.contextmanager
     def run(self, agent_cmd: Sequence[str]) -> Iterator[SideRun]:
@@ -163,8 +182,14 @@ class CopilotUsage(Sidecar):
         usage = parse_usage(raw) if raw is not None else None
         if usage is None:
             return report
-        tokens = usage.tokens
+        read = self.seen.get(usage.session, {}) if usage.session else {}
+        models = tuple((m, _less(t, read.get(m, TokenUsage()))) for m, t in usage.models)
         if usage.session:
-            tokens = _less(tokens, self.seen.get(usage.session, TokenUsage()))
-            self.seen[usage.session] = usage.tokens
-        return msgspec.structs.replace(report, tokens=tokens, model=report.model or usage.model)
+            self.seen[usage.session] = dict(usage.models)
+        return msgspec.structs.replace(
+            report,
+            tokens=_sum(t for _, t in models),
+            models=models,  # each priced at its model (a sub-agent's may differ)
+            model=report.model or usage.model,
+            context_tokens=report.context_tokens or usage.context_tokens,
+        )
