@@ -223,11 +223,12 @@ class _Loop:
         self, engine: Engine, session_id: str, out: TextIO, rate_limit_wait_s: float, fmt: AgentFormat
     ) -> None:
         self.engine, self.session_id, self.out, self.fmt = engine, session_id, out, fmt
+        self.sidecar = fmt.sidecar()  # what the format reads beside stdout, for this loop
         self.rate_limit_wait_s = rate_limit_wait_s  # the back-off's first wait, when no reset is given
         self.n = 0
         self.before: dict[str, str] | None = None  # the work tree before the agent's run
-        self.unrecorded: tuple[AgentRun, list[str]] | None = None  # the agent's run and files, until
-        # the engine has recorded them
+        self.unrecorded: tuple[AgentRun, list[str], AgentReport | None] | None = None  # the agent's
+        # run, files and report, until the engine has recorded them
         self.journal_size = 0
         self.env: dict[str, str] | None = None  # the agent's environment (None: this process's)
         self.agent_cmd: list[str] = []  # the agent's command (its model, when its output names none)
@@ -255,16 +256,17 @@ class _Loop:
             self.n = n
             self.say(f"[ralph-ledger] {sid}: iteration {n} of {max_it}\n")
             self.before = before = snapshot(engine.work_dir, engine.home.root)
-            run = run_agent(
-                agent_cmd,
-                stdin_text,
-                cwd=engine.work_dir,
-                timeout_s=timeout_s,
-                out=self.out,
-                timer=timer,
-                env=self.env,
-            )
-            spoken = self.fmt.parse(run.output)  # what the agent reported on stdout, in its own format
+            with self.sidecar.run(agent_cmd) as side:  # e.g. Copilot's usage file
+                run = run_agent(
+                    side.command,
+                    stdin_text,
+                    cwd=engine.work_dir,
+                    timeout_s=timeout_s,
+                    out=self.out,
+                    timer=timer,
+                    env=self.env,
+                )
+                spoken = side.read(self.fmt.parse(run.output))  # what the agent reported, in its format
             failed = run.returncode != 0 or run.timed_out
             said = f"{run.output}\n{run.stderr}"  # a limit may be reported on either stream
             limit = rate_limit(said, failed, engine.clock, self.fmt.limits)  # as its agent reports
@@ -277,10 +279,10 @@ class _Loop:
                 self.wait_out(limit, limited - 1, spoken, command_model(agent_cmd))
                 continue
             limited = 0
-            self.unrecorded, self.journal_size = (run, []), _size(engine.journal(sid).path)
+            self.unrecorded, self.journal_size = (run, [], spoken), _size(engine.journal(sid).path)
             files = files_changed(before, snapshot(engine.work_dir, engine.home.root))
             files = files or in_project(spoken.files_modified, engine.work_dir)
-            self.unrecorded = run, files
+            self.unrecorded = run, files, spoken
             own, others = by_model(spoken)  # each model's tokens priced at that model
             result = engine.validate(
                 sid,
@@ -376,15 +378,15 @@ class _Loop:
         reason = interrupted_reason(signum)
         journal = engine.journal(sid)
         events: list[ev.Event] = []
-        turn: tuple[AgentRun, list[str]] | None = None
+        turn: tuple[AgentRun, list[str], AgentReport | None] | None = None
         if isinstance(exc, Interrupted) and exc.partial is not None:  # the agent was running
             after = snapshot(engine.work_dir, engine.home.root)
-            turn = exc.partial, files_changed(self.before, after)
+            turn = exc.partial, files_changed(self.before, after), None
         elif self.unrecorded is not None and _size(journal.path) == self.journal_size:  # rules running
             turn = self.unrecorded
         if turn is not None:
-            run, files = turn
-            spoken = self.fmt.parse(run.output)  # what the agent spent so far, priced as any turn
+            run, files, report = turn
+            spoken = report or self.fmt.parse(run.output)  # what the agent spent so far, priced as any turn
             own, others = by_model(spoken)
             events.append(
                 ev.AgentTurn(

@@ -86,12 +86,69 @@ def capture(name: str, bin_dir: Path) -> None:
     print(f"{name}: exit {done.returncode}, {len(api.served)} turns served")
 
 
+USAGE_CONTINUE: list[Turn] = [
+    Reply(text="First answer.", usage=Usage(input=100, output=5, cache_read=10, thoughts=2)),
+    Reply(text="Second answer.", usage=Usage(input=7, output=3, cache_read=120)),
+]
+USAGE_ANTHROPIC: list[Turn] = [
+    Reply(text="Cached.", usage=Usage(input=100, output=5, cache_read=10, cache_write=1000)),
+]
+ANTHROPIC_MODEL = "claude-sonnet-4-5"
+
+USAGE_CASES: Final[dict[str, tuple[list[Turn], list[list[str]], bool]]] = {
+    # name: (the turns served, the extra arguments of each run, whether Copilot's provider is Anthropic)
+    "usage-tools": (COPILOT_TOOLS, [[]], False),
+    "usage-429": (LIMITED, [[]], False),
+    "usage-continue": (USAGE_CONTINUE, [[], ["--continue"]], False),
+    "usage-anthropic": (USAGE_ANTHROPIC, [[]], True),
+}
+"""Copilot's ``--usage-output-file``: each run of a case (``--output-format json``) writes its file
+to ``NAME.usage.json`` (``NAME-2.usage.json`` for a second run) and its stdout to ``NAME.jsonl``
+(``NAME-2.jsonl``)."""
+
+
+def capture_usage(name: str, bin_dir: Path) -> None:
+    """Run usage case ``name`` (each of its runs in turn, in one home) and keep its usage files."""
+    from tests.clients.mocks.anthropic import AnthropicAPI
+    from tests.clients.test_copilot_run import copilot_env
+
+    turns, runs, anthropic = USAGE_CASES[name]
+    shutil.rmtree(WORK.parent, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=WORK, check=True)
+    with (AnthropicAPI if anthropic else ChatAPI)(Script(turns)) as api:
+        env = {**copilot_env(WORK.parent, api, bin_dir), "PWD": str(WORK)}  # type: ignore[arg-type]
+        if anthropic:
+            env |= {"COPILOT_PROVIDER_TYPE": "anthropic", "COPILOT_PROVIDER_BASE_URL": api.url}
+            env["COPILOT_MODEL"] = ANTHROPIC_MODEL
+        for i, extra in enumerate(runs, 1):
+            stem = name if i == 1 else f"{name}-{i}"
+            usage = WORK.parent / f"{stem}.usage.json"
+            argv = [
+                "copilot",
+                "--allow-all-tools",
+                "--output-format",
+                "json",
+                "--usage-output-file",
+                str(usage),
+            ]
+            done = subprocess.run(
+                [*argv, *extra], input=PROMPT, cwd=WORK, env=env, capture_output=True, text=True, timeout=120
+            )
+            (COPILOT / f"{stem}.jsonl").write_text(done.stdout)
+            shutil.copyfile(usage, COPILOT / f"{stem}.usage.json")
+            print(f"{stem}: exit {done.returncode}, {len(api.served)} turns served so far")
+
+
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     install = [sys.executable, str(ROOT / "clients" / "install.py")]
     bin_dir = Path(subprocess.run(install, capture_output=True, text=True, check=True).stdout.strip())
-    for name in sys.argv[1:] or CASES:
-        capture(name, bin_dir)
+    for name in sys.argv[1:] or [*CASES, *USAGE_CASES]:
+        if name in USAGE_CASES:
+            capture_usage(name, bin_dir)
+        else:
+            capture(name, bin_dir)
 
 
 if __name__ == "__main__":

@@ -73,3 +73,18 @@ def costs(p: Project, env: Mapping[str, str], session: str = "s1") -> list[float
     )
     assert done.returncode == 0, done.stderr
     return [row["cost"] for row in json.loads(done.stdout)]
+
+
+def price(tokens: Mapping[str, int], model: str = "gpt-4.1") -> float:
+    """What ``tokens`` (as the ledger records them) cost on ``model`` by genai-prices, whose input
+    counts cache reads and writes."""
+    from genai_prices import Usage as Priced
+    from genai_prices import calc_price
+
+    usage = Priced(
+        input_tokens=tokens["input"] + tokens["cache_read"] + tokens["cache_creation"],
+        cache_read_tokens=tokens["cache_read"],
+        cache_write_tokens=tokens["cache_creation"],
+        output_tokens=tokens["output"],
+    )
+    return float(calc_price(usage, model_ref=model).total_price)

@@ -1,6 +1,6 @@
 """GitHub Copilot CLI 1.0.102 through ``ralph-ledger run``, against the chat completions mock: its JSON
-mode in a loop (a 429 first; then the final text, tools, files and model; the stream reports no
-tokens), and its text mode refused (its text-mode 429 is replayed from a capture:
+mode in a loop (a 429 first; then the final text, tools, files and model; tokens and cost from
+the usage file the run asks for), and its text mode refused (its text-mode 429 is replayed from a capture:
 ``tests/test_captures_copilot.py``)."""
 
 from __future__ import annotations
@@ -83,6 +83,8 @@ def loop(client_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     script = loop_script(p.dir)
     with ChatAPI(Script([*LIMITED, *script])) as api:
         env = copilot_env(root, api, client_bin)
+        env["TMPDIR"] = str(root / "tmp")  # where the run's private usage file goes
+        (root / "tmp").mkdir()
         done = cc.run(p, env, AGENT, "--max-iterations", "4")
     yield Loop(p, api, env, done, script)
 
@@ -98,15 +100,38 @@ def test_the_json_loop_continues_then_completes_on_the_final_text(loop: Loop) ->
 
 
 def test_the_json_loop_records_tools_files_and_model(loop: Loop) -> None:
-    """Tools, files and the model as Copilot reported them; no tokens, no cost: its stream has none."""
+    """Tools, files and the model as Copilot reported them."""
     recorded = cc.turns(loop.project)
     assert [t["iteration"] for t in recorded] == [1, 2]
     assert [t["tool_count"] for t in recorded] == [2, 0]
     assert [t["files_modified"] for t in recorded] == [["notes.txt"], []]
     assert [t["model"] for t in recorded] == [MODEL, MODEL]
-    assert [t["tokens"] for t in recorded] == [cc.served_tokens([])] * 2  # not reported on stdout
-    assert cc.costs(loop.project, loop.env) == [None, None]  # unknown, not free
     assert KEY not in loop.done.stdout
+
+
+def test_the_json_loop_records_exact_tokens_and_cost(loop: Loop) -> None:
+    """Copilot's stream has no tokens: the run adds ``--usage-output-file`` (a private file) and
+    records what it says, per iteration and per loop equal to what the mock served, priced from the
+    model; the 429's run served nothing and records nothing."""
+    first, second = loop.script[:2], loop.script[2:]
+    recorded = cc.turns(loop.project)
+    assert [t["tokens"] for t in recorded] == [cc.served_tokens(first), cc.served_tokens(second)]
+    last = [it[-1].usage for it in (first, second)]  # each run's last request: the context's fill
+    assert [t["context_tokens"] for t in recorded] == [u.input + u.cache_read for u in last]
+    served = loop.api.served_usage()
+    in_all = {k: sum(t["tokens"][k] for t in recorded) for k in recorded[0]["tokens"]}
+    assert in_all == {
+        "input": served.input,
+        "output": served.output + served.thoughts,  # OpenAI's output counts reasoning
+        "cache_creation": served.cache_write,
+        "cache_read": served.cache_read,
+    }
+    (limit,) = [e for e in loop.project.journal("s1") if e["type"] == "rate_limited"]
+    assert limit["tokens"] == cc.served_tokens([])
+    costs = cc.costs(loop.project, loop.env)
+    assert costs == pytest.approx([cc.price(cc.served_tokens(first)), cc.price(cc.served_tokens(second))])
+    assert sum(c or 0 for c in costs) == pytest.approx(cc.price(cc.served_tokens(loop.script)))
+    assert not list(Path(loop.env["TMPDIR"]).glob("ralph-copilot-*"))  # its private file is removed
 
 
 def test_a_json_429_is_a_rate_limit_not_an_iteration(loop: Loop) -> None:

@@ -24,14 +24,15 @@ against no captured output of its agent is ``confirmed=False``. Plain ``codex ex
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from types import MappingProxyType
 from typing import Final
 
 from ledger.agents.formats import claude, codex, copilot, cursor, gemini, opencode, text
-from ledger.agents.formats.report import AgentReport, Parser
+from ledger.agents.formats.copilot_usage import CopilotUsage
+from ledger.agents.formats.report import AgentReport, Parser, Sidecar, SideRun
 
 __all__ = [
     "FORMATS",
@@ -39,6 +40,8 @@ __all__ = [
     "PLAIN_REFUSALS",
     "AgentFormat",
     "AgentReport",
+    "SideRun",
+    "Sidecar",
     "UnknownFormat",
     "command_model",
     "detect",
@@ -51,13 +54,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class AgentFormat:
-    """One output format: its name, its parser, whether it was checked against a real sample, and
-    whose limit reports its runs carry (``ledger.agents.rate_limits``; ``None``: plain text)."""
+    """One output format: its name, its parser, whether it was checked against a real sample,
+    whose limit reports its runs carry (``ledger.agents.rate_limits``; ``None``: plain text), and
+    what makes a loop's ``Sidecar`` (what it reads beside stdout: Copilot's usage file)."""
 
     name: str
     parse: Parser
     confirmed: bool
     limits: str | None = None
+    sidecar: Callable[[], Sidecar] = Sidecar
 
 
 FORMATS: Final[Mapping[str, AgentFormat]] = MappingProxyType(
@@ -67,7 +72,7 @@ FORMATS: Final[Mapping[str, AgentFormat]] = MappingProxyType(
             AgentFormat("amp", claude.parse, confirmed=False, limits="claude"),
             AgentFormat("claude", claude.parse, confirmed=True, limits="claude"),
             AgentFormat("codex", codex.parse, confirmed=True, limits="codex"),
-            AgentFormat("copilot", copilot.parse, confirmed=True, limits="copilot"),
+            AgentFormat("copilot", copilot.parse, confirmed=True, limits="copilot", sidecar=CopilotUsage),
             AgentFormat("cursor", cursor.parse, confirmed=False),
             AgentFormat("gemini", gemini.parse, confirmed=True, limits="gemini"),
             AgentFormat("opencode", opencode.parse, confirmed=True, limits="opencode"),

@@ -12,8 +12,8 @@
 - ``session.error`` ends the run on an error (``data.message``; a 429 is one): the report's ``error``.
 - Everything else (``user.message``, which echoes the prompt; reasoning; deltas; ``session.*``,
   ``model.*`` and ``assistant.*`` progress) carries nothing read here, and an
-  event of any ``namespace.kind`` type is known. The stream reports no tokens and no cost (Copilot
-  writes them to its session state and, in text mode, to stderr), so none are recorded.
+  event of any ``namespace.kind`` type is known. The stream reports no tokens and no cost: a run
+  reads them from the ``--usage-output-file`` it adds (``ledger.agents.formats.copilot_usage``).
 """
 
 from __future__ import annotations

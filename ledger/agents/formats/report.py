@@ -8,7 +8,9 @@ the output can make a parser raise.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import msgspec
@@ -85,3 +87,22 @@ class Lines(Generic[T]):
 def uncached(total_input: int, cached: int) -> int:
     """The input tokens not read from a cache, for agents whose input count includes cache reads."""
     return max(total_input - cached, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class SideRun:
+    """One agent run as a format's ``Sidecar`` prepares it: the ``command`` to run, and ``read``,
+    which completes the report of its stdout with what the format reads beside it, after the run."""
+
+    command: list[str]
+    read: Callable[[AgentReport], AgentReport]
+
+
+class Sidecar:
+    """What a format reads beside its agent's stdout, for one loop (its state lasts the loop's
+    runs): nothing, by default. A format whose stream lacks something its agent writes to a file
+    (Copilot's tokens: ``ledger.agents.formats.copilot_usage``) overrides ``run``."""
+
+    def run(self, agent_cmd: Sequence[str]) -> AbstractContextManager[SideRun]:
+        """The agent command to run and how to complete its report (the context lasts the run)."""
+        return nullcontext(SideRun(list(agent_cmd), lambda report: report))
