@@ -142,8 +142,9 @@ def capture_usage(name: str, bin_dir: Path) -> None:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
-    install = [sys.executable, str(ROOT / "clients" / "install.py")]
-    bin_dir = Path(subprocess.run(install, capture_output=True, text=True, check=True).stdout.strip())
+    from tests.clients.conftest import installed_bin
+
+    bin_dir = installed_bin()
     for name in sys.argv[1:] or [*CASES, *USAGE_CASES]:
         if name in USAGE_CASES:
             capture_usage(name, bin_dir)

@@ -10,7 +10,6 @@ read."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tests.clients.conftest import installed_bin
 from tests.clients.gemini_client import complete, gemini_env, write_then_continue
 from tests.clients.mocks.base import Reply, Script, Turn, Usage
 from tests.clients.mocks.gemini import MODEL, GeminiAPI, quota_exceeded
@@ -64,11 +64,7 @@ CASES: dict[str, tuple[list[str], Sequence[Turn], int | None, str]] = {
 
 
 def _gemini() -> Path:
-    spec = importlib.util.spec_from_file_location("clients_install", ROOT / "clients" / "install.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return Path(module.install()) / "gemini"
+    return installed_bin() / "gemini"
 
 
 def served(api: GeminiAPI, turns: Sequence[Turn]) -> dict[str, Any]:

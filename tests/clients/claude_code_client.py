@@ -176,8 +176,8 @@ def capture(claude: Path, scratch: Path) -> None:
 
 
 if __name__ == "__main__":
-    from tests.clients.conftest import _installer
+    from tests.clients.conftest import installed_bin
 
-    bin_dir: Path = _installer().install()  # type: ignore[attr-defined]
+    bin_dir = installed_bin()
     CAPTURES.mkdir(parents=True, exist_ok=True)
     capture(bin_dir / "claude", Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/tmp/claude-code-capture"))

@@ -15,19 +15,20 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
 
-def _installer() -> object:
+def installed_bin() -> Path:
+    """The folder of the pinned clients' commands, installed by ``clients/install.py`` if this
+    version set is not yet (the one way the suite and the capture scripts get the clients)."""
     spec = importlib.util.spec_from_file_location("clients_install", ROOT / "clients" / "install.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    return Path(module.install())
 
 
 @pytest.fixture(scope="session")
 def client_bin() -> Path:
-    """The folder of the pinned clients' commands, installed if this version set is not yet."""
-    installed: Path = _installer().install()  # type: ignore[attr-defined]
-    return installed
+    """The folder of the pinned clients' commands."""
+    return installed_bin()
 
 
 def client_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
