@@ -1464,7 +1464,14 @@ def claude_code_hook(sb: Sandbox, echo: bool) -> bytes:
     sb.home.ensure()
     outcomes: list[str] = []
     for i, cut in enumerate(CLAUDE_CUTS):
-        transcript.write_bytes(b"".join(source[:cut]))
+        lines = source[:cut]
+        if i == len(CLAUDE_CUTS) - 1:  # the final summary says the promise, as the agent would
+            final = json.loads(lines[-1])
+            for block in final["message"]["content"]:
+                if block.get("type") == "text":
+                    block["text"] += f"\n\n<promise>{CLAUDE_PROMISE}</promise>"
+            lines = [*lines[:-1], (json.dumps(final, ensure_ascii=False) + "\n").encode()]
+        transcript.write_bytes(b"".join(lines))
         stdin: dict[str, Any] = {
             "session_id": CLAUDE_SESSION,
             "transcript_path": str(transcript),
@@ -1473,9 +1480,8 @@ def claude_code_hook(sb: Sandbox, echo: bool) -> bytes:
             "hook_event_name": "Stop",
             "stop_hook_active": i > 0,
         }
-        if i == len(CLAUDE_CUTS) - 1:  # a newer Claude Code: the last message comes on stdin
-            last = find_last_text(transcript).text
-            stdin["last_assistant_message"] = f"{last}\n\n<promise>{CLAUDE_PROMISE}</promise>"
+        if i == len(CLAUDE_CUTS) - 1:  # a newer Claude Code: the last message comes on stdin too
+            stdin["last_assistant_message"] = find_last_text(transcript).text
         outcome = stop_hook.run(json.dumps(stdin).encode(), home=sb.home, clock=clock)
         if echo:
             sys.stderr.write(outcome.stdout + outcome.stderr)

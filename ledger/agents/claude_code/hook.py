@@ -1,53 +1,9 @@
-"""``ralph-ledger hook claude-code``: the Claude Code Stop hook.
-
-Contract (``shared/fixtures/claude-code/README.md``): JSON on stdin
-(``session_id``, ``transcript_path``, ``cwd``, ``stop_hook_active``, and
-``last_assistant_message`` in newer versions). To continue the loop print
-``{"decision": "block", "reason": <next prompt>, "systemMessage": <status>}``
-and exit 0; to allow the stop print nothing and exit 0.
-
-Drop-in for the ``ralph-loop`` plugin: when ``.claude/ralph-loop.local.md``
-exists in the project, the decisions are the plugin's (``ledger.agents.claude_code.plugin``),
-and every stop is also recorded in the ledger as events of the loop's session:
-the agent's turn read from the transcript (only the bytes appended since the
-previous stop), promises, the stop decision, and how the loop ended.
-
-Loop identity: each loop is its own ledger session. The first loop of a Claude
-Code session is ``cc-<claude session id>``, the next ones ``cc-<id>-2``,
-``cc-<id>-3``, ... (:func:`loop_session`); the first stop of a loop chooses its
-session and writes it into the loop file (``ledger_session``), so a loop
-started after another ended is never appended to it. A new loop reads the
-transcript from where the previous loop of the session stopped reading.
-
-Finding the loop (``ledger.agents.claude_code.locate.find_project``):
-``$CLAUDE_PROJECT_DIR``, else the hook's working directory, else stdin's
-``cwd`` and its parents up to the project root (the first holding ``.git``):
-the first that holds a loop file. The home (``locate.hook_home``): ``--home``,
-else ``$RALPH_HOME``, else ``<project>/.ralph``; a relative one is taken from
-the project directory. Unless ``RALPH_WARM=0``, the process started by Claude
-Code first asks the home's warm worker to run :func:`run` for it
-(``ledger.agents.claude_code.warm``); this module is what runs the stop.
-
-Claude Code 2.1.x (``docs/claude-code-plugin.md``; the rules: ``docs/design/claude-code-stop.md``): a
-stop decides from stdin's ``last_assistant_message`` and waits, bounded, for the transcript to hold
-the turn (it is written after the hook runs); what lands later is counted by the next stop, or
-waited for longer by the stop that ends the loop. A stop while sub-agents still run in the background
-is allowed without ending the iteration (the client wakes the agent when they end). A
-``SubagentStop`` (the same command, told apart by ``hook_event_name``) is recorded for the parent
-loop and never blocks (``ledger.agents.claude_code.subagent``). Claude Code ends a turn by itself
-when a block would go past ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` blocks in a row without a tool call:
-the loop keeps the count and stops itself there, escalated (``ledger.agents.claude_code.block_cap``).
-
-Steering (``ledger.loop.steering``, docs/steering.md): a paused loop's stop the plugin would block
-is allowed ("paused"), the state file keeping its iteration; ``steer`` guidance is added once.
-
-A transcript the drop-in cannot read (no path, a relative one, missing, not a
-regular file, unreadable) when stdin has no ``last_assistant_message`` stops the loop as the plugin
-does: one line on stderr naming it, the state file deleted, the session escalated.
-
-The hook never wedges the agent: any internal error allows the stop, prints
-one line on stderr, exits 0, and records an ``error_recorded`` event when it
-knows the session. It imports neither DuckDB nor pyarrow.
+"""``ralph-ledger hook claude-code``: the Claude Code Stop hook (the ``ralph-loop`` drop-in's
+decisions, every stop recorded as the loop's session's events). What a stop reads, decides and
+records, and how it finds its loop and home: ``docs/claude-code-plugin.md`` ("The hook, stop by
+stop"); the rules it follows with Claude Code 2.1.x: ``docs/design/claude-code-stop.md``. It never
+wedges the agent (an internal error allows the stop, one line on stderr) and imports neither DuckDB
+nor pyarrow.
 """
 
 from __future__ import annotations

@@ -56,6 +56,11 @@ class _TaskInput(msgspec.Struct, gc=False, omit_defaults=True):
     status: str | None = None
     activeForm: str | None = None
 
+    @property
+    def deletes(self) -> bool:
+        """Whether this ``TaskUpdate`` deletes its task (a task's status, not a session's)."""
+        return self.status in _DELETING
+
 
 class _Block(msgspec.Struct, gc=False):
     type: str | None = None
@@ -135,6 +140,10 @@ def _todowrite(call: _Block) -> list[Todo] | None:
         return None
 
 
+_DELETING: Final = frozenset({"deleted"})
+"""The ``TaskUpdate`` status that removes a task from the list."""
+
+
 def _status(raw: str | None) -> TodoStatus:
     return raw if raw in _STATUSES else "pending"  # type: ignore[return-value]
 
@@ -192,7 +201,7 @@ class _Replay:
             )
         elif call.name == "TaskUpdate" and result.success:
             key = str(result.taskId if result.taskId is not None else given.taskId)
-            if given.status == "deleted":
+            if given.deletes:
                 items.pop(key, None)
             elif key in items:
                 was = items[key]
