@@ -6,7 +6,7 @@ reported, model, tool calls, edited files, skipped lines). A run names one with
 
 | format   | detected from                                             | checked against                  |
 |----------|-----------------------------------------------------------|----------------------------------|
-| claude   | ``claude ... --output-format stream-json|json``           | claude-code-action's fixture     |
+| claude   | ``claude ... --output-format stream-json|json``           | Claude Code 2.1.328, real runs   |
 | codex    | ``codex exec ... --json``                                 | real Codex 0.169.0 (captures)    |
 | gemini   | ``gemini ... --output-format|-o stream-json|json``        | Gemini CLI 0.61.0 (real runs)    |
 | opencode | ``opencode run ... --format json``                        | opencode 1.18.33, real capture   |
