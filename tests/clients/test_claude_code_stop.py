@@ -239,6 +239,40 @@ def drop_in(client_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     )
 
 
+@pytest.fixture(scope="module")
+def drop_in_warm(client_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """The drop-in loop as a user runs it: its stops served by the warm worker (the default)."""
+    root = tmp_path_factory.mktemp("drop-in-warm")
+    main = [
+        Reply(text="Working.", usage=Usage(100, 10, 1000, 50)),
+        Reply(
+            text="Writing b.", tool_calls=(write(root / "project" / "b.txt"),), usage=Usage(105, 15, 1050, 55)
+        ),
+        Reply(text="Wrote b.", usage=Usage(110, 11, 1100, 60)),
+        Reply(text="<promise>DONE</promise>", usage=Usage(130, 13, 1300, 80)),
+    ]
+    yield claude_run(
+        client_bin,
+        root,
+        Script(main),
+        mode="plugin",
+        loop=("Do the work", "--completion-promise", "DONE", "--max-iterations", "6"),
+        env={"RALPH_WARM": "1"},
+    )
+
+
+def test_the_warm_worker_records_the_same_as_a_stop_in_process(drop_in_warm: Run) -> None:
+    """Per iteration and per loop, the last turn included, whoever served the stops."""
+    m = drop_in_warm.main
+    per = [recorded(drop_in_warm, f"iteration = {n}") for n in (1, 2, 3)]
+    assert per == [usage_of(m[:1]), usage_of(m[1:3]), usage_of(m[3:])]
+    assert recorded(drop_in_warm) == usage_of(m)
+    (row,) = drop_in_warm.sql("select status, iteration from sessions")
+    assert (row["status"], row["iteration"]) == ("complete", 3)
+    assert (drop_in_warm.project / ".ralph" / "stop-worker.lock").exists()  # a worker served them
+    assert not [e for e in drop_in_warm.journal() if e["type"] == "error_recorded"]
+
+
 def test_drop_in_tokens_and_cost_equal_what_was_served_the_last_turn_included(drop_in: Run) -> None:
     served = usage_of(drop_in.main)
     assert recorded(drop_in) == served
