@@ -76,77 +76,32 @@ class AnthropicAPI(MockAPI):
                 },
             },
         )
-        index = 0
+        blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []  # (start, deltas) per block
         if reply.thinking:
-            yield sse(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {"type": "thinking", "thinking": ""},
-                },
+            blocks.append(
+                (
+                    {"type": "thinking", "thinking": ""},
+                    [
+                        {"type": "thinking_delta", "thinking": reply.thinking},
+                        {"type": "signature_delta", "signature": "c2ln"},
+                    ],
+                )
             )
-            yield sse(
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": {"type": "thinking_delta", "thinking": reply.thinking},
-                },
-            )
-            yield sse(
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": {"type": "signature_delta", "signature": "c2ln"},
-                },
-            )
-            yield sse("content_block_stop", {"type": "content_block_stop", "index": index})
-            index += 1
         if reply.text:
-            yield sse(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            )
-            yield sse(
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": {"type": "text_delta", "text": reply.text},
-                },
-            )
-            yield sse("content_block_stop", {"type": "content_block_stop", "index": index})
-            index += 1
+            blocks.append(({"type": "text", "text": ""}, [{"type": "text_delta", "text": reply.text}]))
         for call in reply.tool_calls:
+            tool_id = call.id or f"toolu_mock_{next(_ids):04d}"
+            start = {"type": "tool_use", "id": tool_id, "name": call.name, "input": {}}
+            blocks.append((start, [{"type": "input_json_delta", "partial_json": json.dumps(call.arguments)}]))
+        for index, (start, deltas) in enumerate(blocks):
             yield sse(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {
-                        "type": "tool_use",
-                        "id": call.id or f"toolu_mock_{next(_ids):04d}",
-                        "name": call.name,
-                        "input": {},
-                    },
-                },
+                "content_block_start", {"type": "content_block_start", "index": index, "content_block": start}
             )
-            yield sse(
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": {"type": "input_json_delta", "partial_json": json.dumps(call.arguments)},
-                },
-            )
+            for delta in deltas:
+                yield sse(
+                    "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+                )
             yield sse("content_block_stop", {"type": "content_block_stop", "index": index})
-            index += 1
         yield sse(
             "message_delta",
             {
