@@ -4,6 +4,7 @@ numbers come from what the mock served (``capture_chat.CASES``)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -73,3 +74,18 @@ def test_a_429_it_gave_up_on_is_a_limit_reset_after_its_retry_after() -> None:
     assert limit.resets_at == NOW + timedelta(seconds=1)  # retry-after-ms: 1000
     report = FORMATS["opencode"].parse(output)
     assert report.text == "" and report.error == limit.reason  # the run failed on it
+
+
+def test_a_zero_cost_for_tokens_spent_is_unknown_and_the_command_names_the_model() -> None:
+    """opencode reports cost 0 when its configuration gives the model no price: not free, unknown,
+    and priced by the ledger from the model ``-m provider/model`` names."""
+    from ledger.agents.formats import command_model
+
+    lines = [json.loads(x) for x in (OPENCODE / "run-json-tools.jsonl").read_text().splitlines() if x]
+    for e in lines:
+        if e.get("type") == "step_finish":
+            e["part"]["cost"] = 0
+    report = FORMATS["opencode"].parse("\n".join(map(json.dumps, lines)))
+    assert report.tokens != TokenUsage() and report.cost_usd is None
+    assert command_model(["opencode", "run", "--format", "json", "-m", "openai/gpt-4.1"]) == "gpt-4.1"
+    assert command_model(["opencode", "run", "--model", "gpt-4.1"]) == "gpt-4.1"

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ledger.agents.formats import command_model
 from ledger.agents.formats.report import AgentReport
 from tests.journeys.conftest import Project
 from tests.test_agent_formats import (
@@ -120,7 +121,8 @@ def test_a_replayed_agent_is_read_in_its_own_format(
     assert all({k: t["tokens"].get(k, 0) for k in tokens} == tokens for t in turns)
     assert [t["tool_count"] for t in turns] == [want.tool_count] * 2
     assert [t["files_modified"] for t in turns] == [list(want.files_modified)] * 2
-    assert [(t.get("model", ""), t.get("cost_usd")) for t in turns] == [(want.model, want.cost_usd)] * 2
+    model = want.model or command_model([program, *args])  # the output's, else the command's
+    assert [(t.get("model", ""), t.get("cost_usd")) for t in turns] == [(model, want.cost_usd)] * 2
     assert PROMISE in turns[1]["output_excerpt"] and want.text in turns[1]["output_excerpt"]
     promised = [e["iteration"] for e in events if e["type"] == "promise_detected"]
     assert promised == [2]

@@ -143,7 +143,7 @@ def detect(agent_cmd: Sequence[str]) -> AgentFormat:
 
 
 MODEL_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
-    {"claude": ("--model",), "codex": ("-m", "--model")}
+    {"claude": ("--model",), "codex": ("-m", "--model"), "opencode": ("-m", "--model")}
 )
 """Agents whose output names no model, by program name: the options naming the model they run on."""
 
@@ -152,7 +152,7 @@ def command_model(agent_cmd: Sequence[str]) -> str:
     """The model an agent command asks for (``""``: none named), for an agent in ``MODEL_OPTIONS``:
     the last ``-m NAME`` / ``--model NAME``, else Codex's ``-c model=NAME`` (a TOML string or bare).
     A run records it when the agent's own output names no model (Codex's ``exec``, in both modes;
-    plain ``claude -p``, and its error results in json mode)."""
+    plain ``claude -p``, and its error results in json mode; opencode, its ``provider/`` left out)."""
     if not agent_cmd:
         return ""
     program, args = PurePath(agent_cmd[0]).name, list(agent_cmd[1:])
@@ -160,7 +160,7 @@ def command_model(agent_cmd: Sequence[str]) -> str:
     if names is None:
         return ""
     if (value := _option(args, *names)) is not None:
-        return value
+        return value.split("/", 1)[-1] if program == "opencode" else value  # opencode's provider/model
     if program != "codex":  # Claude Code's -c is --continue
         return ""
     for setting in filter(None, (_option(args[i : i + 2], "-c", "--config") for i in range(len(args)))):

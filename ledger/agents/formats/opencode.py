@@ -7,7 +7,9 @@ completed; no ``reasoning`` line for a chat completions provider's reasoning).
 - ``step_finish`` ends one model request; its ``part`` is a ``StepFinishPart``: ``cost`` (USD, as
   opencode prices the request) and ``tokens``: ``input`` (cache reads and writes not included),
   ``output``, ``reasoning`` (billed as output), ``cache.read`` and ``cache.write``. The steps are
-  summed: the cost is their sum, the output their output and reasoning tokens.
+  summed: the cost is their sum, the output their output and reasoning tokens. A cost of 0 for
+  tokens spent is opencode not knowing the model's price (none in its configuration): unknown, so
+  the ledger prices the turn from the model the command names (``-m provider/model``), if it can.
 - ``tool_use`` is one finished tool call (``part.state.status`` ``completed`` or ``error``),
   counted once per part ``id``; a completed ``edit``, ``write`` or ``multiedit`` edits the file in
   ``part.state.input.filePath``.
@@ -120,6 +122,8 @@ def parse(output: str) -> AgentReport:
                 files[path] = None
         elif line.type == "text" and part.text:
             chunks.append(part.text)
+    if cost == 0.0 and tokens != TokenUsage():
+        cost = None  # opencode knows no price for the model: unknown, priced by the ledger if it can
     return AgentReport(
         text="".join(chunks),
         tokens=tokens,
