@@ -63,6 +63,23 @@ def engine(home: Home, work: Path) -> Engine:
     return Engine(home, work_dir=work, clock=ticking(), fsync=False)
 
 
+SLOW_FILES = frozenset({"test_spark.py", "test_bench.py", "test_tui_serve.py"})
+"""Test files marked ``slow``: Spark, the browser, the benches (``make fast`` leaves them out)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by what it runs: ``journey`` (tests/journeys/), ``clients`` (tests/clients/),
+    ``slow`` (``SLOW_FILES``), so that ``make fast`` can leave them out; the full run runs all."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.parent.name == "journeys":
+            item.add_marker(pytest.mark.journey)
+        elif path.parent.name == "clients":
+            item.add_marker(pytest.mark.clients)
+        if path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """``--long``: run the reliability suites (crash, load, hostile input) in their long form."""
     parser.addoption(
