@@ -379,3 +379,21 @@ def test_the_wait_is_until_the_reset_or_a_bounded_back_off() -> None:
         MAX_BACKOFF_S,
         MAX_BACKOFF_S,
     ]
+
+
+@pytest.mark.usefixtures("local_zone")
+@pytest.mark.parametrize(
+    ("now", "said", "resets"),
+    [
+        (datetime(2024, 1, 1, 23, 0, tzinfo=UTC), "1:07 AM", datetime(2024, 1, 2, 1, 7, tzinfo=UTC)),
+        (datetime(2024, 1, 1, 5, 8, 30, tzinfo=UTC), "5:07 AM", datetime(2024, 1, 1, 5, 7, tzinfo=UTC)),
+        (datetime(2024, 1, 1, 0, 0, 1, tzinfo=UTC), "11:59 PM", datetime(2024, 1, 1, 23, 59, tzinfo=UTC)),
+    ],
+    ids=["after-midnight-is-tomorrow", "a-minute-past-has-come", "tonight"],
+)
+def test_codexs_reset_time_without_a_date_is_the_next_one(now: datetime, said: str, resets: datetime) -> None:
+    """Codex names only the time of day: ``1:07 AM`` said at 11 PM is tomorrow's (a 2-hour wait, not
+    an escalation after a dozen immediate retries); a minute just past has come."""
+    message = f"You’ve hit your usage limit. Try again at {said}."
+    found = rate_limit(f"ERROR: {message}\n", True, lambda: now, "codex")
+    assert found is not None and found.resets_at == resets

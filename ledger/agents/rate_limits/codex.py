@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
 
 from ledger.agents.rate_limits.limit import Clock, RateLimit, plain, seconds_from, straight
@@ -47,7 +47,9 @@ _MONTHS: Final = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep",
 
 
 def _at(m: re.Match[str], now: datetime) -> datetime | None:
-    """The moment a ``try again at TIME.`` names, in this machine's zone (as Codex wrote it)."""
+    """The moment a ``try again at TIME.`` names, in this machine's zone (as Codex wrote it): a time
+    without a date more than 12 hours past is tomorrow's (``try again at 1:07 AM.`` said at 11 PM), one
+    less past has come already (the limit reset while the run ended)."""
     local = now.astimezone()
     hour = int(m["hour"]) % 12 + (12 if m["ampm"] == "PM" else 0)
     try:
@@ -57,6 +59,8 @@ def _at(m: re.Match[str], now: datetime) -> datetime | None:
             when = when.replace(year=int(m["year"]), month=month, day=int(m["day"]))
     except ValueError:  # an hour past 12, the 31st of a short month
         return None
+    if not m["month"] and when < local - timedelta(hours=12):
+        when += timedelta(days=1)
     return when
 
 
