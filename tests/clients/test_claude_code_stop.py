@@ -230,13 +230,13 @@ def drop_in(client_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         Reply(text="Checked a.", usage=Usage(120, 12, 1200, 70)),
         Reply(text="<promise>DONE</promise>", usage=Usage(130, 13, 1300, 80)),
     ]
-    yield claude_run(
-        client_bin,
-        root,
-        Script(main),
-        mode="plugin",
-        loop=("Do the work", "--completion-promise", "DONE", "--max-iterations", "6"),
-    )
+    yield drop_in_loop(client_bin, root, main)
+
+
+def drop_in_loop(client_bin: Path, root: Path, main: list[Reply], env: dict[str, str] | None = None) -> Run:
+    """A drop-in loop (promise ``DONE``) of the real client served ``main``'s turns."""
+    loop = ("Do the work", "--completion-promise", "DONE", "--max-iterations", "6")
+    return claude_run(client_bin, root, Script(main), mode="plugin", loop=loop, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -251,14 +251,7 @@ def drop_in_warm(client_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         Reply(text="Wrote b.", usage=Usage(110, 11, 1100, 60)),
         Reply(text="<promise>DONE</promise>", usage=Usage(130, 13, 1300, 80)),
     ]
-    yield claude_run(
-        client_bin,
-        root,
-        Script(main),
-        mode="plugin",
-        loop=("Do the work", "--completion-promise", "DONE", "--max-iterations", "6"),
-        env={"RALPH_WARM": "1"},
-    )
+    yield drop_in_loop(client_bin, root, main, env={"RALPH_WARM": "1"})
 
 
 def test_the_warm_worker_records_the_same_as_a_stop_in_process(drop_in_warm: Run) -> None:

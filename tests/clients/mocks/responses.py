@@ -164,25 +164,19 @@ class ResponsesAPI(MockAPI):
             index = len(output)
             call_id = call.id or f"call_mock_{next(_ids):04d}"
             if call.name in custom:  # a freeform tool: its input is the text ``arguments["input"]``
-                iid, text = f"ctc_mock_{next(_ids):04d}", str(call.arguments.get("input", ""))
-                start = {"id": iid, "type": "custom_tool_call", "status": "in_progress", "input": ""}
-                start |= {"call_id": call_id, "name": call.name}
-                yield event("response.output_item.added", output_index=index, item=start)
-                where = {"item_id": iid, "output_index": index}
-                yield event("response.custom_tool_call_input.delta", **where, delta=text)
-                yield event("response.custom_tool_call_input.done", **where, input=text)
-                item = {**start, "status": "completed", "input": text}
-                output.append(item)
-                yield event("response.output_item.done", output_index=index, item=item)
-                continue
-            iid, arguments = f"fc_mock_{next(_ids):04d}", json.dumps(call.arguments)
-            start = {"id": iid, "type": "function_call", "status": "in_progress", "arguments": ""}
+                kind, field, prefix = "custom_tool_call", "input", "ctc"
+                text, stream = str(call.arguments.get("input", "")), "custom_tool_call_input"
+            else:
+                kind, field, prefix = "function_call", "arguments", "fc"
+                text, stream = json.dumps(call.arguments), "function_call_arguments"
+            iid = f"{prefix}_mock_{next(_ids):04d}"
+            start = {"id": iid, "type": kind, "status": "in_progress", field: ""}
             start |= {"call_id": call_id, "name": call.name}
             yield event("response.output_item.added", output_index=index, item=start)
             where = {"item_id": iid, "output_index": index}
-            yield event("response.function_call_arguments.delta", **where, delta=arguments)
-            yield event("response.function_call_arguments.done", **where, arguments=arguments)
-            item = {**start, "status": "completed", "arguments": arguments}
+            yield event(f"response.{stream}.delta", **where, delta=text)
+            yield event(f"response.{stream}.done", **where, **{field: text})
+            item = {**start, "status": "completed", field: text}
             output.append(item)
             yield event("response.output_item.done", output_index=index, item=item)
         u = reply.usage
