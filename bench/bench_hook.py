@@ -6,7 +6,7 @@
   at stop 2 (the second stop of ``--runs`` fresh loops) and from stop 100 of one loop (stops
   3..99 run unmeasured, then ``--runs`` stops from 100 on);
 - each of them twice: in-process (``RALPH_WARM=0``), and served by the home's warm worker, the
-  default (``ledger.agents.claude_code.warm``: the hook process is the standard-library client),
+  default (``ledger.drivers.claude_code.stop.warm``: the hook process is the standard-library client),
   started by each loop's first stop;
 - ``python3 -c pass`` and ``python3 -c 'import duckdb'``, the baselines, measured in the same run.
 

@@ -54,7 +54,7 @@ from tables import cpu_model, markdown_table  # bench/tables.py, beside this scr
 
 from ledger import events as ev
 from ledger.core.home import Home
-from ledger.loop.score import validation_score
+from ledger.loop.validate.score import validation_score
 from ledger.storage.database import Ledger
 from ledger.storage.ingest import IngestReport
 from ledger.storage.journal import Journal

@@ -27,7 +27,7 @@ class _LeanMsgspec:
     extras, ``Required``/``NotRequired``), and importing it (with ``inspect``) costs about 15 ms of a
     Stop hook's 80-100. Code that imports ``typing_extensions`` later still gets it. Nothing is
     imported here: a process that never needs msgspec (the Stop hook handing its stop to the warm
-    worker, ``ledger.agents.claude_code.warm``) never pays for it.
+    worker, ``ledger.drivers.claude_code.stop.warm``) never pays for it.
     """
 
     @classmethod
@@ -87,7 +87,7 @@ _EXPORTS = {
     "QueryResult": "ledger.storage.query",
     "ReadOnlyViolation": "ledger.storage.query",
     "run_readonly": "ledger.storage.query",
-    "validation_score": "ledger.loop.score",
+    "validation_score": "ledger.loop.validate.score",
     "IngestReport": "ledger.storage.ingest",
     "Ledger": "ledger.storage.database",
     "LedgerError": "ledger.core.errors",
@@ -97,7 +97,7 @@ _EXPORTS = {
     "Monitor": "ledger.monitor",
     "ready": "ledger.core.interrupts",
     "replay": "ledger.monitor.replay",
-    "steer_journal": "ledger.loop.steering",
+    "steer_journal": "ledger.loop.steering.commands",
     "EngineError": "ledger.loop.engine_types",
 }
 

@@ -2,7 +2,7 @@
 
 Each event is a frozen msgspec Struct with an explicit, permanent tag (the
 ``type`` field of a journal line). Rules for evolving this module, checked by
-``tests/test_events.py``:
+``tests/unit/test_events.py``:
 
 1. A tag, once released, is never renamed, reused or removed.
 2. A field is never renamed, removed or given a different type.
@@ -139,7 +139,7 @@ class IterationStarted(Event, frozen=True, kw_only=True, gc=False, tag="iteratio
     """An iteration began: appended by ``Engine.start`` (iteration 1, with ``max_iterations``) and by
     ``Engine.next`` (with the caller's ``notes``). ``guidance`` is what a human steered the loop
     with (``steer`` / ``unblock`` overrides since the previous iteration began): this iteration's
-    prompt carries it (``ledger.loop.steering``).
+    prompt carries it (``ledger.loop.steering.commands``).
     """
 
     max_iterations: int | None = None
@@ -247,7 +247,7 @@ class CheckpointExpired(Event, frozen=True, kw_only=True, gc=False, tag="checkpo
 class Override(Event, frozen=True, kw_only=True, gc=False, tag="override"):
     """A human intervened: ``kind`` is ``manual_stop``, ``max_iterations``, ``interrupted`` (the loop
     runner was stopped by a signal; the session stays resumable), or one of the steering kinds
-    (``ledger.loop.steering``): ``pause`` and ``resume``, ``steer`` (``reason`` is the guidance for
+    (``ledger.loop.steering.commands``): ``pause`` and ``resume``, ``steer`` (``reason`` is the guidance for
     the next iteration's prompt) and ``unblock`` (a blocked or escalated session goes on, up to
     ``max_iterations``, with ``reason`` as its guidance)."""
 
@@ -356,7 +356,7 @@ class NotificationSent(Event, frozen=True, kw_only=True, gc=False, tag="notifica
 
 
 class SummaryGiven(Event, frozen=True, kw_only=True, gc=False, tag="summary_given"):
-    """The summary of the loop so far (``ledger.loop.summary``, on with ``summary = true``) that the
+    """The summary of the loop so far (``ledger.loop.prompt.summary``, on with ``summary = true``) that the
     prompt of iteration ``iteration`` carries: appended by the runner and the ledger-native hook in
     the append that starts that iteration, before its ``iteration_started``."""
 
@@ -402,7 +402,7 @@ AnyEvent = (
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__
 
-# Permanent tags, in release order. tests/test_events.py fails if one changes.
+# Permanent tags, in release order. tests/unit/test_events.py fails if one changes.
 TAGS: Final[tuple[str, ...]] = tuple(str(t.__struct_config__.tag) for t in EVENT_TYPES)
 
 _encoder = msgspec.json.Encoder()

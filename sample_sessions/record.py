@@ -4,8 +4,8 @@
     .venv/bin/python sample_sessions/record.py --check   # exit 1 if they differ from a fresh recording
 
 Nothing in a sample is typed by hand. Each scenario runs the real runner
-(``ledger.agents.runner.run_loop`` with a real ``Engine``, in this process) or the real
-Claude Code Stop hook (``ledger.agents.claude_code.hook.run``) against a scripted agent: a
+(``ledger.drivers.runner.run.run_loop`` with a real ``Engine``, in this process) or the real
+Claude Code Stop hook (``ledger.drivers.claude_code.stop.hook.run``) against a scripted agent: a
 Python program, run as a subprocess, that replays a plan of turns (files to
 write, then what it prints). The agent works in a throwaway git repository
 holding a tiny Python project (``calc.py``, ``tests/``, ``tools/``), and the
@@ -18,7 +18,7 @@ run), fixed session ids (the file names), a fixed git identity and date, git
 and pytest isolated from the user's configuration, and no absolute path in
 anything recorded (rules name ``python`` and relative paths; a shim on
 ``PATH`` points ``python`` at this interpreter). Recording twice gives
-byte-identical files; ``tests/test_samples.py`` checks the committed files
+byte-identical files; ``tests/unit/test_samples.py`` checks the committed files
 against a fresh recording.
 
 Every scenario checks how its session ended (signal, iterations, the guard
@@ -50,17 +50,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from ledger import events as ev
-from ledger.agents.claude_code import hook as stop_hook
-from ledger.agents.claude_code.last_text import find_last_text
-from ledger.agents.claude_code.plugin import new_state, parse_loop_args, write_state
-from ledger.agents.formats import named
-from ledger.agents.runner import RunResult, run_loop
 from ledger.core.home import Home, journals_in
-from ledger.loop import steering
-from ledger.loop.config import LoopConfig
+from ledger.drivers.claude_code.stop import hook as stop_hook
+from ledger.drivers.claude_code.stop.plugin import new_state, parse_loop_args, write_state
+from ledger.drivers.claude_code.transcript.last_text import find_last_text
+from ledger.drivers.runner.formats import named
+from ledger.drivers.runner.run import RunResult, run_loop
+from ledger.loop.config.loop_config import LoopConfig
+from ledger.loop.decide.guards import CircuitBreaker, GuardConfig, TimeLimit
+from ledger.loop.decide.stop_policies import AgentContext, HookFn, HookResult
 from ledger.loop.engine import Engine
-from ledger.loop.guards import CircuitBreaker, GuardConfig, TimeLimit
-from ledger.loop.stop_policies import AgentContext, HookFn, HookResult
+from ledger.loop.steering import commands as steering
 from ledger.storage.journal import Cursor, read_new
 
 HERE: Final = Path(__file__).resolve().parent

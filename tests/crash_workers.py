@@ -1,4 +1,5 @@
-"""Worker processes of the crash suite (``tests/test_crash.py``), killed with SIGKILL at random points.
+"""Worker processes of the crash suite (``tests/reliability/test_crash.py``),
+killed with SIGKILL at random points.
 
 Each worker reports what it finished to the parent through an append-only file, one line per
 report, written with ``O_APPEND`` only after the work returned: whatever a report names was done
@@ -17,10 +18,16 @@ from typing import Any
 
 from ledger import events as E
 from ledger.core.home import Home
-from ledger.loop.config import LoopConfig
+from ledger.loop.config.loop_config import LoopConfig
+from ledger.loop.decide.guards import (
+    CircuitBreaker,
+    GuardConfig,
+    QualityRegression,
+    Thrashing,
+    ValidationStall,
+)
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
-from ledger.loop.guards import CircuitBreaker, GuardConfig, QualityRegression, Thrashing, ValidationStall
 from ledger.storage.database import Ledger
 from ledger.storage.journal import Cursor, Journal, journal_path, read_new
 from tests.fixtures.scenarios import iteration, start

@@ -1,14 +1,15 @@
 """The concurrency and load suite: many Stop hooks for many Claude Code sessions sharing one ledger
 home, while a reader ingests and queries the ledger continuously.
 
-One driver, used by ``tests/test_load.py`` (quick form, ``--long``) and ``bench/bench_load.py`` (the
+One driver, used by ``tests/reliability/test_load.py`` (quick form, ``--long``) and ``bench/bench_load.py``
+(the
 same figures as a markdown table). ``run_load`` starts:
 
 - ``procs`` worker processes (``python -m tests.load_suite worker``), each owning ``sessions``
   Claude Code sessions: one project directory per session with a ``.claude/ralph-loop.local.md``
   written by the helpers ``ralph-ledger loop start`` uses, and a transcript that grows by one turn
   (a prompt, then an assistant message with text, an Edit and token usage) before every stop. Each
-  stop calls ``ledger.agents.claude_code.hook.main``, the function ``ralph-ledger hook claude-code``
+  stop calls ``ledger.drivers.claude_code.stop.hook.main``, the function ``ralph-ledger hook claude-code``
   calls, with stdin and stdout replaced; every session's journal is in the one home named by ``RALPH_HOME``.
   Stops go round-robin over a worker's sessions, ``stops`` per session; the last one ends the loop,
   with the completion promise (even sessions) or at ``max_iterations`` (odd ones).
@@ -256,8 +257,8 @@ class Session(NamedTuple):
 
 def plugin_session(projects: Path, name: str, ending: Ending, stops: int) -> Session:
     """A project with a ``ralph-loop`` state file, written as ``ralph-ledger loop start`` writes it."""
-    from ledger.agents.claude_code.locate import STATE_FILE
-    from ledger.agents.claude_code.plugin import new_state, parse_loop_args, write_state
+    from ledger.drivers.claude_code.stop.locate import STATE_FILE
+    from ledger.drivers.claude_code.stop.plugin import new_state, parse_loop_args, write_state
 
     project = projects / name
     project.mkdir(parents=True)
@@ -266,9 +267,9 @@ def plugin_session(projects: Path, name: str, ending: Ending, stops: int) -> Ses
 
 
 def stop_in_process(session: Session, k: int) -> tuple[float, str]:
-    """Stop ``k`` through ``ledger.agents.claude_code.hook.main`` (stdin and stdout replaced): its
+    """Stop ``k`` through ``ledger.drivers.claude_code.stop.hook.main`` (stdin and stdout replaced): its
     latency (ms) and what was wrong with its answer ("" when right). ``RALPH_HOME`` names the home."""
-    from ledger.agents.claude_code.hook import main as hook_main
+    from ledger.drivers.claude_code.stop.hook import main as hook_main
 
     raw = session.next_turn(k)
     out, err = io.StringIO(), io.StringIO()
@@ -282,7 +283,7 @@ def worker(argv: Sequence[str]) -> int:
     """``python -m tests.load_suite worker PROJECTS INDEX SESSIONS STOPS`` (``RALPH_HOME`` set):
     set up the sessions, print ``ready``, wait for a line on stdin, drive every stop, print the
     ``WorkerResult`` as JSON."""
-    from ledger.agents.claude_code.locate import STATE_FILE
+    from ledger.drivers.claude_code.stop.locate import STATE_FILE
 
     projects, index, sessions, stops = Path(argv[0]), int(argv[1]), int(argv[2]), int(argv[3])
     owned = [plugin_session(projects, claude_session(index, s), ending_of(s), stops) for s in range(sessions)]

@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "hook" in args_list:  # the hot path: no argument parser, msgspec only if the warm worker is not there
         home = _hook_home(args_list)
         if home is not None:
-            from ledger.agents.claude_code.warm import hook_main
+            from ledger.drivers.claude_code.stop.warm import hook_main
 
             return hook_main(home or None)
     if _command_of(args_list) != "hook":

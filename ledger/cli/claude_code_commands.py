@@ -16,7 +16,7 @@ from ledger.core.locks import loop_lock
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
     import argparse
 
-    from ledger.loop.config import (
+    from ledger.loop.config.loop_config import (
         LoopConfig,
     )  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
 
@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that u
 def cmd_hook(home: Home, args: argparse.Namespace) -> None:
     """Run the Claude Code Stop hook: prints the decision JSON (or nothing) and
     never fails: internal errors allow the stop with one line on stderr. ``--home`` is honoured
-    (``ledger.agents.claude_code.locate.hook_home``)."""
-    from ledger.agents.claude_code.warm import hook_main
+    (``ledger.drivers.claude_code.stop.locate.hook_home``)."""
+    from ledger.drivers.claude_code.stop.warm import hook_main
 
     hook_main(args.hook_home or args.home)
 
@@ -86,7 +86,7 @@ def cmd_init(home: Home, args: argparse.Namespace) -> None:
     ``loop start`` writes its loop in: :func:`_loop_project`), keeping every other setting and hook (an older
     ``ralph-ledger hook claude-code`` entry is updated in place); prints what it did. Raises
     ``CliError`` on a broken file, exit 2 for a ``--project`` that is not an existing directory."""
-    from ledger.agents.claude_code.settings import SettingsError, install_hook
+    from ledger.drivers.claude_code.install.settings import SettingsError, install_hook
 
     project = _loop_project(args.project)
     if not project.is_dir():
@@ -113,9 +113,14 @@ def _agent_plan(project: Path, args: argparse.Namespace) -> tuple[dict[str, Any]
     """``init --agent``'s changes, checked: the merged ``.mcp.json`` (``None``: already registered)
     and the agent definition's text. ``CliError`` (exit 1) for a broken ``.mcp.json``, another
     ``ralph-ledger`` server in it, a different ``.claude/agents/NAME.md`` or a broken configuration."""
-    from ledger.agents.claude_code.agent_def import MCP_FILE, agent_markdown, check_agent, plan_server
-    from ledger.agents.claude_code.settings import SettingsError
-    from ledger.loop.config import ConfigError, LoopConfig, agent_path, find_config
+    from ledger.drivers.claude_code.install.agent_def import (
+        MCP_FILE,
+        agent_markdown,
+        check_agent,
+        plan_server,
+    )
+    from ledger.drivers.claude_code.install.settings import SettingsError
+    from ledger.loop.config.loop_config import ConfigError, LoopConfig, agent_path, find_config
 
     try:
         config = find_config(project)
@@ -140,9 +145,9 @@ def _write_agent(project: Path, name: str, mcp: dict[str, Any] | None, text: str
     """Write what ``_agent_plan`` planned and say what was done."""
     import shlex
 
-    from ledger.agents.claude_code.agent_def import MCP_FILE, SERVER, write_agent, write_json
-    from ledger.agents.claude_code.settings import SettingsError
-    from ledger.loop.config import agent_path
+    from ledger.drivers.claude_code.install.agent_def import MCP_FILE, SERVER, write_agent, write_json
+    from ledger.drivers.claude_code.install.settings import SettingsError
+    from ledger.loop.config.loop_config import agent_path
 
     path = project / MCP_FILE
     if mcp is not None:
@@ -166,13 +171,13 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
 
     ``--mode ledger`` (the default in a project with a ralph configuration) writes
     ``.claude/ralph-ledger.local.json``: the engine drives the loop with the project's rules and
-    guards (``ledger.agents.claude_code.native``). ``--mode plugin`` writes the ``ralph-loop`` plugin's
+    guards (``ledger.drivers.claude_code.stop.native``). ``--mode plugin`` writes the ``ralph-loop`` plugin's
     ``.claude/ralph-loop.local.md``, which the hook honours as a drop-in.
     """
-    from ledger.agents.claude_code.locate import LOOP_FILE, STATE_FILE
-    from ledger.agents.claude_code.loop_file import LoopFile, read_loop_file, write_loop_file
-    from ledger.agents.claude_code.plugin import UsageError, new_state, parse_loop_args, write_state
-    from ledger.loop.config import has_config
+    from ledger.drivers.claude_code.stop.locate import LOOP_FILE, STATE_FILE
+    from ledger.drivers.claude_code.stop.loop_file import LoopFile, read_loop_file, write_loop_file
+    from ledger.drivers.claude_code.stop.plugin import UsageError, new_state, parse_loop_args, write_state
+    from ledger.loop.config.loop_config import has_config
 
     try:
         words, mode = _loop_mode(args.words)
@@ -200,8 +205,8 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     session = os.environ.get("CLAUDE_CODE_SESSION_ID", "")
     state = new_state(loop, session_id=session)
     if native:
-        from ledger.agents.claude_code.locate import HookInputError
-        from ledger.agents.claude_code.native import loop_config
+        from ledger.drivers.claude_code.stop.locate import HookInputError
+        from ledger.drivers.claude_code.stop.native import loop_config
 
         path = project / LOOP_FILE
         native_loop = LoopFile(
@@ -223,7 +228,9 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
         read_loop_file(path)
         most = loop.max_iterations
         limit = f"at most {most} iterations" if most else "the configured limits"
-        if config.max_iterations == "auto":  # chosen by the engine when the loop starts (ledger.loop.limits)
+        if (
+            config.max_iterations == "auto"
+        ):  # chosen by the engine when the loop starts (ledger.loop.decide.limits)
             limit = "an iteration limit chosen from past loops when it starts (max_iterations auto)"
         until = f"until the agent outputs <promise>{loop.completion_promise or 'COMPLETE'}</promise>"
         print(f"loop started with the project's rules and guards ({limit}, {until}); state in {path}")
@@ -239,7 +246,7 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
 
 def _no_active_loop(project: Path) -> None:
     """``CliError`` when the project has a loop file of either kind."""
-    from ledger.agents.claude_code.locate import LOOP_FILE, STATE_FILE
+    from ledger.drivers.claude_code.stop.locate import LOOP_FILE, STATE_FILE
 
     for path in (project / LOOP_FILE, project / STATE_FILE):
         if path.exists():
@@ -275,7 +282,7 @@ git work tree holding the working directory (the working directory outside one).
 
 def _agent_line(project: Path, agent: str, config: LoopConfig) -> str:
     """What ``loop start --agent`` applies: the agent's file and its settings, or that it has none."""
-    from ledger.loop.config import agent_path
+    from ledger.loop.config.loop_config import agent_path
 
     path = agent_path(project, agent)
     if not path.is_file():
@@ -288,8 +295,8 @@ def _agent_line(project: Path, agent: str, config: LoopConfig) -> str:
 def _loop_agent(words: list[str]) -> tuple[list[str], str | None]:
     """``loop start``'s words without ``--agent NAME`` / ``--agent=NAME``, and NAME (``None`` when
     absent); ``UsageError`` for a name that is not a safe file name."""
-    from ledger.agents.claude_code.plugin import UsageError
-    from ledger.loop.config import ConfigError, check_agent_name
+    from ledger.drivers.claude_code.stop.plugin import UsageError
+    from ledger.loop.config.loop_config import ConfigError, check_agent_name
 
     rest, agent = _take_option(words, "--agent", "an agent name")
     if agent is not None:
@@ -304,8 +311,8 @@ def _loop_adaptive(words: list[str]) -> tuple[list[str], str | None, bool]:
     """``loop start``'s words without ``--kind KIND`` and ``--max-iterations auto``, KIND (``None``
     when absent) and whether ``auto`` was asked for (a number stays for ``parse_loop_args``);
     ``UsageError`` for a kind that is not a name."""
-    from ledger.agents.claude_code.plugin import UsageError
-    from ledger.loop.config import ConfigError, check_kind
+    from ledger.drivers.claude_code.stop.plugin import UsageError
+    from ledger.loop.config.loop_config import ConfigError, check_kind
 
     words, kind = _take_option(words, "--kind", "a kind of task")
     if kind is not None:
@@ -332,7 +339,7 @@ def _loop_project(given: str | None) -> Path:
 
 def _loop_mode(words: list[str]) -> tuple[list[str], str | None]:
     """``loop start``'s words without ``--mode X`` / ``--mode=X``, and X (``None`` when absent)."""
-    from ledger.agents.claude_code.plugin import UsageError
+    from ledger.drivers.claude_code.stop.plugin import UsageError
 
     rest, mode = _take_option(words, "--mode", "ledger or plugin")
     if mode is not None and mode not in ("ledger", "plugin"):
@@ -343,7 +350,7 @@ def _loop_mode(words: list[str]) -> tuple[list[str], str | None]:
 def _take_option(words: list[str], flag: str, expected: str) -> tuple[list[str], str | None]:
     """``words`` without ``FLAG X`` / ``FLAG=X`` (up to a ``--``), and X (``None`` when absent);
     ``UsageError`` when it is given twice or without a value (``expected`` says what it takes)."""
-    from ledger.agents.claude_code.plugin import UsageError
+    from ledger.drivers.claude_code.stop.plugin import UsageError
 
     rest: list[str] = []
     value: str | None = None

@@ -16,7 +16,7 @@ from ledger.core.home import Home
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
     import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
 
-    from ledger.agents.worktrees import Worktree
+    from ledger.drivers.runner.worktrees import Worktree
 
 
 def cmd_override(home: Home, args: argparse.Namespace) -> None:
@@ -99,7 +99,8 @@ def _detach_hung_up() -> None:
 
 
 def cmd_run(home: Home, args: argparse.Namespace) -> None:
-    """``run``: run the agent command in a loop (``ledger.agents.runner``), streaming its output to stdout.
+    """``run``: run the agent command in a loop (``ledger.drivers.runner.run``), streaming its output to
+    stdout.
 
     Prints the outcome on completion; any other outcome raises ``CliError`` with the runner's exit
     code (3 blocked, 4 escalated, 130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP). With
@@ -107,17 +108,17 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     Raises ``CliError`` (exit 2) for bad usage (no agent command, no prompt, an agent program not
     found), (exit 1) for a configuration that would fail (checked in full before the agent starts)
     or a session the engine refuses to start or resume. With ``--worktree NAME`` (or resuming a
-    session that ran in one) the loop runs in its own git worktree (``ledger.agents.worktrees``);
+    session that ran in one) the loop runs in its own git worktree (``ledger.drivers.runner.worktrees``);
     one that cannot be used is one line (exit 2; exit 1 when another loop holds it).
     """
     from datetime import UTC, datetime
 
     import msgspec
 
-    from ledger.agents.formats import missing_flag, plain_refusal, resolve
-    from ledger.agents.runner import recorded, recorded_worktree, run_loop
-    from ledger.agents.worktrees import WorktreeError, hold
-    from ledger.loop.config import ConfigError, LoopConfig, config_path, load_checked
+    from ledger.drivers.runner.formats import missing_flag, plain_refusal, resolve
+    from ledger.drivers.runner.run import recorded, recorded_worktree, run_loop
+    from ledger.drivers.runner.worktrees import WorktreeError, hold
+    from ledger.loop.config.loop_config import ConfigError, LoopConfig, config_path, load_checked
     from ledger.loop.engine import Engine
     from ledger.loop.engine_types import EngineError
 
@@ -197,8 +198,8 @@ def _shared_home(home: Home, args: argparse.Namespace) -> Home:
     linked worktree too); else ``home``."""
     if args.worktree is None or getattr(args, "home", None) is not None or os.environ.get("RALPH_HOME"):
         return home
-    from ledger.agents.worktrees import WorktreeError, repository_of
     from ledger.core.home import DEFAULT_HOME
+    from ledger.drivers.runner.worktrees import WorktreeError, repository_of
 
     try:
         return Home(repository_of(Path.cwd()) / DEFAULT_HOME)
@@ -207,14 +208,21 @@ def _shared_home(home: Home, args: argparse.Namespace) -> Home:
 
 
 def _worktree(args: argparse.Namespace, place: tuple[str, str]) -> tuple[Worktree, Path] | None:
-    """The worktree the loop runs in, made or reused (``ledger.agents.worktrees``): ``--worktree
+    """The worktree the loop runs in, made or reused (``ledger.drivers.runner.worktrees``): ``--worktree
     NAME``'s, or the one a resumed session recorded; with the folder of it the loop works in (the
     current directory's in its checkout). ``None`` for the project's own checkout.
 
     Raises ``CliError`` (exit 2) for a ``--worktree`` a resumed session did not run in, or one
     that cannot be used (``WorktreeError``'s own exit status).
     """
-    from ledger.agents.worktrees import WorktreeError, branch_of, ensure, folder_of, repository_of, work_dir
+    from ledger.drivers.runner.worktrees import (
+        WorktreeError,
+        branch_of,
+        ensure,
+        folder_of,
+        repository_of,
+        work_dir,
+    )
 
     path, branch = place
     if args.worktree is None and not path:

@@ -1,5 +1,5 @@
 """``ralph-ledger mcp``: the loop's tools for agents, an MCP server on stdin / stdout
-(``ledger.mcp.server``)."""
+(``ledger.drivers.mcp.server``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def cmd_mcp(home: Home, args: argparse.Namespace) -> None:
     import sys
 
     from ledger.core.project import project_root
-    from ledger.mcp.server import serve
+    from ledger.drivers.mcp.server import serve
 
     if sys.stdin is not None and sys.stdin.isatty():  # a person, not an agent: say what this is
         print(TTY_HINT, file=sys.stderr, flush=True)

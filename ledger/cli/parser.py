@@ -31,11 +31,11 @@ def _parser_class() -> type[argparse.ArgumentParser]:
 
 
 def agent_format_arg(text: str) -> str:
-    """argparse type for ``run --agent-format``: a known format name (``ledger.agents.formats``),
+    """argparse type for ``run --agent-format``: a known format name (``ledger.drivers.runner.formats``),
     else ``argparse.ArgumentTypeError`` naming the choices."""
     import argparse
 
-    from ledger.agents.formats import UnknownFormat, named
+    from ledger.drivers.runner.formats import UnknownFormat, named
 
     try:
         return named(text).name
@@ -74,7 +74,7 @@ def positive_int(text: str, least: int = 1) -> int:
 
 def max_iterations_arg(text: str) -> int | str:
     """argparse type for ``run --max-iterations``: a whole number >= 1, or ``auto`` (the limit past
-    loops suggest, ``ledger.loop.limits``); else ``argparse.ArgumentTypeError``."""
+    loops suggest, ``ledger.loop.decide.limits``); else ``argparse.ArgumentTypeError``."""
     import argparse
 
     if text == "auto":
@@ -90,7 +90,7 @@ def kind_arg(text: str) -> str:
     ``argparse.ArgumentTypeError``."""
     import argparse
 
-    from ledger.loop.config import ConfigError, check_kind
+    from ledger.loop.config.loop_config import ConfigError, check_kind
 
     try:
         return check_kind(text)
@@ -345,11 +345,11 @@ def session_id_arg(text: str) -> str:
 
 
 def worktree_name_arg(text: str) -> str:
-    """argparse type for ``run --worktree``: a worktree name (``ledger.agents.worktrees``), else
+    """argparse type for ``run --worktree``: a worktree name (``ledger.drivers.runner.worktrees``), else
     ``argparse.ArgumentTypeError``."""
     import argparse
 
-    from ledger.agents.worktrees import WorktreeError, check_name
+    from ledger.drivers.runner.worktrees import WorktreeError, check_name
 
     try:
         return check_name(text)
@@ -361,7 +361,7 @@ def agent_name_arg(text: str) -> str:
     """argparse type for ``--agent``: a safe agent file name, else ``argparse.ArgumentTypeError``."""
     import argparse
 
-    from ledger.loop.config import ConfigError, check_agent_name
+    from ledger.loop.config.loop_config import ConfigError, check_agent_name
 
     try:
         return check_agent_name(text)
@@ -374,7 +374,7 @@ def promise_word_arg(text: str) -> str:
     ``X``; whitespace folded), else ``argparse.ArgumentTypeError`` for an empty one."""
     import argparse
 
-    from ledger.loop.config import promise_word
+    from ledger.loop.config.loop_config import promise_word
 
     word = promise_word(text)
     if not word:

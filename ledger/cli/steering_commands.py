@@ -1,5 +1,5 @@
 """``pause`` / ``resume`` / ``steer`` / ``unblock``: a human steering a loop without stopping it
-(``ledger.loop.steering``), each recorded as an ``override`` event in the session's journal."""
+(``ledger.loop.steering.commands``), each recorded as an ``override`` event in the session's journal."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ def cmd_steering(home: Home, args: argparse.Namespace) -> None:
     one that has ended (for ``unblock``: one that is not blocked or escalated), or a home that
     cannot be written.
     """
-    from ledger.loop import steering
     from ledger.loop.engine import Engine
     from ledger.loop.engine_types import EngineError
+    from ledger.loop.steering import commands as steering
     from ledger.storage.journal import journal_path
     from ledger.storage.ledger_file import unwritable
 
@@ -56,9 +56,9 @@ def _how(engine: Engine, sid: str) -> str:
     the project (``loop_file.restore``)."""
     import os
 
-    from ledger.agents.claude_code.loop_file import restore
-    from ledger.agents.runner import recorded
     from ledger.core.project import project_root
+    from ledger.drivers.claude_code.stop.loop_file import restore
+    from ledger.drivers.runner.run import recorded
 
     _, command = recorded(engine, sid)
     if command:

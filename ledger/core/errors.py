@@ -3,7 +3,7 @@ validation errors in configuration.
 
 msgspec says ``Expected `int`, got `str` - at `$.rules[1].timeout_s```; users
 get ``ralph.toml: rules[1].timeout_s: expected an integer, got 'soon'``. Used
-by ``ledger.loop.config`` and ``ledger.loop.rules`` alike.
+by ``ledger.loop.config.loop_config`` and ``ledger.loop.validate.rules`` alike.
 """
 
 from __future__ import annotations

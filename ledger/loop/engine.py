@@ -17,8 +17,12 @@ import msgspec
 from ledger import events as ev
 from ledger.core.errors import no_session
 from ledger.core.home import Home
-from ledger.loop.checks import agent_failed, refusals, run_rules
-from ledger.loop.config import LoopConfig, recorded_config
+from ledger.loop.config.loop_config import LoopConfig, recorded_config
+from ledger.loop.decide.facts import read_facts
+from ledger.loop.decide.guards import check, exhausted
+from ledger.loop.decide.limits import limit_for
+from ledger.loop.decide.signals import Inputs, resolve
+from ledger.loop.decide.stop_policies import NO_HOOKS, PRESET_FNS, AgentContext, Evaluation, HookFn, Registry
 from ledger.loop.engine_types import (
     CompleteResult,
     EngineError,
@@ -27,17 +31,13 @@ from ledger.loop.engine_types import (
     SessionView,
     ValidateResult,
 )
-from ledger.loop.facts import read_facts
-from ledger.loop.guards import check, exhausted
-from ledger.loop.limits import limit_for
-from ledger.loop.promises import detect_promises, strongest, to_event
-from ledger.loop.rules import CustomRule, Rule, RuleContext, parse_rules, spec
-from ledger.loop.score import validation_score
-from ledger.loop.signals import Inputs, resolve
-from ledger.loop.steering_events import is_paused, paused_message, pending_guidance
-from ledger.loop.stop_policies import NO_HOOKS, PRESET_FNS, AgentContext, Evaluation, HookFn, Registry
-from ledger.loop.todos import Todo
-from ledger.loop.validation_events import validation_events
+from ledger.loop.steering.state import is_paused, paused_message, pending_guidance
+from ledger.loop.validate.checks import agent_failed, refusals, run_rules
+from ledger.loop.validate.promises import detect_promises, strongest, to_event
+from ledger.loop.validate.rules import CustomRule, Rule, RuleContext, parse_rules, spec
+from ledger.loop.validate.score import validation_score
+from ledger.loop.validate.todos import Todo
+from ledger.loop.validate.validation_events import validation_events
 from ledger.notify import notify_events
 from ledger.storage.database import Ledger
 from ledger.storage.fold import fold, only_errors

@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from ledger import events as ev
-from ledger.loop.config import LoopConfig
-from ledger.loop.rules import Rule
-from ledger.loop.signals import Trip
+from ledger.loop.config.loop_config import LoopConfig
+from ledger.loop.decide.signals import Trip
+from ledger.loop.validate.rules import Rule
 from ledger.storage.database import Ledger
 
 
@@ -19,7 +19,7 @@ class EngineError(Exception):
 
 
 class Paused(EngineError):
-    """``next`` refused: a human paused the session (``ledger.loop.steering``); not an ending."""
+    """``next`` refused: a human paused the session (``ledger.loop.steering.commands``); not an ending."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Notifications that reach people: ``[notify]`` in the configuration (``ledger.loop.config``).
+"""Notifications that reach people: ``[notify]`` in the configuration (``ledger.loop.config.loop_config``).
 
 Every path that decides a loop's fate appends its deciding events and then calls
 :func:`notify_events` with them: the engine (``Engine._append``: the runner, the ledger-native
@@ -107,7 +107,10 @@ def notify_events(journal: Path, events: Sequence[ev.Event], project: Path) -> N
     (detached; this returns at once). Never raises: a failure is recorded in ``journal``."""
     if not any(type(e) in _ENDINGS or isinstance(e, ev.GuardTripped) for e in events):
         return  # the common case, and all a stop that goes on pays
-    from ledger.loop.config_file import ConfigError, load_notify  # [notify] alone: light, as the hook needs
+    from ledger.loop.config.config_file import (
+        ConfigError,
+        load_notify,
+    )  # [notify] alone: light, as the hook needs
 
     try:
         config = load_notify(project)

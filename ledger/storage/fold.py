@@ -6,7 +6,7 @@ DuckDB ledger over one journal that ingests only the lines appended since its la
 derived and rebuildable, never a second source of truth: the journal's byte offset and head hash
 (``ledger.storage.journal.Cursor``) say how far each went, and a journal that is now shorter or whose first
 line changed (rewritten, replaced) is read again from its start. A long-lived process (the warm
-stop worker, ``ledger.agents.claude_code.warm``) keeps them across stops; a one-shot process reads
+stop worker, ``ledger.drivers.claude_code.stop.warm``) keeps them across stops; a one-shot process reads
 each event once.
 
 DuckDB is imported only by :func:`ledger_of`, so the drop-in Stop hook can use :func:`events_of`.
@@ -36,7 +36,7 @@ KEEP_LEDGERS: Final = 8
 PRICES = True
 """Whether the ledgers made here price the turns' models (``model_prices``). The Stop hook's
 processes turn it off: genai-prices takes ~160 ms to import; the ``cost_budget`` guard, when on,
-fills the prices itself (``ledger.loop.facts``)."""
+fills the prices itself (``ledger.loop.decide.facts``)."""
 
 
 class Fold:

@@ -5,7 +5,7 @@ Each case runs the real ``gemini`` once against the ``streamGenerateContent`` mo
 stdout (``CASE.jsonl``, ``CASE.json`` or ``CASE.txt``), its stderr when the case is about it
 (``CASE.stderr.txt``) and what the mock served (``CASE.served.json``: every usage in order with its
 model and whether a turn or a side request got it, the final reply's text, the files the tool calls
-wrote, the tool calls), from which ``tests/test_captures_gemini.py`` computes what the parser must
+wrote, the tool calls), from which ``tests/unit/test_captures_gemini.py`` computes what the parser must
 read."""
 
 from __future__ import annotations

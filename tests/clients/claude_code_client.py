@@ -4,7 +4,7 @@ the client's environment, and the captures saved for the fast replay tests.
 ``python -m tests.clients.claude_code_client`` runs the real client once per case of ``CAPTURES``
 against the Anthropic mock and writes its stdout to
 ``tests/fixtures/clients/claude-code-2.1.328/run-*`` with, in ``run-served.json``, the turns served
-for each (what ``tests/test_captures_claude_code_run.py`` computes its expected numbers from).
+for each (what ``tests/unit/test_captures_claude_code_run.py`` computes its expected numbers from).
 """
 
 from __future__ import annotations

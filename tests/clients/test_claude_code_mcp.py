@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ledger.mcp.schemas import TOOLS
+from ledger.drivers.mcp.schemas import TOOLS
 from tests.clients.claude_code_client import CAPTURES, command, env
 from tests.clients.conftest import VENV_BIN
 from tests.clients.mocks.anthropic import AnthropicAPI

@@ -28,7 +28,7 @@ import pytest
 from tests.clients.conftest import VENV_BIN, client_env
 from tests.clients.mocks.anthropic import MODEL, AnthropicAPI
 from tests.clients.mocks.base import Reply, Request, Script, ToolCall, Turn, Usage
-from tests.test_costs import library_price
+from tests.unit.test_costs import library_price
 
 pytestmark = pytest.mark.clients
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ledger.agents.rate_limits import MARGIN_S
+from ledger.drivers.runner.limits import MARGIN_S
 from tests.clients.codex_client import (
     JSON,
     PLAIN,

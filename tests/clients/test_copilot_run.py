@@ -1,7 +1,7 @@
 """GitHub Copilot CLI 1.0.102 through ``ralph-ledger run``, against the chat completions mock: its JSON
 mode in a loop (a 429 first; then the final text, tools, files and model; tokens and cost from
 the usage file the run asks for), and its text mode refused (its text-mode 429 is replayed from a capture:
-``tests/test_captures_copilot.py``)."""
+``tests/unit/test_captures_copilot.py``)."""
 
 from __future__ import annotations
 

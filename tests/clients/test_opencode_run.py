@@ -1,7 +1,7 @@
 """opencode 1.18.33 through ``ralph-ledger run``, against the chat completions mock: its JSON mode in a
 worktree loop (tokens, cost, tools, files, the final text; the edit lands in the worktree), and its
 plain mode refused. Its 429 (opencode retries 5 times, about 5 s, then gives up) is replayed from a
-capture (``tests/test_captures_opencode.py``): each opencode run costs about 5 s of CPU."""
+capture (``tests/unit/test_captures_opencode.py``): each opencode run costs about 5 s of CPU."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from ledger.loop.config import agent_config, find_config, load_agent
+from ledger.loop.config.loop_config import agent_config, find_config, load_agent
 from tests.journeys.conftest import BIN, Project, clean_env, script
 
 RALPH_TOML = """\

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from ledger.agents.formats import command_model
-from ledger.agents.formats.report import AgentReport
+from ledger.drivers.runner.formats import command_model
+from ledger.drivers.runner.formats.report import AgentReport
 from tests.journeys.conftest import Project
-from tests.test_agent_formats import (
+from tests.unit.test_agent_formats import (
     CLAUDE,
     CODEX,
     CURSOR,

@@ -15,7 +15,7 @@ import pytest
 from ledger import events as E
 from tests.journeys.conftest import Project, clean_env
 from tests.journeys.test_claude_code import CLAUDE, Claude, block, by_id, ledger_project, start
-from tests.test_costs import SONNET, library_price
+from tests.unit.test_costs import SONNET, library_price
 
 SID = f"cc-{CLAUDE}"
 HAIKU = "claude-haiku-4-5-20251001"

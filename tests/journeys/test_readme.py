@@ -213,7 +213,7 @@ def claude_stop(demo: Demo, text: str) -> None:
 def claude_mcp_add(demo: Demo, line: str) -> None:
     """``claude mcp add --scope project NAME -- COMMAND ARGS``: the entry ``init claude-code --agent``
     writes in ``.mcp.json``, and a command that, run in the project, answers MCP's ``tools/list``."""
-    from ledger.agents.claude_code.agent_def import SERVER, server_entry
+    from ledger.drivers.claude_code.install.agent_def import SERVER, server_entry
 
     words = shlex.split(line)
     split = words.index("--")
@@ -283,7 +283,7 @@ def test_readme_python_examples(tmp_path: Path) -> None:
 
 
 def test_readme_toml_examples(tmp_path: Path) -> None:
-    from ledger.loop.config import LoopConfig, find_config
+    from ledger.loop.config.loop_config import LoopConfig, find_config
 
     for start, _, body in blocks("toml"):
         (tmp_path / "ralph.toml").write_text("\n".join(body) + "\n")

@@ -3,7 +3,7 @@ the Stop hook drives it, in the ledger-native mode and the ``ralph-loop`` drop-i
 
 from __future__ import annotations
 
-from ledger.loop.prompts import GUIDANCE_HEADING
+from ledger.loop.prompt.next_prompt import GUIDANCE_HEADING
 from tests.journeys.conftest import Project
 from tests.journeys.test_claude_code import CLAUDE, Claude, block, ledger_project, start
 

@@ -3,7 +3,7 @@ steer / unblock typed at another terminal), the agent seeing it in the tools' an
 
 from __future__ import annotations
 
-from ledger.loop.prompts import GUIDANCE_HEADING
+from ledger.loop.prompt.next_prompt import GUIDANCE_HEADING
 from tests.journeys.conftest import Project
 from tests.journeys.mcp_client import connect
 from tests.journeys.test_mcp import run

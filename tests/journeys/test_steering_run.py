@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ledger.loop.prompts import GUIDANCE_HEADING
+from ledger.loop.prompt.next_prompt import GUIDANCE_HEADING
 from tests.journeys.conftest import Project, script
 from tests.journeys.test_run import Loop, resume
 

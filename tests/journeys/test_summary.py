@@ -123,7 +123,7 @@ def test_the_hook_loads_the_summary_only_when_it_is_on(project: Project, on: boo
     claude.text("Not done yet.")
     code = (
         "import sys; from ledger.cli import main; rc = main(['hook', 'claude-code']); "
-        "print('ledger.loop.summary' in sys.modules); sys.exit(rc)"
+        "print('ledger.loop.prompt.summary' in sys.modules); sys.exit(rc)"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code],

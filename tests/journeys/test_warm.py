@@ -1,4 +1,4 @@
-"""The warm stop worker (``ledger.agents.claude_code.warm``, ``RALPH_WARM=1``), with the installed
+"""The warm stop worker (``ledger.drivers.claude_code.stop.warm``, ``RALPH_WARM=1``), with the installed
 console scripts.
 
 A ledger-native loop's stops are served by the home's worker once the first stop has started it:
@@ -135,7 +135,9 @@ def test_a_silent_or_absent_worker_leaves_the_stop_to_the_hook(warm_project: Pro
 
 def test_an_idle_worker_exits_and_removes_its_socket(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    proc = subprocess.Popen([sys.executable, "-m", "ledger.agents.claude_code.warm_worker", str(home), "0.5"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger.drivers.claude_code.stop.warm_worker", str(home), "0.5"]
+    )
     try:
         wait_for(lambda: (home / "stop-worker.sock").exists())
         assert proc.wait(timeout=20) == 0
@@ -154,7 +156,9 @@ def test_a_worker_removes_the_temporary_sockets_of_workers_killed_while_starting
     orphan.write_text("")
     live = home / f".stop-worker.sock.{os.getpid()}"  # a pid that is alive is left alone
     live.write_text("")
-    proc = subprocess.Popen([sys.executable, "-m", "ledger.agents.claude_code.warm_worker", str(home), "0.5"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger.drivers.claude_code.stop.warm_worker", str(home), "0.5"]
+    )
     try:
         wait_for(lambda: (home / "stop-worker.sock").exists())
         assert not orphan.exists() and live.exists()

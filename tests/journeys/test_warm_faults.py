@@ -1,7 +1,7 @@
 """The fault suite's kills at each effect, inside the warm stop worker: the worker that serves a
 stop SIGKILLs itself just before its K-th effect (a rename over a loop file, a loop file's removal,
 a journal append, the reply to the hook), for every K of a stop. The hook process, left without a
-reply, runs the stop itself (``ledger.agents.claude_code.warm``); the invariants of
+reply, runs the stop itself (``ledger.drivers.claude_code.stop.warm``); the invariants of
 ``docs/reliability.md`` must hold as for kills of in-process stops: every block the agent was
 given is recorded, no iteration number is started twice, the loop's iteration is 1 + its blocks,
 the state file agrees with the journal, no temp file is left, and the agent always gets an answer.
@@ -35,7 +35,7 @@ from tests.journeys.test_fault_suite import (
 FAULTY_WORKER = (
     EFFECTS
     + r"""
-from ledger.agents.claude_code import hook, warm_worker
+from ledger.drivers.claude_code.stop import hook, warm_worker
 real_run = hook.run
 def run(raw, **kw):  # each stop's plan comes from the environment of the hook that asked for it
     global kill_at, trace, count

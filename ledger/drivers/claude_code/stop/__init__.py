@@ -1,0 +1,2 @@
+"""Claude Code's Stop and SubagentStop hook: the dispatch (``hook``), the plugin drop-in, the ledger-native
+loop, the warm worker."""

@@ -1,0 +1,302 @@
+"""The warm stop worker's process: it serves a home's stops (drop-in and ledger-native) over the
+socket ``ledger.drivers.claude_code.stop.warm`` (the hook's side) connects to, until idle. DuckDB and the
+engine are imported when a ledger-native stop needs them: before listening when such a stop started
+the worker or a recent journal is a ledger-native loop's, else by the first such stop it serves."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from ledger import events as ev
+from ledger.core.atomic import pid_gone
+from ledger.drivers.claude_code.stop.stop_event import served_for
+from ledger.drivers.claude_code.stop.warm import (
+    ACCEPT,
+    IDLE,
+    LOCK,
+    NATIVE,
+    PRINTED,
+    SOCKET,
+    Reply,
+    Request,
+    code_stamp,
+    recv,
+    recv_exact,
+    send,
+    socket_path,
+)
+
+if TYPE_CHECKING:
+    from ledger.core.home import Home
+    from ledger.drivers.claude_code.stop.stop_event import HookOutcome
+
+
+def _sweep_sockets(path: Path) -> None:
+    """Remove the temporary sockets (``.stop-worker.sock.PID``) of workers killed while starting;
+    the caller holds the home's worker lock, so no live worker is binding one."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(\d+)")
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            m = pattern.fullmatch(entry.name)
+            if m and pid_gone(int(m[1])):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def serve(root: Path, idle: float = IDLE, *, native: bool = False) -> int:
+    """Serve the stops of the home at ``root`` until ``idle`` seconds pass without one; ``native``:
+    a ledger-native stop started it (see :func:`_warm_up`)."""
+    from ledger.core.home import Home
+    from ledger.drivers.claude_code.stop import hook  # noqa: F401  (the stop's modules: imported once, now)
+
+    home = Home.resolve(root)
+    home.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = os.open(home.root / LOCK, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another worker serves this home
+    os.ftruncate(lock, 0)
+    os.write(lock, f"{os.getpid()}\n".encode())  # who serves (to stop it: SIGTERM that pid)
+    code = code_stamp()
+    _warm_up(home, native)
+    path = Path(socket_path(home.root))
+    _sweep_sockets(path)
+    # bound and listening under a temporary name, then renamed into place: a hook never finds a
+    # socket that refuses it (it would start a second worker, which would take over this one's lock)
+    fresh = path.with_name(f".{SOCKET}.{os.getpid()}")
+    fresh.unlink(missing_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o077)
+    try:
+        server.bind(str(fresh))
+    finally:
+        os.umask(old)
+    os.chmod(fresh, 0o600)
+    ident = os.stat(fresh).st_ino
+    server.listen(16)
+    server.settimeout(min(idle, REFOLD))
+    os.replace(fresh, path)
+
+    def remove_socket() -> None:
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == ident:  # still ours
+                path.unlink()
+
+    busy, stopping = [False], [False]
+
+    def on_term(signum: int, frame: object) -> None:
+        """SIGTERM: at once when idle; after the stop (and its catch-up) when serving one. Never an
+        exception, which DuckDB could turn into an interrupted query caught as an error."""
+        stopping[0] = True
+        if not busy[0]:
+            remove_socket()
+            os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        last = time.monotonic()
+        served = False
+        while not stopping[0]:
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                waited = time.monotonic() - last
+                if waited >= idle:
+                    return 0
+                early = not served and waited < WARMING
+                if early:  # the stop that started this worker may still be writing its journal
+                    _warm_up(home, native)
+                server.settimeout(min(idle - waited, REFOLD) if early else idle - waited)
+                continue
+            busy[0] = True
+            served = True
+            with conn:
+                if not _serve_one(conn, home, code):
+                    return 0  # the package was upgraded: the next stop starts a new worker
+            busy[0] = False
+            last = time.monotonic()
+            server.settimeout(idle)
+        return 0
+    finally:
+        remove_socket()
+        server.close()
+        os.close(lock)
+
+
+REFOLD = 0.25
+WARMING = 10.0
+"""For its first ``WARMING`` seconds without a stop, the worker warms up again every ``REFOLD``
+seconds: the journal of the stop that started it is folded (and its ledger built) as that stop
+writes it, not by the next stop."""
+
+
+def _warm_up(home: Home, native: bool, within: float = 3600.0) -> None:
+    """Fold the journals written in the last ``within`` seconds (the loop whose stop started this
+    worker among them), before listening and while waiting for its first stop (``REFOLD``): the
+    first stop served reads only its own appends. The ledger-native loops' ledgers too, DuckDB and
+    the engine imported, when ``native`` (a ledger-native stop started the worker) or one of them
+    is a ledger-native loop's: a home with drop-in loops only never gets a process with DuckDB."""
+    from ledger.storage.fold import KEEP_LEDGERS, fold
+
+    if native:
+        _import_engine()
+
+    try:
+        files = home.journal_files()
+    except OSError:  # an unreadable journals directory: nothing to warm
+        return
+    entries: list[tuple[float, Path]] = []
+    for path in files:
+        with contextlib.suppress(OSError):  # removed meanwhile
+            entries.append((path.stat().st_mtime, path))
+    recent = sorted((e for e in entries if e[0] >= time.time() - within), reverse=True)
+    for _, path in recent[:KEEP_LEDGERS]:
+        with contextlib.suppress(Exception):  # a journal it cannot fold now is folded by its stop
+            kept = fold(path)
+            if any(isinstance(e, ev.SessionStarted) and e.config.get("mode") != DROP_IN for e in kept.events):
+                _import_engine()
+                kept.ledger(home)
+
+
+DROP_IN = "ralph-loop"
+"""The ``mode`` a drop-in loop records in its ``session_started`` config (``hook._events``)."""
+
+
+def _import_engine() -> None:
+    """Import DuckDB and the engine, and parse the views and detectors, once (a ledger-native stop's
+    floor, paid here rather than by a stop)."""
+    if _ENGINE:
+        return
+    from ledger.drivers.claude_code.stop import native  # noqa: F401
+    from ledger.storage.database import Ledger
+
+    Ledger.memory().close()
+    _ENGINE.append(True)
+
+
+_ENGINE: list[bool] = []
+
+
+def _waiting(conn: socket.socket) -> bool:
+    """Whether the hook at the other end of ``conn`` still waits for its answer (not killed: a
+    killed process's end of the socket is closed, and reads as end of file)."""
+    try:
+        conn.settimeout(0)
+        return conn.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True  # nothing to read, still connected
+    except OSError:
+        return False
+
+
+def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
+    """One stop: the request, the handshake, the stop run as the hook would, the reply. False when
+    the hook runs other code than this worker (then it runs the stop itself)."""
+    from ledger.drivers.claude_code.stop.hook import allowing, run
+
+    try:
+        conn.settimeout(5.0)
+        request = Request.decode(recv(conn))
+        if request.code != code:
+            return False
+        if Path(request.home) != home.root:
+            return True  # another home's: the hook runs it itself
+        conn.sendall(b"R")
+        conn.settimeout(ACCEPT * 4)
+        if recv_exact(conn, 1) != b"G":
+            return True
+    except (OSError, ValueError):
+        return True  # the hook gave up (too slow) or sent nonsense: it runs the stop itself
+    here, environ = os.getcwd(), dict(os.environ)
+    try:
+        os.chdir(request.cwd)
+        os.environ.clear()
+        os.environ.update(request.env)
+        with served_for(lambda: _waiting(conn)):
+            outcome = run(request.raw, home_arg=request.home_arg)
+    except OSError as exc:  # the hook's directory is gone: the stop is allowed, as in-process
+        from ledger.drivers.claude_code.stop.stop_event import HookOutcome
+
+        outcome = HookOutcome(stderr=allowing(exc) + "\n")
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        with contextlib.suppress(OSError):
+            os.chdir(here)
+    reply = Reply(outcome.stdout, outcome.stderr, outcome.exit_code, outcome.sync)
+    confirmed = False
+    with contextlib.suppress(OSError, ValueError):
+        conn.settimeout(5.0)
+        send(conn, reply.encode())
+        confirmed = recv_exact(conn, 1) == PRINTED
+    if outcome.stdout and not confirmed:
+        _unconfirmed(outcome)
+    from ledger.storage.fold import catch_up
+
+    with contextlib.suppress(Exception):  # off the stop's path: the next stop ingests less
+        catch_up()
+    return True
+
+
+UNCONFIRMED: Final = "hook claude-code: delivery"
+"""The ``component`` of the ``error_recorded`` a worker appends when the hook it served ended before
+confirming it printed the answer."""
+
+
+def _unconfirmed(outcome: HookOutcome) -> None:
+    """Record in the stop's journal that the hook process ended before confirming it printed the
+    answer (killed between the worker's reply and its print): the decision recorded just before
+    may not have reached the agent. In-process, a hook killed there leaves no such word."""
+    from ledger.storage.fold import events_of
+    from ledger.storage.journal import Journal, JournalError
+
+    for name in outcome.sync:
+        path = Path(name)
+        with contextlib.suppress(OSError, JournalError, ValueError):
+            last = events_of(path)[-1]
+            said = "a block" if '"block"' in outcome.stdout else "an answer"
+            Journal(path).append(
+                ev.ErrorRecorded(
+                    session_id=last.session_id,
+                    iteration=last.iteration,
+                    component=UNCONFIRMED,
+                    message=f"the hook process ended before confirming it printed {said}; the agent "
+                    "may not have received it",
+                )
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ledger.drivers.claude_code.stop.warm_worker HOME [IDLE_SECONDS] [--native]``: serve that
+    home's stops until idle (``--native``: a ledger-native stop started it)."""
+    args = sys.argv[1:] if argv is None else argv
+    native = NATIVE in args
+    args = [a for a in args if a != NATIVE]
+    try:
+        idle = float(args[1]) if len(args) == 2 else IDLE
+    except ValueError:
+        idle = -1.0
+    if len(args) not in (1, 2) or idle <= 0:
+        print(
+            f"usage: python -m ledger.drivers.claude_code.stop.warm_worker HOME [IDLE_SECONDS] [{NATIVE}]",
+            file=sys.stderr,
+        )
+        return 2
+    from ledger.storage import fold
+
+    fold.PRICES = False  # never the price library on a stop's path (unless a cost guard needs it)
+    return serve(Path(args[0]), idle, native=native)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Reading Claude Code transcripts: a turn's tokens, tools and files, the last text, the todo list."""

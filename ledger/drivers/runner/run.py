@@ -1,0 +1,455 @@
+"""The classic loop: run an agent command again and again until the engine says stop.
+
+Each iteration starts the agent (an argv list, never a shell) in the engine's
+work directory with the prompt on stdin, streams its stdout and stderr to
+``out`` line by line while keeping them, and kills its whole process group if
+it runs longer than ``iteration_timeout_s``. The files it changed (in a git
+work tree) and its output go to ``Engine.validate``; the signal decides:
+
+| exit | meaning                                                              |
+|------|----------------------------------------------------------------------|
+| 0    | complete: the engine answered COMPLETE and the session was completed |
+| 3    | blocked: the engine answered BLOCKED (a BLOCKED promise, a guard)    |
+| 4    | escalated: ESCALATE, or ``next`` refused (e.g. maximum iterations)   |
+| 130  | interrupted by Ctrl-C (SIGINT); the session stays running, resumable |
+| 143  | interrupted by SIGTERM (128 + 15), likewise                          |
+| 129  | interrupted by SIGHUP (128 + 1: the terminal closed), likewise       |
+| 2    | bad usage (the ``run`` command line; see ``ledger.cli``)             |
+| 1    | a configuration that would fail, a session that cannot start/resume  |
+
+The agent's output is read in its own format (``ledger.drivers.runner.formats``: Claude
+Code's stream JSON, Codex's ``exec --json``, Gemini CLI's stream JSON, ..., or
+plain text), named by the caller or detected from the agent command: its tokens,
+tool calls and edited files are recorded, and promises are looked for in its
+final text only (never in the prompt a stream echoes, nor in tool output, nor on
+stderr). A run that failed (a non-zero exit, a time-out) is a failed iteration,
+whatever its text says (``docs/design/clients.md``).
+
+Every iteration's prompt is the task plus what the previous iteration taught
+the loop (``ledger.loop.prompt.next_prompt.next_prompt``, shared with the Claude Code hook) and,
+when the session's configuration says ``summary = true``, the summary of the loop so far
+(``ledger.loop.prompt.summary``), recorded as ``summary_given`` in the append that starts the iteration,
+plus the guidance a human gave with ``ralph-ledger steer`` (once). A loop paused
+with ``ralph-ledger pause`` finishes its iteration, says so in one line, and waits
+(polling the journal) for ``ralph-ledger resume``; a ``stop`` meanwhile ends it
+blocked (``ledger.loop.steering.commands``). ``--resume`` of an unblocked session begins its
+next iteration, with the guidance.
+
+An interruption (SIGINT, SIGTERM or SIGHUP) kills the agent's process group,
+or the running validation rule's, records the agent's turn so far (its output,
+``stop_reason`` ``interrupted``) unless the engine already has, then an
+``override`` of kind ``interrupted`` (a human intervened), not
+``Engine.stop``'s ``manual_stop``: a manual stop is honoured at the next
+validate as BLOCKED, which would make the session impossible to resume.
+``run_loop(..., resume=True)`` carries on with the session's current
+iteration, running the agent for it again with the prompt it had; the
+session recorded its prompt and agent command when it started (``recorded``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, timedelta
+from pathlib import Path
+from typing import Final, TextIO
+
+import msgspec
+
+from ledger import events as ev
+from ledger.core.errors import no_session, one_line
+from ledger.drivers.runner.agent_process import (
+    AgentRun,
+    Interrupted,
+    interrupted_reason,
+    interrupts,
+    run_agent,
+)
+from ledger.drivers.runner.changes import files_changed, in_project, snapshot
+from ledger.drivers.runner.formats import AgentFormat, command_model, detect
+from ledger.drivers.runner.formats.report import AgentReport, by_model
+from ledger.drivers.runner.limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
+from ledger.drivers.runner.worktrees import Worktree
+from ledger.loop.config.loop_config import LoopConfig
+from ledger.loop.engine import Engine
+from ledger.loop.engine_types import EngineError, Paused
+from ledger.loop.prompt.next_prompt import Learned, next_prompt
+from ledger.loop.prompt.summary import summary_to_give
+from ledger.loop.steering import commands as steering
+from ledger.notify import reporting
+from ledger.storage.journal import Cursor, read_new
+
+EXIT_COMPLETE: Final = 0
+
+EXIT_USAGE: Final = 2
+
+EXIT_BLOCKED: Final = 3
+
+EXIT_ESCALATED: Final = 4
+
+EXIT_INTERRUPTED: Final = 130
+
+PAUSE_POLL_S: Final = 0.5
+"""How often a paused loop reads its journal for a resume or a stop, in seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a loop ended: its exit code (table above), the last signal (``""`` if the loop was
+    interrupted before validating), the session's iteration when it ended, and why.
+    """
+
+    session_id: str
+    exit_code: int
+    signal: str
+    iterations: int
+    reason: str
+
+
+# ----------------------------------------------------------------------------- the loop
+def _started(engine: Engine, session_id: str) -> ev.SessionStarted:
+    """The session's ``session_started`` event (its last); ``EngineError`` when there is no such session."""
+    path = engine.journal(session_id).path
+    if not path.exists():
+        raise EngineError(no_session(session_id, engine.home.root))
+    started = [e for e in read_new(path, Cursor()).events if isinstance(e, ev.SessionStarted)]
+    if not started:
+        raise EngineError(no_session(session_id, engine.home.root, path))
+    return started[-1]
+
+
+def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
+    """The prompt and the agent command the session recorded when it started (a session that
+    recorded no prompt answers its task; no command, ``[]``). Raises ``EngineError`` when there is
+    no such session."""
+    started = _started(engine, session_id)
+    return started.prompt or started.task, list(started.command)
+
+
+def recorded_worktree(engine: Engine, session_id: str) -> tuple[str, str]:
+    """The git worktree (its root) and branch the session recorded it runs in, ``("", "")`` for
+    one in the project's own checkout. Raises ``EngineError`` when there is no such session."""
+    started = _started(engine, session_id)
+    return started.worktree, started.branch
+
+
+def run_loop(
+    engine: Engine,
+    session_id: str,
+    config: LoopConfig,
+    agent_cmd: list[str],
+    prompt: str,
+    *,
+    iteration_timeout_s: float,
+    out: TextIO,
+    resume: bool = False,
+    timer: Callable[[], float] = time.monotonic,
+    rate_limit_wait_s: float = 60.0,
+    agent_format: AgentFormat | None = None,
+    worktree: Worktree | None = None,
+) -> RunResult:
+    """Run the agent until the engine completes, blocks or escalates the session (exit codes above).
+
+    A new session records ``prompt``, the agent command, ``prompt`` as its task and the command's
+    program as its agent (unless the configuration names them). Every iteration gets the prompt composed by
+    ``ledger.loop.prompt.next_prompt.next_prompt``: ``prompt`` then what the previous iteration taught the
+    loop.
+    With ``resume`` the session must exist and be running: ``start`` is skipped and its current
+    iteration runs again, with the prompt it had. SIGINT, SIGTERM and SIGHUP (in the main thread)
+    end the loop as described above. ``timer`` measures each agent run's recorded duration (see
+    ``run_agent``). A run that hit a usage or rate limit (``ledger.drivers.runner.limits``) is not an
+    iteration: it is recorded (``rate_limited``), the loop waits until the limit resets (or
+    ``rate_limit_wait_s``, doubling) and runs the same iteration again. Raises ``EngineError`` if
+    the session cannot be started or resumed, ``OSError`` if the agent command cannot be run.
+    ``agent_format`` reads the agent's output (``None``: detected from ``agent_cmd``). A loop in a
+    ``worktree`` (``ledger.drivers.runner.worktrees``; the engine's ``work_dir`` is in it) records it when it
+    starts, and its agent runs with ``RALPH_HOME`` naming the engine's home, so a Stop hook or a
+    ``ralph-ledger`` the agent runs records there too, never in a home of the worktree's own.
+    """
+    if not agent_cmd:
+        raise ValueError("run_loop needs an agent command")
+    if resume:
+        row = engine.status(session_id)
+        if ev.session_status(row["status"]) != "running":
+            raise EngineError(f"session {session_id!r} is {row['status']}; only a running session resumes")
+        n, max_it = int(row["iteration"]), int(row["max_iterations"] or config.effective_max_iterations())
+        events = read_new(engine.journal(session_id).path, Cursor()).events
+        stdin_text = steering.prompt_of(prompt, events, n)  # with its summary and guidance
+        advance = steering.validated(events, n)  # paused (or killed) between its validate and next
+    else:
+        config = msgspec.structs.replace(
+            config,
+            task=config.task or prompt,
+            agent=config.agent or Path(agent_cmd[0]).name,
+            # the default of the configured agent; "auto" is chosen by the engine (ledger.loop.decide.limits)
+            max_iterations="auto" if config.max_iterations == "auto" else config.effective_max_iterations(),
+        )
+        where = (str(worktree.path), worktree.branch) if worktree else ("", "")
+        started = engine.start(session_id, config, prompt=prompt, command=agent_cmd, worktree=where)
+        n, max_it = started.iteration, started.max_iterations
+        stdin_text, advance, events = prompt, False, []
+    loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
+    loop.agent_cmd = agent_cmd
+    if not resume and config.max_iterations == "auto":  # say how the limit was chosen
+        loop.say(
+            f"[ralph-ledger] {session_id}: max iterations {max_it} ({_limit_reason(engine, session_id)})\n"
+        )
+    if worktree is not None:
+        loop.env = {**os.environ, "RALPH_HOME": str(engine.home.root)}
+    with reporting(), interrupts() as pending:  # notifications: failures on stderr, awaited at the end
+        try:
+            if advance:  # the iteration was validated: the loop goes on from the next one
+                going = loop.advance(n, prompt, steering.learned(events, n))
+                if isinstance(going, RunResult):
+                    return going
+                n, max_it, stdin_text = going
+            return loop.iterate(n, max_it, stdin_text, prompt, agent_cmd, iteration_timeout_s, timer)
+        except KeyboardInterrupt as exc:
+            pending.close()  # a second signal must not cut the recording short
+            return loop.interrupted(exc)
+        except Exception:
+            if pending.signum is None:
+                raise
+            pending.close()  # a signal during a DuckDB statement comes back as DuckDB's own error
+            return loop.interrupted(Interrupted(pending.signum))
+
+
+def _limit_reason(engine: Engine, session_id: str) -> str:
+    """Why the session's limit is what it is, as its ``session_started`` recorded it."""
+    return str(engine.status(session_id)["max_iterations_reason"] or "")
+
+
+class _Loop:
+    """One ``run_loop``: the iterations, and what an interruption records at each step."""
+
+    def __init__(
+        self, engine: Engine, session_id: str, out: TextIO, rate_limit_wait_s: float, fmt: AgentFormat
+    ) -> None:
+        self.engine, self.session_id, self.out, self.fmt = engine, session_id, out, fmt
+        self.sidecar = fmt.sidecar()  # what the format reads beside stdout, for this loop
+        self.rate_limit_wait_s = rate_limit_wait_s  # the back-off's first wait, when no reset is given
+        self.n = 0
+        self.before: dict[str, str] | None = None  # the work tree before the agent's run
+        self.unrecorded: tuple[AgentRun, list[str], AgentReport | None] | None = None  # the agent's
+        # run, files and report, until the engine has recorded them
+        self.journal_size = 0
+        self.env: dict[str, str] | None = None  # the agent's environment (None: this process's)
+        self.agent_cmd: list[str] = []  # the agent's command (its model, when its output names none)
+
+    def say(self, text: str) -> None:
+        """Write one ``[ralph-ledger]`` line to ``out`` (a terminal gone after SIGHUP is ignored)."""
+        with contextlib.suppress(OSError, ValueError):
+            self.out.write(text)
+            self.out.flush()
+
+    def iterate(
+        self,
+        n: int,
+        max_it: int,
+        stdin_text: str,
+        prompt: str,
+        agent_cmd: list[str],
+        timeout_s: float,
+        timer: Callable[[], float],
+    ) -> RunResult:
+        """The iterations from ``n`` on, until a signal other than CONTINUE."""
+        engine, sid = self.engine, self.session_id
+        limited = 0  # rate-limited runs in a row
+        while True:
+            self.n = n
+            self.say(f"[ralph-ledger] {sid}: iteration {n} of {max_it}\n")
+            self.before = before = snapshot(engine.work_dir, engine.home.root)
+            with self.sidecar.run(agent_cmd) as side:  # e.g. Copilot's usage file
+                run = run_agent(
+                    side.command,
+                    stdin_text,
+                    cwd=engine.work_dir,
+                    timeout_s=timeout_s,
+                    out=self.out,
+                    timer=timer,
+                    env=self.env,
+                )
+                spoken = side.read(self.fmt.parse(run.output))  # what the agent reported, in its format
+            failed = run.returncode != 0 or run.timed_out
+            said = f"{run.output}\n{run.stderr}"  # a limit may be reported on either stream
+            limit = rate_limit(said, failed, engine.clock, self.fmt.limits)  # as its agent reports
+            if limit is not None:  # not an iteration: wait, then run the same one again
+                limited += 1
+                if limited > MAX_LIMITED_RUNS:
+                    reason = f"rate limited {MAX_LIMITED_RUNS} runs in a row ({limit.reason})"
+                    engine.escalate(sid, reason)
+                    return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, reason)
+                self.wait_out(limit, limited - 1, spoken, command_model(agent_cmd))
+                continue
+            limited = 0
+            self.unrecorded, self.journal_size = (run, [], spoken), _size(engine.journal(sid).path)
+            files = files_changed(before, snapshot(engine.work_dir, engine.home.root))
+            files = files or in_project(spoken.files_modified, engine.work_dir)
+            self.unrecorded = run, files, spoken
+            own, others = by_model(spoken)  # each model's tokens priced at that model
+            result = engine.validate(
+                sid,
+                spoken.text,  # promises count in the agent's final text only
+                files_modified=files,
+                tool_count=spoken.tool_count,
+                tokens=own,
+                stop_reason=_stop_reason(run),
+                duration_ms=run.duration_ms,
+                model=spoken.model or command_model(agent_cmd),
+                other_models=others,
+                cost_usd=spoken.cost_usd,
+                context_tokens=spoken.context_tokens,
+                failure=_failure(run, spoken.error),
+                stderr=run.stderr,
+            )
+            self.unrecorded = None
+            self.say(f"[ralph-ledger] {sid}: iteration {n}: {result.signal} ({result.reason})\n")
+            if result.signal == "COMPLETE":
+                engine.complete(sid, result.detected_promise)
+                return RunResult(sid, EXIT_COMPLETE, result.signal, n, result.reason)
+            if result.signal == "BLOCKED":
+                return RunResult(sid, EXIT_BLOCKED, result.signal, n, result.reason)
+            if result.signal == "ESCALATE":
+                return RunResult(sid, EXIT_ESCALATED, result.signal, n, result.reason)
+            going = self.advance(n, prompt, result)
+            if isinstance(going, RunResult):
+                return going
+            n, max_it, stdin_text = going
+
+    def advance(self, n: int, prompt: str, result: Learned) -> tuple[int, int, str] | RunResult:
+        """Begin the iteration after ``n`` (validated, CONTINUE): its number, the maximum (``ralph-ledger
+        set`` may have changed it) and its prompt; or how the loop ended. While the session is paused,
+        wait, polling the journal, for a resume (or a stop: the loop ends blocked)."""
+        engine, sid = self.engine, self.session_id
+        paused = False
+        summary = summary_to_give(engine, sid, n) if engine.view(sid).config.summary else ""
+        while True:
+            try:
+                advanced = engine.next(sid, lead=_given(sid, summary))
+                break
+            except Paused:
+                if not paused:
+                    paused = True
+                    self.say(
+                        f"[ralph-ledger] {sid}: paused after iteration {n}; resume it with "
+                        f"`ralph-ledger resume {sid}` (Ctrl-C stops; --resume goes on)\n"
+                    )
+                if engine.view(sid).stop_requested() is not None:
+                    reason = steering.halt(engine, sid)
+                    return RunResult(sid, EXIT_BLOCKED, "BLOCKED", n, reason)
+                time.sleep(PAUSE_POLL_S)
+            except EngineError as exc:
+                engine.escalate(sid, str(exc))
+                return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, str(exc))
+        if paused:
+            self.say(f"[ralph-ledger] {sid}: resumed\n")
+        prompt = next_prompt(prompt, result, summary, guidance=advanced.guidance)
+        return advanced.iteration, advanced.max_iterations, prompt
+
+    def wait_out(self, limit: RateLimit, attempt: int, spoken: AgentReport, named: str) -> None:
+        """Record a rate-limited run (what it spent, by model; ``named``: the command's model) and
+        sleep until the limit resets (or a back-off); a signal meanwhile interrupts the loop as
+        anywhere else."""
+        now = self.engine.clock()
+        wait = wait_s(limit, now, attempt, self.rate_limit_wait_s)
+        sid, n = self.session_id, self.n
+        own, others = by_model(spoken)
+        self.engine.journal(sid).append(
+            ev.RateLimited(
+                session_id=sid,
+                iteration=n,
+                reason=limit.reason,
+                resets_at=limit.resets_at,
+                wait_s=wait,
+                tokens=own,
+                model=spoken.model or named,
+            ),
+            *(ev.ModelTokens(session_id=sid, iteration=n, model=m, tokens=t) for m, t in others),
+        )
+        until = (now + timedelta(seconds=wait)).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        self.say(
+            f"[ralph-ledger] {self.session_id}: rate limited ({limit.reason}); waiting {wait:.0f} s, "
+            f"until {until}, then iteration {self.n} again (Ctrl-C stops; --resume goes on)\n"
+        )
+        time.sleep(wait)
+
+    def interrupted(self, exc: KeyboardInterrupt) -> RunResult:
+        """Record an interruption: the agent's (partial) turn if the engine has not recorded it, then
+        an ``interrupted`` override; the session stays running and resumable."""
+        engine, sid, n = self.engine, self.session_id, self.n
+        signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+        reason = interrupted_reason(signum)
+        journal = engine.journal(sid)
+        events: list[ev.Event] = []
+        turn: tuple[AgentRun, list[str], AgentReport | None] | None = None
+        if isinstance(exc, Interrupted) and exc.partial is not None:  # the agent was running
+            after = snapshot(engine.work_dir, engine.home.root)
+            turn = exc.partial, files_changed(self.before, after), None
+        elif self.unrecorded is not None and _size(journal.path) == self.journal_size:  # rules running
+            turn = self.unrecorded
+        if turn is not None:
+            run, files, report = turn
+            spoken = report or self.fmt.parse(run.output)  # what the agent spent so far, priced as any turn
+            own, others = by_model(spoken)
+            events.append(
+                ev.AgentTurn(
+                    session_id=sid,
+                    iteration=n,
+                    output_excerpt=run.output[-2000:],
+                    files_modified=files or in_project(spoken.files_modified, engine.work_dir),
+                    tool_count=spoken.tool_count,
+                    stop_reason=_stop_reason(run),
+                    tokens=own,
+                    duration_ms=run.duration_ms,
+                    model=spoken.model or command_model(self.agent_cmd),
+                    cost_usd=spoken.cost_usd,
+                    context_tokens=spoken.context_tokens,
+                    stderr_excerpt=run.stderr[-2000:],
+                )
+            )
+            events.extend(ev.ModelTokens(session_id=sid, iteration=n, model=m, tokens=t) for m, t in others)
+        if n and ev.session_status(engine.status(sid)["status"]) == "running":
+            events.append(ev.Override(session_id=sid, iteration=n, kind="interrupted", reason=reason))
+        if events:
+            journal.append(*events)
+        self.say(f"\n[ralph-ledger] {sid}: {reason}; resume with --resume {sid}\n")
+        return RunResult(sid, 128 + signum, "", n, reason)
+
+
+def _given(session_id: str, summary: str) -> Callable[[int, int], list[ev.Event]] | None:
+    """``Engine.next``'s lead recording ``summary`` as given to the iteration it starts (none: no summary)."""
+    if not summary:
+        return None
+    return lambda iteration, _max: [
+        ev.SummaryGiven(session_id=session_id, iteration=iteration, loop_summary=summary)
+    ]
+
+
+def _failure(run: AgentRun, error: str) -> str:
+    """Why the run failed (``""``: it did not): how it ended, and the error its own stream reported
+    (a run that exited 0 after reporting one failed too)."""
+    if not error or run.interrupted:
+        return run.failure
+    said = one_line(error, 300)
+    if run.timed_out:
+        return f"{run.failure}: {said}"
+    return f"agent exited {run.returncode}: {said}" if run.returncode else f"agent reported: {said}"
+
+
+def _stop_reason(run: AgentRun) -> str:
+    """How the agent's run ended, as ``AgentTurn.stop_reason`` records it."""
+    if run.interrupted:
+        return "interrupted"
+    return "timeout" if run.timed_out else f"exit {run.returncode}"
+
+
+def _size(path: Path) -> int:
+    """A journal's size in bytes (0 when it does not exist)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

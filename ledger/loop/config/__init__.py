@@ -1,0 +1,1 @@
+"""A loop's configuration: ``ralph.toml`` / ``[tool.ralph]`` / agent frontmatter, and the file's keys."""

@@ -1,0 +1,1 @@
+"""What the agent is told next: the next prompt and the summary of the loop so far."""

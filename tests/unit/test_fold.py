@@ -1,0 +1,220 @@
+"""A session's state derived incrementally (``ledger.storage.fold``) equals a fold from scratch.
+
+Every sample session is written to a journal one line at a time; after each line, the events and
+the in-memory ledger kept by ``ledger.storage.fold`` (which read only the new line) are compared with a
+journal read from its start and a ledger built from scratch: events, views, detectors, decisions
+and the guards' facts. A journal rewritten or replaced is read again from its start. One stop of a
+ledger-native loop reads its journal from the start once and builds one ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from ledger.core.home import Home
+from ledger.drivers.claude_code.stop.hook import run
+from ledger.drivers.claude_code.stop.locate import LOOP_FILE
+from ledger.loop.decide.facts import read_facts
+from ledger.storage import database as store_module
+from ledger.storage import fold as fold_module
+from ledger.storage import journal as journal_module
+from ledger.storage.database import Ledger
+from ledger.storage.fold import events_of, fold, forget, ledger_of
+from ledger.storage.journal import Cursor, read_new
+from tests.unit.test_samples import FILES, SAMPLES, guard_config, replay_view
+
+NOW = datetime(2026, 11, 23, tzinfo=UTC)
+
+
+def state(ledger: Ledger, sid: str) -> dict[str, Any]:
+    """Everything a fold yields for ``sid``: its rows, views, detectors, decisions and facts."""
+    return {
+        "events": ledger.rows("SELECT * FROM events ORDER BY seq"),
+        "errors": ledger.rows("SELECT line_no, reason FROM ingest_errors ORDER BY line_no"),
+        **replay_view(ledger, sid),
+        "facts": msgspec.to_builtins(read_facts(ledger, sid, guard_config(ledger, sid), NOW)),
+    }
+
+
+_SCRATCH: list[Ledger] = []
+
+
+def scratch(path: Path, sid: str) -> dict[str, Any]:
+    """The state of a ledger that holds nothing but ``path`` ingested from its first byte: one
+    in-memory ledger emptied each time (creating one costs as much as the comparison itself)."""
+    if not _SCRATCH:
+        _SCRATCH.append(Ledger.memory())
+    ledger = _SCRATCH[0]
+    for table in ("events", "ingest_positions", "ingest_errors", "model_prices"):
+        ledger.con.execute(f"DELETE FROM {table}")
+    ledger.ingest([path])
+    return state(ledger, sid)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_incremental_state_equals_a_fold_from_scratch_after_every_line(tmp_path: Path, name: str) -> None:
+    sid = name.removesuffix(".jsonl")
+    lines = (SAMPLES / name).read_bytes().splitlines(keepends=True)
+    path = tmp_path / "journals" / name
+    path.parent.mkdir()
+    forget()
+    with path.open("ab") as out:
+        for n, line in enumerate(lines, 1):
+            out.write(line)
+            out.flush()
+            got = fold(path)
+            assert got.events == read_new(path, Cursor()).events, f"{name}: line {n}"
+            assert state(ledger_of(path, None), sid) == scratch(path, sid), f"{name}: line {n}"
+    fresh = Cursor()
+    read_new(path, fresh)
+    assert fold(path).cursor == fresh  # where a reader from scratch stands (before a torn last line)
+    forget()
+
+
+def test_a_fold_reads_only_what_was_appended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "journals" / "loop-done.jsonl"
+    path.parent.mkdir()
+    lines = (SAMPLES / "loop-done.jsonl").read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:5]))
+    forget()
+    assert len(events_of(path)) == 5
+    starts: list[int] = []
+    real = journal_module.read_chunk
+
+    def spy(p: Path, offset: int = 0, line_no: int = 0, head: str = "") -> journal_module.Chunk:
+        starts.append(offset)
+        return real(p, offset, line_no, head)
+
+    monkeypatch.setattr(journal_module, "read_chunk", spy)
+    with path.open("ab") as out:
+        out.write(b"".join(lines[5:8]))
+    assert len(events_of(path)) == 8
+    assert starts == [path.stat().st_size - len(b"".join(lines[5:8]))]
+
+
+def test_a_replaced_or_truncated_journal_is_read_again_from_its_start(tmp_path: Path) -> None:
+    path = tmp_path / "journals" / "loop-done.jsonl"
+    path.parent.mkdir()
+    lines = (SAMPLES / "loop-done.jsonl").read_bytes().splitlines(keepends=True)
+    other = (SAMPLES / "blocked.jsonl").read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines))
+    forget()
+    assert len(events_of(path)) == len(lines)
+    ledger_of(path, None)
+    path.write_bytes(b"".join(lines[:3]))  # truncated in place
+    assert events_of(path) == read_new(path, Cursor()).events and len(events_of(path)) == 3
+    assert ledger_of(path, None).rows("SELECT count(*) AS n FROM events") == [{"n": 3}]
+    # replaced by another file of the same length or longer, with another first line
+    tmp = path.with_name("new")
+    replaced = [line.replace(b'"blocked"', b'"loop-done"') for line in other]
+    tmp.write_bytes(b"".join(replaced))
+    os.replace(tmp, path)
+    assert events_of(path) == read_new(path, Cursor()).events
+    assert state(ledger_of(path, None), "loop-done") == scratch(path, "loop-done")
+    path.unlink()
+    assert events_of(path) == []
+
+
+def test_one_native_stop_reads_its_journal_once_and_builds_one_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger-native stop (claim, record, validate, next) reads the journal from its start once and
+    builds one in-memory ledger (it read it four times and built three)."""
+    project = tmp_path / "p"
+    (project / ".git").mkdir(parents=True)
+    (project / ".claude").mkdir()
+    (project / "ralph.toml").write_text("max_iterations = 50\n")
+    (project / LOOP_FILE).write_text(json.dumps({"prompt": "Fix it", "started_at": "2026-11-22T00:00:00Z"}))
+    transcript = tmp_path / "t.jsonl"
+    home = Home.resolve(tmp_path / "home")
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
+
+    def stop(n: int) -> str:
+        text = [{"type": "text", "text": f"t{n}"}]
+        turn = {"type": "assistant", "message": {"id": f"m{n}", "content": text}}
+        with transcript.open("a") as f:
+            f.write(json.dumps(turn) + "\n")
+        event = {"session_id": "abc", "transcript_path": str(transcript), "cwd": str(project)}
+        return run(json.dumps(event).encode(), home=home).stdout
+
+    assert '"block"' in stop(1)
+    forget()  # a new process: nothing derived yet
+    whole: list[Path] = []
+    built: list[int] = []
+    real_chunk, real_memory = journal_module.read_chunk, store_module.Ledger.memory
+
+    def chunk(p: Path, offset: int = 0, line_no: int = 0, head: str = "") -> journal_module.Chunk:
+        if offset == 0 and p.suffix == ".jsonl" and p.parent == home.journals:
+            whole.append(p)
+        return real_chunk(p, offset, line_no, head)
+
+    def memory(home: Home | None = None, *, prices: bool = True) -> Ledger:
+        built.append(1)
+        return real_memory(home, prices=prices)
+
+    monkeypatch.setattr(journal_module, "read_chunk", chunk)
+    monkeypatch.setattr(store_module.Ledger, "memory", staticmethod(memory))
+    assert '"block"' in stop(2)
+    assert [p.name for p in whole] == ["cc-abc.jsonl"]
+    assert len(built) == 1
+    assert (
+        fold_module.fold(home.journals / "cc-abc.jsonl").cursor.offset
+        == (home.journals / "cc-abc.jsonl").stat().st_size
+    )
+
+
+def test_a_process_keeps_few_ledgers_and_rebuilds_a_dropped_one(tmp_path: Path) -> None:
+    """Only the most recently used journals keep their DuckDB ledger; a dropped one is rebuilt whole."""
+    (tmp_path / "journals").mkdir()
+    forget()
+    paths = []
+    for name in FILES[: fold_module.KEEP_LEDGERS + 2]:
+        path = tmp_path / "journals" / name
+        path.write_bytes((SAMPLES / name).read_bytes())
+        ledger_of(path, None)
+        paths.append(path)
+    first = paths[0]
+    assert fold_module._FOLDS[first.absolute()]._ledger is None
+    assert all(
+        fold_module._FOLDS[p.absolute()]._ledger is not None for p in paths[-fold_module.KEEP_LEDGERS :]
+    )
+    sid = first.stem
+    assert state(ledger_of(first, None), sid) == scratch(first, sid)
+    forget()
+
+
+def test_a_ledger_ingests_only_when_its_journal_grew_and_catch_up_brings_it_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = "loop-done.jsonl"
+    path = tmp_path / "journals" / name
+    path.parent.mkdir()
+    lines = (SAMPLES / name).read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:6]))
+    forget()
+    ledger_of(path, None)
+    ingests: list[int] = []
+    real = Ledger.ingest
+
+    def spy(self: Ledger, journals: Any = None, *, live: bool = False) -> Any:
+        ingests.append(1)
+        return real(self, journals, live=live)
+
+    monkeypatch.setattr(Ledger, "ingest", spy)
+    ledger_of(path, None)
+    assert ingests == []  # nothing appended: nothing ingested
+    with path.open("ab") as out:
+        out.write(b"".join(lines[6:]))
+    fold_module.catch_up()  # a worker between two stops
+    assert ingests == [1]
+    assert state(ledger_of(path, None), "loop-done") == scratch(path, "loop-done")
+    assert ingests == [1, 1]  # (scratch's own ingest) and none by ledger_of: already level
+    forget()
