@@ -45,6 +45,7 @@ from ledger.loop.validate.completion import (
     to_events,
 )
 from ledger.loop.validate.promises import detect_promises
+from ledger.notify import notify_events
 from ledger.storage.journal import JournalError, journal_path
 
 
@@ -79,7 +80,8 @@ class Tools:
 
     def __init__(self, home: Home, project: Path) -> None:
         self.project = project
-        self.engine = Engine(home, work_dir=project, fsync=False)  # synced by ``settle``, after the answer
+        # synced by ``settle``, after the answer
+        self.engine = Engine(home, work_dir=project, fsync=False, notify=notify_events)
 
     def settle(self, task_id: str) -> None:
         """After a call's answer is out: sync the task's journal, then read the task's state ahead of
