@@ -8,16 +8,22 @@
 - each of them twice: in-process (``RALPH_WARM=0``), and served by the home's warm worker, the
   default (``ledger.drivers.claude_code.stop.warm``: the hook process is the standard-library client),
   started by each loop's first stop;
-- ``python3 -c pass`` and ``python3 -c 'import duckdb'``, the baselines, measured in the same run.
+- ``python3 -c pass`` and ``python3 -c 'import duckdb'``, the baselines, measured in the same run;
+- the official ``ralph-loop`` plugin's shell hook (``hooks/stop-hook.sh``: bash, sed, grep, jq), the
+  baseline the warm stops are held to: one stop of a loop of its own (as long a transcript, in
+  Claude Code's compact JSON) after each measured warm stop, under the same load. It is not part
+  of this repository: ``--official PATH``, ``$RALPH_OFFICIAL_STOP_HOOK``, or found under
+  ``~/.claude/plugins`` where Claude Code installs it; without it its rows say n/a.
 
 Every stop is a fresh ``ralph-ledger hook claude-code`` process reading the event on stdin, as
 Claude Code runs it. Times are wall-clock; the ``cpu`` column is the CPU time (user + system) of the
 measured process itself, steadier on a loaded machine, and ``worker`` the CPU time the warm worker
 used meanwhile (the stop's work it did: in the wall time, not in ``cpu``). Targets: drop-in median
 <= 1.5x ``python3 -c pass`` (run after each drop-in stop, under the same load); ledger-native median
-<= 150 ms, and at stop 100 within 1.2x of stop 2.
+<= 150 ms, and at stop 100 within 1.2x of stop 2; a warm stop of either kind at most 0.5x the
+official hook's. The last table lists each target: the figure, its baseline, the ratio, PASS/FAIL.
 
-    .venv/bin/python bench/bench_hook.py [--runs 30]
+    .venv/bin/python bench/bench_hook.py [--runs 30] [--official PATH]   # --runs 5: a quick form
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -35,6 +42,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from tables import markdown_table  # bench/tables.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_NAME = Path("fixtures") / "claude-code" / "ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
@@ -58,6 +67,12 @@ def fixture() -> Path:
     raise SystemExit(f"fixture not found: shared/{FIXTURE_NAME} beside {ROOT} or above it")
 
 
+def compact(value: object) -> str:
+    """One transcript line as Claude Code writes it: JSON without spaces (the official hook greps
+    for ``"role":"assistant"``)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
 def build_transcript(path: Path, size: int = 3_000_000) -> None:
     """A transcript of about ``size`` bytes: the largest fixture repeated with fresh message ids."""
     lines = fixture().read_text().splitlines()
@@ -69,7 +84,7 @@ def build_transcript(path: Path, size: int = 3_000_000) -> None:
                 msg = line.get("message")
                 if isinstance(msg, dict) and msg.get("id"):
                     msg["id"] = f"{msg['id']}-{copy}"
-                text = json.dumps(line) + "\n"
+                text = compact(line) + "\n"
                 out.write(text)
                 written += len(text)
             copy += 1
@@ -113,7 +128,7 @@ def add_turn(path: Path, n: int) -> None:
         },
     ]
     with path.open("a") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+        f.writelines(compact(r) + "\n" for r in rows)
 
 
 class Sample(float):
@@ -183,14 +198,17 @@ class Project:
             }
         ).encode()
 
+    def command(self) -> list[str]:
+        """The hook's command line: ``ralph-ledger hook claude-code`` of this installation."""
+        return [str(Path(sys.executable).parent / "ralph-ledger"), "hook", "claude-code"]
+
     def stop(self) -> Sample:
         """One stop after one more turn; its time in ms. Raises SystemExit unless the hook blocks."""
         self.stops += 1
         add_turn(self.transcript, self.stops)
-        ralph = str(Path(sys.executable).parent / "ralph-ledger")
         worker = self.worker_pid()
         before = process_cpu(worker) if worker else 0.0
-        ms, proc = timed([ralph, "hook", "claude-code"], self.event(), self.root, self.env)
+        ms, proc = timed(self.command(), self.event(), self.root, self.env)
         ms.worker = process_cpu(worker) - before if worker else 0.0
         if proc.returncode != 0 or b'"block"' not in proc.stdout:
             raise SystemExit(
@@ -208,13 +226,72 @@ class Project:
         return 0
 
 
+STATE = (
+    "---\nactive: true\niteration: 1\nsession_id: \nmax_iterations: 0\n"
+    'completion_promise: "ALL DONE"\nstarted_at: "2026-11-22T00:00:00Z"\n---\n\nFix the tests\n'
+)
+"""The ``ralph-loop`` plugin's state file, as its setup script writes it."""
+
+
 def drop_in(tmp: Path, name: str, transcript: Path) -> Project:
     p = Project(tmp / name, transcript)
-    (p.root / ".claude" / "ralph-loop.local.md").write_text(
-        "---\nactive: true\niteration: 1\nsession_id: \nmax_iterations: 0\n"
-        'completion_promise: "ALL DONE"\nstarted_at: "2026-11-22T00:00:00Z"\n---\n\nFix the tests\n'
-    )
+    (p.root / ".claude" / "ralph-loop.local.md").write_text(STATE)
     return p
+
+
+PLUGIN_HOOK = Path(".claude/plugins")
+"""Where Claude Code installs plugins, under the home: the official hook is searched there, as
+``**/ralph-loop/hooks/stop-hook.sh``."""
+OFFICIAL_ENV = "RALPH_OFFICIAL_STOP_HOOK"
+
+
+def official_hook(given: str | None) -> Path | None:
+    """The official ``ralph-loop`` plugin's Stop hook, its shell script (not part of this repository,
+    and not copied into it): ``--official``, else ``$RALPH_OFFICIAL_STOP_HOOK``, else the first
+    ``ralph-loop/hooks/stop-hook.sh`` under ``~/.claude/plugins`` (where Claude Code installs the
+    plugin); None when there is none, or no ``bash`` or ``jq`` to run it."""
+    if shutil.which("bash") is None or shutil.which("jq") is None:
+        return None
+    for named in (given, os.environ.get(OFFICIAL_ENV)):
+        if named:
+            path = Path(named).expanduser()
+            if not path.is_file():
+                raise SystemExit(f"the official Stop hook is not at {path}")
+            return path
+    found = sorted((Path.home() / PLUGIN_HOOK).glob("**/ralph-loop/hooks/stop-hook.sh"))
+    return found[0] if found else None
+
+
+class Official(Project):
+    """A drop-in loop whose stops the official plugin's shell hook answers: the baseline."""
+
+    def __init__(self, root: Path, transcript: Path, hook: Path) -> None:
+        super().__init__(root, transcript)
+        self.hook = hook
+        (self.root / ".claude" / "ralph-loop.local.md").write_text(STATE)
+
+    def command(self) -> list[str]:
+        return ["bash", str(self.hook)]
+
+
+class Beside:
+    """The baselines run after each measured stop, under the same load: ``python3 -c pass`` and,
+    when it is found, one stop of the official hook on a loop of its own (as long a transcript)."""
+
+    def __init__(self, tmp: Path, master: Path, name: str, hook: Path | None) -> None:
+        self.bare: list[Sample] = []
+        self.official: list[Sample] = []
+        self.loop = None
+        if hook is not None:
+            self.loop = Official(
+                tmp / f"official-{name}", transcript_copy(master, tmp / f"official-{name}.jsonl"), hook
+            )
+            self.loop.stop()  # the first stop claims the loop for the session
+
+    def run(self) -> None:
+        self.bare += bench_cmd("pass", 1)
+        if self.loop is not None:
+            self.official.append(self.loop.stop())
 
 
 def native(tmp: Path, name: str, transcript: Path) -> Project:
@@ -230,9 +307,11 @@ def transcript_copy(master: Path, path: Path) -> Path:
     return path
 
 
-def bench_drop_in(tmp: Path, master: Path, runs: int, warm: bool) -> tuple[list[Sample], list[Sample]]:
-    """``runs`` stops of one drop-in loop after its first (``warm``: with RALPH_WARM=1), and a
-    ``python3 -c pass`` run after each one: the baseline under the same load."""
+def bench_drop_in(
+    tmp: Path, master: Path, runs: int, warm: bool, hook: Path | None
+) -> tuple[list[Sample], Beside]:
+    """``runs`` stops of one drop-in loop after its first (``warm``: with RALPH_WARM=1), and the
+    baselines run after each one (:class:`Beside`)."""
     kind = "drop-in-warm" if warm else "drop-in"
     p = drop_in(tmp, kind, transcript_copy(master, tmp / f"{kind}.jsonl"))
     if warm:
@@ -242,10 +321,10 @@ def bench_drop_in(tmp: Path, master: Path, runs: int, warm: bool) -> tuple[list[
         if warm:
             worker_up(p)
         times: list[Sample] = []
-        beside: list[Sample] = []
+        beside = Beside(tmp, master, kind, hook)
         for _ in range(runs):
             times.append(p.stop())
-            beside += bench_cmd("pass", 1)
+            beside.run()
         return times, beside
     finally:
         stop_worker(p)
@@ -272,12 +351,14 @@ def stop_worker(p: Project) -> None:
 
 
 def bench_native(
-    tmp: Path, master: Path, runs: int, progress: Callable[[str], None], warm: bool
-) -> tuple[list[Sample], list[Sample]]:
-    """(stop 2 of ``runs`` fresh loops, stops 100.. of the last one); ``warm``: with RALPH_WARM=1."""
+    tmp: Path, master: Path, runs: int, progress: Callable[[str], None], warm: bool, hook: Path | None
+) -> tuple[list[Sample], list[Sample], Beside, Beside]:
+    """(stop 2 of ``runs`` fresh loops, stops 100.. of the last one, the baselines beside each);
+    ``warm``: with RALPH_WARM=1."""
     second: list[Sample] = []
     last: Project | None = None
     kind = "warm" if warm else "native"
+    beside2, beside_far = Beside(tmp, master, f"{kind}-2", hook), Beside(tmp, master, f"{kind}-far", hook)
     for r in range(runs):
         if last is not None:
             stop_worker(last)
@@ -288,13 +369,18 @@ def bench_native(
         if warm:
             worker_up(last)
         second.append(last.stop())
+        beside2.run()
     assert last is not None
     try:
         while last.stops < FAR - 1:
             last.stop()
             if last.stops % 20 == 0:
                 progress(f"  ... stop {last.stops}")
-        return second, [last.stop() for _ in range(runs)]
+        far: list[Sample] = []
+        for _ in range(runs):
+            far.append(last.stop())
+            beside_far.run()
+        return second, far, beside2, beside_far
     finally:
         stop_worker(last)
 
@@ -318,28 +404,56 @@ def row(name: str, times: list[Sample], ratios: str, target: str = "", verdict: 
     return "| " + " | ".join(cells) + " |"
 
 
+OFFICIAL_RATIO = 0.5
+"""A warm stop, drop-in or ledger-native: at most this times the official hook's, run beside it."""
+
+
+def med(times: list[Sample]) -> float:
+    return statistics.median(times) if times else float("nan")
+
+
+def targets(rows: list[tuple[str, float, str, float, float]]) -> str:
+    """The targets as a table: (target, figure, baseline, its median, the ratio it must stay under;
+    ``nan``: not measured); each with its ratio and PASS, FAIL or n/a."""
+    table = [["target", "figure (ms)", "baseline", "baseline (ms)", "ratio", "limit", "verdict"]]
+    for name, figure, baseline, base, limit in rows:
+        ratio = figure / base if base == base and base > 0 else float("nan")
+        verdict = "n/a" if ratio != ratio else ("PASS" if ratio <= limit else "FAIL")
+        cells = [f"{figure:.1f}", baseline, f"{base:.1f}", f"{ratio:.2f}x", f"<= {limit}x", verdict]
+        table.append([name, *cells])
+    return markdown_table(table, right=(1, 3, 4))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=30, help="measured stops (and baseline runs) per row")
+    p.add_argument(
+        "--official",
+        help=f"the official ralph-loop plugin's stop-hook.sh (default: ${OFFICIAL_ENV}, else "
+        "~/.claude/plugins/**/ralph-loop/hooks/stop-hook.sh)",
+    )
     args = p.parse_args(argv)
     runs = max(1, args.runs)
+    hook = official_hook(args.official)
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    if hook is None:
+        progress("the official ralph-loop Stop hook was not found (--official PATH): its rows say n/a")
     with tempfile.TemporaryDirectory() as tmpname:
         tmp = Path(tmpname)
         master = tmp / "master.jsonl"
         build_transcript(master)
         size = master.stat().st_size
         progress("drop-in stops, in-process (RALPH_WARM=0) ...")
-        dropped, beside = bench_drop_in(tmp, master, runs, warm=False)
+        dropped, beside = bench_drop_in(tmp, master, runs, False, hook)
         progress("drop-in stops, warm worker (the default) ...")
-        dropped_warm, beside_warm = bench_drop_in(tmp, master, runs, warm=True)
+        dropped_warm, beside_warm = bench_drop_in(tmp, master, runs, True, hook)
         progress("ledger-native stops, in-process (RALPH_WARM=0) ...")
-        second, far = bench_native(tmp, master, runs, progress, warm=False)
+        second, far, _, _ = bench_native(tmp, master, runs, progress, False, None)
         progress("ledger-native stops, warm worker (the default) ...")
-        warm2, warm100 = bench_native(tmp, master, runs, progress, warm=True)
+        warm2, warm100, beside2, beside100 = bench_native(tmp, master, runs, progress, True, hook)
     progress("baselines ...")
     bare = bench_cmd("pass", runs)
     duck = bench_cmd("import duckdb", runs)
@@ -356,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         return "PASS" if ok else "FAIL"
 
     print(f"transcript: {size:,} bytes; {runs} runs per row, each stop a fresh process; times in ms")
+    print(f"official hook: {hook if hook else 'not found (--official PATH)'}")
     head = [
         f"{'command':<46}",
         f"{'median':>8}",
@@ -377,9 +492,9 @@ def main(argv: list[str] | None = None) -> int:
             row(
                 f"drop-in stop{label}",
                 times,
-                ratios(times, paired),
+                ratios(times, paired.bare),
                 f"<= {DROP_IN_RATIO}x pass beside it",
-                verdict(statistics.median(times) <= DROP_IN_RATIO * statistics.median(paired)),
+                verdict(statistics.median(times) <= DROP_IN_RATIO * statistics.median(paired.bare)),
             )
         )
     for label, two, hundred in ((", in-process", second, far), (", warm (default)", warm2, warm100)):
@@ -402,18 +517,78 @@ def main(argv: list[str] | None = None) -> int:
                 verdict(m100 <= NATIVE_MS and m100 <= GROWTH * m2),
             )
         )
+    official = [*beside.official, *beside_warm.official, *beside2.official, *beside100.official]
+    if official:
+        print(row("official plugin's shell hook, beside the stops", official, ratios(official)))
     print(row("python3 -c pass", bare, ratios(bare)))
-    print(
-        row("python3 -c pass, beside the drop-in stops", beside + beside_warm, ratios(beside + beside_warm))
-    )
+    paired_bare = beside.bare + beside_warm.bare
+    print(row("python3 -c pass, beside the drop-in stops", paired_bare, ratios(paired_bare)))
     print(row("python3 -c 'import duckdb'", duck, ratios(duck)))
     for label, times, paired in (("in-process", dropped, beside), ("warm", dropped_warm, beside_warm)):
-        wall = statistics.median(times) / statistics.median(paired)
-        cpu = statistics.median(s.cpu for s in times) / statistics.median(s.cpu for s in paired)
+        wall = statistics.median(times) / statistics.median(paired.bare)
+        cpu = statistics.median(s.cpu for s in times) / statistics.median(s.cpu for s in paired.bare)
         print(f"drop-in stop {label} / python3 -c pass run after each stop: {wall:.2f}x wall, {cpu:.2f}x cpu")
     warm_growth = statistics.median(warm100) / statistics.median(warm2)
     print(
         f"stop {FAR} / stop 2: in-process {med100 / med2:.2f}x, warm {warm_growth:.2f}x (target <= {GROWTH}x)"
+    )
+    print()
+    official_name = "official hook beside it"
+    print(
+        targets(
+            [
+                (
+                    "drop-in stop, warm (default)",
+                    med(dropped_warm),
+                    official_name,
+                    med(beside_warm.official),
+                    OFFICIAL_RATIO,
+                ),
+                (
+                    "drop-in stop, in-process",
+                    med(dropped),
+                    official_name,
+                    med(beside.official),
+                    OFFICIAL_RATIO,
+                ),
+                (
+                    "ledger-native stop 2, warm (default)",
+                    med2_warm := med(warm2),
+                    official_name,
+                    med(beside2.official),
+                    OFFICIAL_RATIO,
+                ),
+                (
+                    f"ledger-native stops {FAR}.., warm (default)",
+                    med(warm100),
+                    official_name,
+                    med(beside100.official),
+                    OFFICIAL_RATIO,
+                ),
+                (
+                    "drop-in stop, warm (default)",
+                    med(dropped_warm),
+                    "python3 -c pass beside it",
+                    med(beside_warm.bare),
+                    DROP_IN_RATIO,
+                ),
+                (
+                    "drop-in stop, in-process",
+                    med(dropped),
+                    "python3 -c pass beside it",
+                    med(beside.bare),
+                    DROP_IN_RATIO,
+                ),
+                (
+                    f"ledger-native stops {FAR}.., warm (default)",
+                    med(warm100),
+                    "its stop 2",
+                    med2_warm,
+                    GROWTH,
+                ),
+                (f"ledger-native stops {FAR}.., in-process", med100, "its stop 2", med2, GROWTH),
+            ]
+        )
     )
     return 0
 
