@@ -166,6 +166,38 @@ def timed(
     return ms, proc
 
 
+BIN = [Path(sys.executable).parent]
+"""The folder of the ``ralph-ledger`` script and Python the hooks run (:func:`installed`, unless
+``--editable``)."""
+
+SCRIPT = """import re
+import sys
+from ledger.cli import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
+"""The ``ralph-ledger`` script, as pip writes a console script."""
+
+
+def installed(tmp: Path) -> Path:
+    """The ``bin`` folder of a Python laid out as a regular (not editable) install of this checkout
+    is: a virtual environment whose ``site-packages`` names this checkout and this environment's
+    ``site-packages`` as plain paths (a ``.pth`` of paths imports nothing), with a ``ralph-ledger``
+    script as pip writes it. The editable install of a checkout's ``.venv`` imports setuptools'
+    import finder (pathlib, re, urllib.parse, ipaddress, ...) at every Python start: ~15 ms of
+    each hook process that an installed ralph-ledger does not spend (``--editable`` measures it)."""
+    venv = tmp / "installed"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    deps = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    (site / "ralph_ledger.pth").write_text("\n".join([str(ROOT), *deps]) + "\n")
+    script = venv / "bin" / "ralph-ledger"
+    script.write_text(f"#!{venv / 'bin' / 'python'}\n{SCRIPT}")
+    script.chmod(0o755)
+    return venv / "bin"
+
+
 class Project:
     """A project with a 3 MB transcript whose stops the hook answers."""
 
@@ -175,7 +207,7 @@ class Project:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / ".claude").mkdir(exist_ok=True)
         self.env = {
-            "PATH": str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin",
+            "PATH": str(BIN[0]) + os.pathsep + "/usr/bin:/bin",
             "HOME": os.environ.get("HOME", "/tmp"),
             "RALPH_HOME": str(root / ".ralph"),
             "RALPH_WARM": "0",  # in-process; the warm rows (the default) set 1
@@ -200,7 +232,7 @@ class Project:
 
     def command(self) -> list[str]:
         """The hook's command line: ``ralph-ledger hook claude-code`` of this installation."""
-        return [str(Path(sys.executable).parent / "ralph-ledger"), "hook", "claude-code"]
+        return [str(BIN[0] / "ralph-ledger"), "hook", "claude-code"]
 
     def stop(self) -> Sample:
         """One stop after one more turn; its time in ms. Raises SystemExit unless the hook blocks."""
@@ -432,6 +464,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the official ralph-loop plugin's stop-hook.sh (default: ${OFFICIAL_ENV}, else "
         "~/.claude/plugins/**/ralph-loop/hooks/stop-hook.sh)",
     )
+    p.add_argument(
+        "--editable",
+        action="store_true",
+        help="run the hooks from this checkout's .venv (its editable install), not a regular install",
+    )
     args = p.parse_args(argv)
     runs = max(1, args.runs)
     hook = official_hook(args.official)
@@ -443,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
         progress("the official ralph-loop Stop hook was not found (--official PATH): its rows say n/a")
     with tempfile.TemporaryDirectory() as tmpname:
         tmp = Path(tmpname)
+        if not args.editable:
+            BIN[0] = installed(tmp)
         master = tmp / "master.jsonl"
         build_transcript(master)
         size = master.stat().st_size
@@ -471,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"transcript: {size:,} bytes; {runs} runs per row, each stop a fresh process; times in ms")
     print(f"official hook: {hook if hook else 'not found (--official PATH)'}")
+    layout = "this checkout's .venv (editable install)" if args.editable else "a regular install's layout"
+    print(f"ralph-ledger hook run from {layout}")
     head = [
         f"{'command':<46}",
         f"{'median':>8}",
