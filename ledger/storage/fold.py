@@ -56,6 +56,7 @@ class Fold:
         self._ingested = -1  # the cursor's offset when the ledger last ingested
         self._home: Home | None = None  # the home the ledger was made for (its scratch files)
         self._memo: dict[str, tuple[tuple[int, int], object]] = {}  # name -> (position, value)
+        self._computes: dict[str, tuple[object, Callable[[], object]]] = {}  # name -> (ledger, compute)
 
     def refresh(self) -> Fold:
         """Read what was appended since the last refresh (everything again when the journal was
@@ -128,7 +129,25 @@ class Fold:
             return kept[1]  # type: ignore[return-value]
         value = compute()
         self._memo[name] = (position, value)
+        self._computes[name] = (self._ledger, compute)
         return value
+
+    def rememo(self) -> None:
+        """Compute again, at the position read now, each value :meth:`memo` was last asked for and
+        no longer holds (a worker, between stops: the next stop finds it computed). A value whose
+        computation fails, or whose ledger was made again since, is dropped."""
+        position = (self.generation, self.cursor.offset)
+        for name, (made, compute) in list(self._computes.items()):
+            kept = self._memo.get(name)
+            if kept is not None and kept[0] == position:
+                continue
+            if made is None or made is not self._ledger:
+                del self._computes[name]
+                continue
+            try:
+                self._memo[name] = (position, compute())
+            except Exception:  # the next ask computes it on its own path, and says what failed
+                del self._computes[name]
 
 
 _FOLDS: OrderedDict[Path, Fold] = OrderedDict()
@@ -149,11 +168,13 @@ def fold(path: Path) -> Fold:
 
 
 def catch_up() -> None:
-    """Bring every kept ledger up to its journal (a worker, between stops: the next stop then
-    ingests only what was appended after)."""
+    """Bring every kept ledger up to its journal, and its memos (:meth:`Fold.rememo`) (a worker,
+    between stops: the next stop then ingests only what was appended after, and finds the values
+    it asks for first computed)."""
     for kept in list(_FOLDS.values()):
         if kept._ledger is not None:
             kept.refresh().ledger(kept._home)
+            kept.rememo()
 
 
 def events_of(path: Path) -> list[ev.AnyEvent]:

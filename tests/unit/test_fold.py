@@ -218,3 +218,50 @@ def test_a_ledger_ingests_only_when_its_journal_grew_and_catch_up_brings_it_leve
     assert state(ledger_of(path, None), "loop-done") == scratch(path, "loop-done")
     assert ingests == [1, 1]  # (scratch's own ingest) and none by ledger_of: already level
     forget()
+
+
+def test_catch_up_computes_again_the_memos_a_stop_asked_for(tmp_path: Path) -> None:
+    """A worker between two stops computes each memo the last stop asked for at the journal's new
+    position (the ``sessions`` row a stop reads first): the next ask finds it, level with the
+    journal. One whose computation fails is dropped, and one of a ledger made again is never run."""
+    name = "loop-done.jsonl"
+    path = tmp_path / "journals" / name
+    path.parent.mkdir()
+    lines = (SAMPLES / name).read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:6]))
+    forget()
+    read = fold(path)
+    ledger = read.ledger(None)
+    runs: list[int] = []
+
+    def events() -> int:
+        runs.append(1)
+        return int(ledger.con.execute("SELECT count(*) FROM events").fetchall()[0][0])
+
+    def broken() -> int:
+        runs.append(2)
+        if len(runs) > 2:
+            raise RuntimeError("gone")
+        return 0
+
+    assert read.memo("events", events) == 6
+    assert read.memo("broken", broken) == 0
+    with path.open("ab") as out:
+        out.write(b"".join(lines[6:]))
+    fold_module.catch_up()  # a worker between two stops
+    assert runs == [1, 2, 1, 2]
+    read = fold(path)
+    assert read.memo("events", lambda: -1) == len(lines)  # computed by catch_up, at this position
+    assert read.memo("broken", lambda: -1) == -1  # dropped: computed on the ask
+    fold_module.catch_up()  # nothing appended: nothing computed again
+    assert runs == [1, 2, 1, 2]
+    forget(path)
+    fresh = fold(path)
+    fresh.memo("events", events)
+    fresh._ledger = None  # dropped (a process keeps few ledgers): its memos are not run on a new one
+    with path.open("ab") as out:
+        out.write(lines[-1])
+    fresh.ledger(None)
+    fresh.rememo()
+    assert runs == [1, 2, 1, 2, 1]
+    forget()
