@@ -418,7 +418,8 @@ def bench_native(
 
 
 def bench_cmd(code: str, runs: int) -> list[Sample]:
-    return [timed([sys.executable, "-c", code])[0] for _ in range(runs)]
+    """``runs`` runs of ``python -c code``, the Python the hooks run (:data:`BIN`)."""
+    return [timed([str(BIN[0] / "python"), "-c", code])[0] for _ in range(runs)]
 
 
 def row(name: str, times: list[Sample], ratios: str, target: str = "", verdict: str = "") -> str:
@@ -493,9 +494,9 @@ def main(argv: list[str] | None = None) -> int:
         second, far, _, _ = bench_native(tmp, master, runs, progress, False, None)
         progress("ledger-native stops, warm worker (the default) ...")
         warm2, warm100, beside2, beside100 = bench_native(tmp, master, runs, progress, True, hook)
-    progress("baselines ...")
-    bare = bench_cmd("pass", runs)
-    duck = bench_cmd("import duckdb", runs)
+        progress("baselines ...")
+        bare = bench_cmd("pass", runs)
+        duck = bench_cmd("import duckdb", runs)
     base, duck_med = statistics.median(bare), statistics.median(duck)
     med2, med100 = statistics.median(second), statistics.median(far)
 

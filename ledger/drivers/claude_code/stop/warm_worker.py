@@ -163,10 +163,32 @@ def _warm_up(home: Home, native: bool, within: float = 3600.0) -> None:
     for _, path in recent[:KEEP_LEDGERS]:
         with contextlib.suppress(Exception):  # a journal it cannot fold now is folded by its stop
             kept = fold(path)
-            if any(isinstance(e, ev.SessionStarted) and e.config.get("mode") != DROP_IN for e in kept.events):
+            started = [e for e in kept.events if isinstance(e, ev.SessionStarted)]
+            if any(e.config.get("mode") != DROP_IN for e in started):
                 _import_engine()
                 kept.ledger(home)
+                _prime(home, started[-1].session_id, kept.cursor.offset)
 
+
+def _prime(home: Home, session_id: str, offset: int) -> None:
+    """Ask a ledger-native loop's session what its next stop asks first, once per journal position:
+    its view (the ``sessions`` row, kept for the stop: ``ledger.storage.fold``) and its guards' facts
+    (DuckDB's first run of their queries is the slowest): the worker's first stop costs as much as
+    the next ones."""
+    if _PRIMED.get(session_id) == offset:
+        return
+    from datetime import UTC, datetime
+
+    from ledger.loop.decide.facts import read_facts
+    from ledger.loop.engine import Engine
+
+    view = Engine(home).view(session_id)
+    read_facts(view.ledger, session_id, view.config.guards, datetime.now(UTC))
+    _PRIMED[session_id] = offset
+
+
+_PRIMED: dict[str, int] = {}
+"""The journal offset each session was last primed at (:func:`_prime`)."""
 
 DROP_IN = "ralph-loop"
 """The ``mode`` a drop-in loop records in its ``session_started`` config (``hook._events``)."""
