@@ -160,3 +160,38 @@ def test_the_worker_is_wanted_unless_ralph_warm_turns_it_off(value: str | None, 
 
     env = {} if value is None else {"RALPH_WARM": value}
     assert warm.wanted(env) is on
+
+
+def test_the_warm_up_primes_a_ledger_native_session_for_its_next_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker warming up a ledger-native loop's journal reads its ``sessions`` row as the next stop
+    asks for it first: that stop finds it (no view query on its path); warming up again at the same
+    journal position reads nothing again."""
+    from ledger.drivers.claude_code.stop import warm_worker
+    from ledger.loop.config.loop_config import LoopConfig
+    from ledger.loop.engine import Engine
+    from ledger.storage import fold as fold_module
+    from ledger.storage.database import Ledger
+
+    home = Home.resolve(tmp_path / "home")
+    home.journals.mkdir(parents=True)
+    Engine(home).start("native-1", LoopConfig(max_iterations=5), prompt="Fix it")
+    fold_module.forget()
+    monkeypatch.setattr(warm_worker, "_PRIMED", {})
+    queries: list[str] = []
+    real = Ledger.rows
+
+    def spy(self: Ledger, sql: str, params: object = None) -> object:
+        queries.append(sql)
+        return real(self, sql, params)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Ledger, "rows", spy)
+    warm_worker._warm_up(home, native=True)
+    assert any("FROM sessions" in q for q in queries)
+    queries.clear()
+    warm_worker._warm_up(home, native=True)  # the same position: nothing read again
+    view = Engine(home).view("native-1")  # the stop's first ask
+    assert view.row["iteration"] == 1
+    assert not any("FROM sessions" in q for q in queries)
+    fold_module.forget()
