@@ -174,6 +174,20 @@ class LoopSession:
         engine.append(self.session_id, *tail)
         return decision
 
+    # -- what drivers record and read -----------------------------------------------------------------
+    def record(self, *events: ev.Event) -> None:
+        """A driver's own facts, which decide nothing (a rate-limited run, an interrupted turn, a stop
+        allowed while sub-agents run), appended through the engine in one append."""
+        self.engine.append(self.session_id, *events)
+
+    def events(self) -> list[ev.AnyEvent]:
+        """The session's events so far; ``EngineError`` (one line) when there is no such session."""
+        return self.engine.view(self.session_id).events
+
+    def started(self) -> ev.SessionStarted:
+        """The session's (last) ``session_started``: its prompt, agent command, worktree."""
+        return [e for e in self.events() if isinstance(e, ev.SessionStarted)][-1]
+
     def let_go(self) -> bool:
         """Whether a person let this hook-driven loop go (paused, or ended and then unblocked): its
         next stop is :meth:`resume`, not a turn (``ledger.loop.steering.state.let_go``)."""
@@ -187,8 +201,8 @@ class LoopSession:
 
     # -- the parts -------------------------------------------------------------------------------------
     def _prompt(self, taught: Learned, summary: str, guidance: str) -> str:
-        """The one place a next prompt is composed (``ledger.loop.prompt.next_prompt``)."""
-        return next_prompt(self.task, taught, summary, guidance=guidance)
+        """The next prompt of this session's task (:func:`_compose`)."""
+        return _compose(self.task, taught, summary, guidance)
 
     def _summary(self, s: SessionView, n: int, pending: Sequence[ev.Event]) -> str:
         """The summary of the loop after iteration ``n`` ("" unless the loop asked for it), with
@@ -248,8 +262,13 @@ def steered(events: Sequence[ev.AnyEvent], session_id: str, iteration: int, prom
     guidance = pending_guidance(events)
     if not guidance:
         return None
-    told = next_prompt(prompt, Taught(iteration, "", []), guidance=guidance)
+    told = _compose(prompt, Taught(iteration, "", []), "", guidance)
     return Continue(iteration + 1, 0, told, "", None, guidance)
+
+
+def _compose(task: str, taught: Learned, summary: str, guidance: str) -> str:
+    """The one place a next prompt is composed (``ledger.loop.prompt.next_prompt``)."""
+    return next_prompt(task, taught, summary, guidance=guidance)
 
 
 def status_line(result: ValidateResult, iteration: int, max_iterations: int) -> str:
