@@ -72,7 +72,7 @@ def past_loop(
 def validate(engine: Engine, session_id: str, output: str = "", **fields: Any) -> ValidateResult:
     """Validate one turn and record it, deciding nothing more (``LoopSession.check``, the MCP tools'
     ``iteration_validate``): what a test drives step by step with ``engine.next`` / ``complete``."""
-    from ledger.loop.engine_types import Turn
+    from ledger.loop.decision import Turn
     from ledger.loop.step import LoopSession
 
     return LoopSession(engine, session_id, "").check(Turn(output, **fields)).result

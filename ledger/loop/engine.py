@@ -23,6 +23,7 @@ from ledger.loop.decide.guards import check, exhausted
 from ledger.loop.decide.limits import limit_for
 from ledger.loop.decide.signals import Inputs, resolve
 from ledger.loop.decide.stop_policies import NO_HOOKS, PRESET_FNS, AgentContext, Evaluation, HookFn, Registry
+from ledger.loop.decision import Turn
 from ledger.loop.engine_types import (
     CompleteResult,
     EngineError,
@@ -30,7 +31,6 @@ from ledger.loop.engine_types import (
     NextResult,
     Paused,
     SessionView,
-    Turn,
     ValidateResult,
 )
 from ledger.loop.steering.state import is_paused, paused_message, pending_guidance

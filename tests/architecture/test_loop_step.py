@@ -1,7 +1,8 @@
 """Drivers translate, the loop decides (docs/design/loop-step.md): what happens after a turn is
-decided in ``ledger/loop/step.py`` alone. Its validation (``Engine.judge``) and the next prompt
-(``next_prompt``) each have one caller in ``ledger/`` and ``tui/``, and the drivers that take turns
-never read or append to a journal around the engine."""
+decided in ``ledger/loop/step.py`` (and its light half, ``ledger/loop/decision.py``) alone. The
+validation (``Engine.judge``) and the next prompt (``next_prompt``) each have one caller in
+``ledger/`` and ``tui/``, and the drivers that take turns never read or append to a journal around
+the engine."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def test_validation_and_the_next_prompt_have_one_caller_each() -> None:
     judged = call_sites(ROOT, {"judge", "validate"})
     assert [site.split(":")[0] for site in judged] == [STEP, STEP], judged  # take_turn and check
     composed = call_sites(ROOT, {"next_prompt"})
-    assert len(composed) == 1 and composed[0].startswith(STEP), composed
+    assert len(composed) == 1 and composed[0].startswith("ledger/loop/decision.py"), composed
 
 
 def test_the_engine_has_no_validate_of_its_own() -> None:

@@ -172,6 +172,11 @@ from pathlib import Path
 from ledger.loop.config.loop_config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.core.home import Home
+from ledger.loop.decision import Turn
+from ledger.loop.step import LoopSession
+
+def validate(engine, sid, output):
+    return LoopSession(engine, sid, "").check(Turn(output)).result
 
 home, work, stop_after, start_at = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 tick = iter(range(start_at * 100, 10**6))

@@ -33,8 +33,9 @@ from ledger.loop.config.loop_config import (
     source_of,
 )
 from ledger.loop.decide.stop_policies import NO_HOOKS, AgentContext, Registry, decided_events
+from ledger.loop.decision import Turn
 from ledger.loop.engine import Engine
-from ledger.loop.engine_types import EngineError, SessionView, Turn, ValidateResult
+from ledger.loop.engine_types import EngineError, SessionView, ValidateResult
 from ledger.loop.step import LoopSession
 from ledger.loop.validate.completion import (
     ValidationParams,

@@ -75,8 +75,9 @@ from ledger.drivers.runner.formats.report import AgentReport, by_model
 from ledger.drivers.runner.limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
 from ledger.drivers.runner.worktrees import Worktree
 from ledger.loop.config.loop_config import LoopConfig
+from ledger.loop.decision import Turn
 from ledger.loop.engine import Engine
-from ledger.loop.engine_types import EngineError, Turn
+from ledger.loop.engine_types import EngineError
 from ledger.loop.steering.state import validated
 from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
 from ledger.notify import reporting

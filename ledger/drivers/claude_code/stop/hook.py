@@ -57,7 +57,7 @@ from ledger.drivers.claude_code.stop.stop_event import (
     waiting_reason,
 )
 from ledger.drivers.claude_code.transcript.scan import Scan
-from ledger.loop.step import Continue, Wait, steered
+from ledger.loop.decision import Continue, Wait, steered
 from ledger.loop.validate.promises import detect_promises, to_event
 from ledger.notify import notify_events
 from ledger.storage.fold import events_of

@@ -85,8 +85,8 @@ from ledger.loop.config.loop_config import (
     find_config,
     source_of,
 )
+from ledger.loop.decision import Turn
 from ledger.loop.engine import Engine
-from ledger.loop.engine_types import Turn
 from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
 from ledger.loop.validate.todos import todos_wanted
 from ledger.notify import notify_events
