@@ -6,7 +6,7 @@ FAST := not journey and not clients and not slow
 .PHONY: venv lint fast journeys clients long test bench bench-quick
 
 venv:
-	python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]'
+	python3 -m venv .venv && .venv/bin/pip install -q -e '.[test,spark,browser]'
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check . && $(PY) -m mypy
