@@ -1,5 +1,6 @@
 """The developer's loop (``Makefile``): each target names the command it runs, and ``make fast``
-leaves out exactly the journeys, the real clients and the slow files, while ``.ci/run`` runs all."""
+leaves out exactly the journeys, the real clients and the slow files, while ``.ci/run`` runs all; the test
+extras (docs/design/architecture.md, "Tests and benches")."""
 
 from __future__ import annotations
 

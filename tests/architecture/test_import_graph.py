@@ -1,4 +1,5 @@
-"""No import cycles in ``ledger/`` or ``tui/``: the import graph of the source is a DAG.
+"""No import cycles in ``ledger/`` or ``tui/``: the import graph of the source is a DAG (the layers and
+their contracts: docs/design/architecture.md).
 
 Every import counts, the ones inside functions too (a cycle that only closes at call time is a cycle
 of design), ``from . import x`` and ``from pkg import submodule`` included. Only imports under

@@ -70,6 +70,13 @@ def test_the_layer_contracts_hold() -> None:
     assert proc.returncode == 0, proc.stdout[proc.stdout.find("Broken contracts") :]
 
 
+def test_every_folder_of_python_is_a_package() -> None:
+    """import-linter sees only regular packages: a folder of modules without ``__init__.py`` (a namespace
+    package) would escape every contract."""
+    folders = {p.parent for package in ("ledger", "tui") for p in (ROOT / package).rglob("*.py")}
+    assert sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").exists()) == []
+
+
 def test_every_part_of_ledger_is_in_one_layer() -> None:
     """A new folder or module right under ``ledger/`` must be placed in a layer (and the tui rule)."""
     listed = [m for layer in layer_modules() for m in layer]
@@ -179,3 +186,16 @@ def test_a_broken_contract_fails_the_check(tmp_path: Path, case: str) -> None:
     assert re.search(rf"^- {re.escape(importer)} -> ", proc.stdout, re.MULTILINE) or (
         f"{importer} -> " in proc.stdout
     ), proc.stdout
+
+
+def test_the_architecture_doc_has_a_line_for_every_folder() -> None:
+    """docs/design/architecture.md, "The tree": one line per folder of ``ledger/`` and ``tui/``."""
+    text = (ROOT / "docs" / "design" / "architecture.md").read_text()
+    folders = {
+        p.parent.relative_to(ROOT).as_posix()
+        for package in ("ledger", "tui")
+        for p in (ROOT / package).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert {"ledger", "tui/screens", "ledger/storage/sql/views"} <= folders
+    assert sorted(f for f in folders if f"| `{f}/` |" not in text) == []
