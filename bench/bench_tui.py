@@ -63,7 +63,7 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar, Final
 if TYPE_CHECKING:
     from tui.app import RalphApp
 
-from tables import cpu_model, markdown_table  # bench/tables.py, beside this script
+from tables import cpu_model, markdown_table, parse_with_smoke  # bench/tables.py, beside this script
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
 SCRIPT: Final = Path(__file__).resolve()
@@ -104,6 +104,13 @@ class Config:
         return self.sessions * self.events_per_session
 
 
+SMOKE: Final = (
+    "--quick", "--sessions", "30", "--events-per-session", "20", "--startup-runs", "1",
+    "--backlog-runs", "1", "--appends", "5", "--baseline-runs", "1",
+)  # fmt: skip
+"""``--smoke``: 600 events, one run of each measure, 5 appends."""
+
+
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, argparse.Namespace]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--quick", action="store_true", help="200 sessions (20,000 events), fewer repeats")
@@ -122,7 +129,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, argparse.Name
     p.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--expect", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--gap", default=",".join(f"{g:g}" for g in APPEND_GAP_S), help=argparse.SUPPRESS)
-    a = p.parse_args(argv)
+    a = parse_with_smoke(p, argv, SMOKE)
     quick = bool(a.quick)
     cfg = Config(
         sessions=max(1, a.sessions or (200 if quick else 10_000)),

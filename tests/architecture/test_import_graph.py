@@ -1,9 +1,10 @@
-"""No import cycles in ``ledger/`` or ``tui/``: the import graph of the source is a DAG.
+"""No import cycles in ``ledger/`` or ``tui/``: the import graph of the source is a DAG (the layers and
+their contracts: docs/design/architecture.md).
 
 Every import counts, the ones inside functions too (a cycle that only closes at call time is a cycle
-of design), ``from . import x`` and ``from pkg import submodule`` included. Only imports under
-``if TYPE_CHECKING:`` are left out: they never run, and a typed reference back up (a screen naming
-its app's class) is what they are for.
+of design), ``from . import x`` and ``from pkg import submodule`` included. The first check leaves out
+the imports under ``if TYPE_CHECKING:`` (they never run); the second counts them too: a typed reference
+back up (a screen naming its app's class) is a cycle of design all the same (issue 23).
 """
 
 from __future__ import annotations
@@ -28,20 +29,21 @@ def _type_checking(test: ast.expr) -> bool:
     )
 
 
-def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement under ``node`` at any depth, except the bodies of ``if TYPE_CHECKING:``."""
+def _imports(node: ast.AST, type_checking: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement under ``node`` at any depth, except the bodies of ``if TYPE_CHECKING:``
+    (unless ``type_checking``)."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _type_checking(child.test):
+        if not type_checking and isinstance(child, ast.If) and _type_checking(child.test):
             for other in child.orelse:
-                yield from _imports_in(other)
+                yield from _imports_in(other, type_checking)
             continue
-        yield from _imports_in(child)
+        yield from _imports_in(child, type_checking)
 
 
-def _imports_in(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+def _imports_in(node: ast.AST, type_checking: bool) -> Iterator[ast.Import | ast.ImportFrom]:
     if isinstance(node, ast.Import | ast.ImportFrom):
         yield node
-    yield from _imports(node)
+    yield from _imports(node, type_checking)
 
 
 def _base(name: str, path: Path, node: ast.ImportFrom) -> str:
@@ -54,13 +56,17 @@ def _base(name: str, path: Path, node: ast.ImportFrom) -> str:
     return f"{package}.{node.module}" if node.module else package
 
 
-def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
-    """Module -> the modules of ``packages`` it imports (at import time or inside a function)."""
+def import_graph(
+    root: Path, packages: tuple[str, ...] = PACKAGES, type_checking: bool = False
+) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports (at import time or inside a function; under
+    ``if TYPE_CHECKING:`` too if ``type_checking``)."""
     files = {module_name(p, root): p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         edges: set[str] = set()
-        for node in _imports(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in _imports(tree, type_checking):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
@@ -105,6 +111,11 @@ def test_ledger_and_tui_have_no_import_cycle() -> None:
     assert not cycle, "import cycle: " + " -> ".join(cycle)
 
 
+def test_no_cycle_through_type_checking_imports_either() -> None:
+    cycle = find_cycle(import_graph(ROOT, type_checking=True))
+    assert not cycle, "import cycle through TYPE_CHECKING imports: " + " -> ".join(cycle)
+
+
 def test_the_check_sees_function_level_relative_and_submodule_imports(tmp_path: Path) -> None:
     pkg = tmp_path / "ledger"
     (pkg / "sub").mkdir(parents=True)
@@ -132,3 +143,17 @@ def test_type_checking_imports_are_left_out(tmp_path: Path) -> None:
     graph = import_graph(tmp_path, ("tui",))
     assert graph == {"tui": set(), "tui.app": {"tui.screen"}, "tui.screen": set()}
     assert find_cycle(graph) == []
+
+
+def test_type_checking_imports_count_when_asked(tmp_path: Path) -> None:
+    pkg = tmp_path / "tui"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "app.py").write_text("from tui.screen import Screen\n")
+    (pkg / "screen.py").write_text(
+        "import typing\nif typing.TYPE_CHECKING:\n    from tui.app import App\n"
+        "else:\n    import tui\nScreen = 1\n"
+    )
+    graph = import_graph(tmp_path, ("tui",), type_checking=True)
+    assert graph == {"tui": set(), "tui.app": {"tui.screen"}, "tui.screen": {"tui.app", "tui"}}
+    assert find_cycle(graph) == ["tui.app", "tui.screen", "tui.app"]
