@@ -30,7 +30,7 @@ from ledger.cli import main as cli_main
 from ledger.core.home import Home
 from ledger.drivers.claude_code.stop.hook import run
 from ledger.drivers.claude_code.stop.locate import LOOP_FILE, MAX_STDIN, STATE_FILE, HookInputError
-from ledger.drivers.claude_code.stop.stop_event import HookOutcome, parse_input
+from ledger.drivers.claude_code.stop.stop_input import HookOutcome, parse_input
 from ledger.drivers.claude_code.transcript.last_text import find_last_text
 from ledger.drivers.claude_code.transcript.scan import scan
 from ledger.loop.config.loop_config import ConfigError, load_agent, load_toml

@@ -22,7 +22,7 @@ from ledger.cli import main as cli_main
 from ledger.core.home import Home
 from ledger.drivers.claude_code.stop.hook import run
 from ledger.drivers.claude_code.stop.locate import LOOP_FILE, STATE_FILE
-from ledger.drivers.claude_code.stop.stop_event import HookInput, transcript_of
+from ledger.drivers.claude_code.stop.stop_input import HookInput, transcript_of
 from ledger.drivers.claude_code.transcript.last_text import find_last_text
 from ledger.drivers.claude_code.transcript.scan import scan
 from ledger.loop.config.loop_config import LoopConfig

@@ -14,13 +14,8 @@ import msgspec
 from ledger.core.atomic import atomic_write
 from ledger.core.errors import error_reason
 from ledger.core.home import Home
-from ledger.drivers.claude_code.stop.stop_event import (
-    HookInput,
-    LoopRecord,
-    belongs,
-    loop_session,
-    named_session,
-)
+from ledger.drivers.claude_code.stop.loop_sessions import LoopRecord, belongs, loop_session, named_session
+from ledger.drivers.claude_code.stop.stop_input import HookInput
 
 
 class LoopFile(msgspec.Struct, frozen=True, kw_only=True):

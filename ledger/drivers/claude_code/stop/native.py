@@ -32,7 +32,7 @@ user asked and which ledger session records it; everything else (iteration,
 scores, trips) is that session's. The first stop claims an unclaimed file for
 its session, like the plugin, and names the loop's own ledger session in it
 (``cc-<claude session id>`` for the session's first loop, ``cc-<id>-2``, ...
-after it: ``ledger.drivers.claude_code.stop.stop_event.loop_session``); a stop of any other session never
+after it: ``ledger.drivers.claude_code.stop.loop_sessions.loop_session``); a stop of any other session never
 blocks or touches the loop. Every block starts a new iteration, so seed 002's
 ``max_stop_retries`` (blocks within one iteration) never trips here: the
 iteration guards bound the loop instead (``max_iterations`` is on by default).
@@ -55,6 +55,7 @@ from ledger.core.atomic import sweep_temps
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.drivers.claude_code.stop import block_cap
+from ledger.drivers.claude_code.stop.error_sink import ErrorSink
 from ledger.drivers.claude_code.stop.locate import HookInputError
 from ledger.drivers.claude_code.stop.loop_file import (
     LoopFile,
@@ -63,18 +64,9 @@ from ledger.drivers.claude_code.stop.loop_file import (
     read_loop_file,
     write_loop_file,
 )
-from ledger.drivers.claude_code.stop.stop_event import (
-    ErrorSink,
-    HookInput,
-    HookOutcome,
-    TurnRead,
-    catch_up,
-    decision_point,
-    lagging,
-    read_turn,
-    transcript_of,
-    waiting_reason,
-)
+from ledger.drivers.claude_code.stop.requester import decision_point
+from ledger.drivers.claude_code.stop.stop_input import HookInput, HookOutcome, transcript_of, waiting_reason
+from ledger.drivers.claude_code.stop.turn_wait import LAG, TurnRead, catch_up, lagging, read_turn
 from ledger.drivers.claude_code.transcript.last_todos import find_last_todos
 from ledger.drivers.claude_code.transcript.scan import scan
 from ledger.loop.config.loop_config import (
@@ -93,7 +85,6 @@ from ledger.notify import notify_events
 from ledger.storage.journal import journal_path
 
 AGENT: Final = "claude-code"
-LAG: Final = "hook claude-code: transcript"
 
 
 def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
