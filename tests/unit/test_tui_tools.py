@@ -23,7 +23,7 @@ from tests.unit.test_tui_support import (
 from tui.app import RalphApp
 from tui.commands import MAX_SPEED, MIN_SPEED
 from tui.main import main
-from tui.messages import ReplayProgress
+from tui.messages import ReplayProgress, Watching
 from tui.screens.alerts_screen import AlertsScreen
 from tui.screens.session_screen import SessionScreen
 from tui.screens.sessions_screen import SessionsScreen
@@ -270,3 +270,14 @@ def test_status_colours_come_from_the_theme(tmp_path: Path) -> None:
 
     asyncio.run(scenario())
     assert len(set(painted.values())) == 4, painted
+
+
+def test_a_later_replay_count_or_watching_waiting_supersedes_the_earlier() -> None:
+    """Messages that repeat coalesce (``can_replace``): a later replay count supersedes an earlier one
+    waiting, but never the last (``done``); a second ``Watching`` says what the first says."""
+    assert ReplayProgress(10, 263, False).can_replace(ReplayProgress(40, 263, False))
+    assert ReplayProgress(10, 263, False).can_replace(ReplayProgress(263, 263, True))
+    assert not ReplayProgress(263, 263, True).can_replace(ReplayProgress(263, 263, True))
+    assert not ReplayProgress(10, 263, False).can_replace(Watching())
+    assert Watching().can_replace(Watching())
+    assert not Watching().can_replace(ReplayProgress(10, 263, False))
