@@ -121,12 +121,13 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     from ledger.loop.config.loop_config import ConfigError, LoopConfig, config_path, load_checked
     from ledger.loop.engine import Engine
     from ledger.loop.engine_types import EngineError
+    from ledger.notify import notify_events
 
     if args.resume and (args.max_iterations == "auto" or args.kind):  # the loop started with both
         given = "--kind" if args.kind else "--max-iterations auto"
         raise CliError(f"ralph-ledger run: {given} applies when a loop starts, not with --resume", 2)
     home = _shared_home(home, args)
-    engine = Engine(home, work_dir=Path.cwd())
+    engine = Engine(home, work_dir=Path.cwd(), notify=notify_events)
     agent_cmd = list(args.agent_cmd)
     place = ("", "")  # the worktree and branch a resumed session runs in
     if not args.resume:

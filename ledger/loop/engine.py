@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,11 @@ from ledger.loop.decide.stop_policies import NO_HOOKS, PRESET_FNS, AgentContext,
 from ledger.loop.engine_types import (
     CompleteResult,
     EngineError,
+    Judged,
     NextResult,
     Paused,
     SessionView,
+    Turn,
     ValidateResult,
 )
 from ledger.loop.steering.state import is_paused, paused_message, pending_guidance
@@ -36,12 +38,14 @@ from ledger.loop.validate.checks import agent_failed, refusals, run_rules
 from ledger.loop.validate.promises import detect_promises, strongest, to_event
 from ledger.loop.validate.rules import CustomRule, Rule, RuleContext, parse_rules, spec
 from ledger.loop.validate.score import validation_score
-from ledger.loop.validate.todos import Todo
 from ledger.loop.validate.validation_events import validation_events
-from ledger.notify import notify_events
 from ledger.storage.database import Ledger
 from ledger.storage.fold import fold, only_errors
 from ledger.storage.journal import Journal, journal_path, utc_now
+
+Notify = Callable[[Path, Sequence[ev.Event], Path], None]
+"""Called after each append with the journal, the events appended and the work directory (a driver
+passes ``ledger.notify.notify_events``: the loop layer never imports notification)."""
 
 
 class Engine:
@@ -49,7 +53,8 @@ class Engine:
 
     ``clock`` stamps the events it appends (and is "now" for the guards); ``timer`` is the
     monotonic clock, in seconds, that times the validation rules. Inject both for a
-    reproducible journal.
+    reproducible journal. ``notify`` hears of every append (none: nothing is sent). Drivers take a
+    turn through ``ledger.loop.step.LoopSession``, which decides what comes next in one append.
     """
 
     def __init__(
@@ -62,6 +67,7 @@ class Engine:
         custom_hooks: dict[str, HookFn] | None = None,
         custom_rules: Sequence[CustomRule] = (),
         timer: Callable[[], float] = time.perf_counter,
+        notify: Notify | None = None,
     ) -> None:
         self.home = home
         self.work_dir = work_dir or Path.cwd()
@@ -70,15 +76,26 @@ class Engine:
         self.custom_hooks = dict(custom_hooks or {})
         self.custom_rules = list(custom_rules)
         self.timer = timer  # times the validation rules (``RuleResult.duration_ms``)
+        self.notify = notify
 
     # -- reading -------------------------------------------------------------
     def journal(self, session_id: str) -> Journal:
         """The session's journal; raises ``JournalError`` for an invalid session id."""
         return Journal(journal_path(self.home.journals, session_id), fsync=self.fsync, clock=self.clock)
 
-    def _append(self, session_id: str, *events: ev.Event) -> None:
+    def append(self, session_id: str, *events: ev.Event) -> None:
+        """Append ``events`` to the session's journal, all or none, then tell ``notify``."""
         self.journal(session_id).append(*events)
-        notify_events(journal_path(self.home.journals, session_id), events, self.work_dir)
+        if self.notify is not None:
+            self.notify(journal_path(self.home.journals, session_id), events, self.work_dir)
+
+    def stamp(self, events: Sequence[ev.Event]) -> list[ev.Event]:
+        """``events`` with their times taken now, in order, as an append would take them: a step that
+        decides before it appends reads the same clock in the same order (docs/design/loop-step.md)."""
+        return [
+            e if e.ts != ev.EPOCH else msgspec.structs.replace(e, ts=self.clock().astimezone(UTC))
+            for e in events
+        ]
 
     def view(self, session_id: str) -> SessionView:
         """The session as a call sees it: its events, configuration, rules and ``sessions`` row."""
@@ -139,7 +156,7 @@ class Engine:
             ev.HookRegistered(session_id=session_id, hook_id=hook_id, hook_type="custom")
             for hook_id in self.custom_hooks
         ]
-        self._append(
+        self.append(
             session_id,
             ev.SessionStarted(
                 session_id=session_id,
@@ -169,69 +186,57 @@ class Engine:
         )
         return NextResult(session_id, 1, max_it, f"{session_id}-cp1", f"Started iteration 1 of {max_it}")
 
-    def validate(
-        self,
-        session_id: str,
-        agent_output: str,
-        *,
-        files_modified: Sequence[str] = (),
-        tool_count: int = 0,
-        stop_reason: str = "",
-        tokens: ev.TokenUsage | None = None,
-        duration_ms: float = 0.0,
-        final: bool = False,
-        transcript_offset: int = 0,
-        todos: Sequence[Todo] | None = None,
-        model: str = "",
-        cost_usd: float | None = None,
-        context_tokens: int = 0,
-        failure: str = "",
-        stderr: str = "",
-        other_models: Sequence[tuple[str, ev.TokenUsage]] = (),
-    ) -> ValidateResult:
-        """iteration_validate: run the rules, detect promises, evaluate guards and hooks, resolve the
-        signal and record every step. ``todos`` is the agent's own todo list, for the ``todos`` rule
-        (``None``: not known); ``model``, ``cost_usd``, ``context_tokens``, ``failure`` (a failed run
-        fails its iteration) and ``stderr`` as ``AgentTurn`` has them (``docs/design/clients.md``),
-        ``other_models`` (the tokens spent on models other than ``model``) as ``ModelTokens``."""
-        s = self._running(session_id)
-        n = s.iteration
-        turn = ev.AgentTurn(
+    def judge(self, s: SessionView, turn: Turn) -> Judged:
+        """iteration_validate, for ``ledger.loop.step`` (its one caller): run the rules, detect
+        promises, evaluate guards and hooks, resolve the signal; the result and the events that
+        record it (stamped, not appended; the step appends them with what it decides). The guards
+        read their facts from the session's ledger with these events in it, tentatively
+        (``Fold.pending``)."""
+        session_id, n = s.session_id, s.iteration
+        agent_output, files_modified = turn.output, turn.files_modified
+        record = ev.AgentTurn(
             session_id=session_id,
             iteration=n,
             output_excerpt=agent_output[-2000:],
             files_modified=list(files_modified),
-            tool_count=tool_count,
-            stop_reason=stop_reason,
-            tokens=tokens or ev.TokenUsage(),
-            duration_ms=duration_ms,
-            transcript_offset=transcript_offset,
-            model=model,
-            cost_usd=cost_usd,
-            context_tokens=context_tokens,
-            failure=failure,
-            stderr_excerpt=stderr[-2000:],
+            tool_count=turn.tool_count,
+            stop_reason=turn.stop_reason,
+            tokens=turn.tokens or ev.TokenUsage(),
+            duration_ms=turn.duration_ms,
+            transcript_offset=turn.transcript_offset,
+            model=turn.model,
+            cost_usd=turn.cost_usd,
+            context_tokens=turn.context_tokens,
+            failure=turn.failure,
+            stderr_excerpt=turn.stderr[-2000:],
         )
         detection = detect_promises(
             agent_output, custom=s.config.completion_promises, exclusive=s.config.exclusive_promises
         )
         promise = strongest(detection.promises)
-        todo_list = None if todos is None else tuple(todos)
+        todo_list = None if turn.todos is None else tuple(turn.todos)
         signals = tuple(p.signal for p in detection.promises)
-        did = (tool_count, tuple(files_modified), todo_list, signals)  # what the iteration did
-        results = run_rules(s.rules, RuleContext(self.work_dir, agent_output, n, final, self.timer, *did))
-        results = agent_failed(failure) + results  # a failed run fails its iteration
+        did = (turn.tool_count, tuple(files_modified), todo_list, signals)  # what the iteration did
+        context = RuleContext(self.work_dir, agent_output, n, turn.final, self.timer, *did)
+        results = run_rules(s.rules, context)
+        results = agent_failed(turn.failure) + results  # a failed run fails its iteration
         passed = all(r.passed and not r.errored for r in results)
         score = validation_score(results)
-        self._append(
-            session_id,
-            turn,
-            *(ev.ModelTokens(session_id=session_id, iteration=n, model=m, tokens=t) for m, t in other_models),
-            *(to_event(p, session_id=session_id, iteration=n) for p in detection.promises),
-            ev.ValidationRan(session_id=session_id, iteration=n, results=results, passed=passed, score=score),
+        first = self.stamp(
+            [
+                record,
+                *(
+                    ev.ModelTokens(session_id=session_id, iteration=n, model=m, tokens=t)
+                    for m, t in turn.other_models
+                ),
+                *(to_event(p, session_id=session_id, iteration=n) for p in detection.promises),
+                ev.ValidationRan(
+                    session_id=session_id, iteration=n, results=results, passed=passed, score=score
+                ),
+            ]
         )
-        ledger = self._ledger(session_id)  # s.ledger, having ingested only the lines just appended
-        facts = read_facts(ledger, session_id, s.config.guards, self.clock())
+        with fold(self._path(session_id)).pending(self.home, first) as ledger:
+            facts = read_facts(ledger, session_id, s.config.guards, self.clock())
         trips = check(facts, s.config.guards)
         evals = self._hooks(s, session_id, n, files_modified, results, detection.promises, agent_output)
         decision = evals[-1]
@@ -257,12 +262,13 @@ class Engine:
         wanted = any(e.result.checkpoint_data is not None for e in evals)
         made = self._hook_checkpoints(session_id) if wanted else 0
         word = promise.word if promise else ""
-        self._append(
-            session_id,
-            *validation_events(session_id, n, evals, trips, resolution, passed, word, feedback, made),
-        )
+        then = validation_events(session_id, n, evals, trips, resolution, passed, word, feedback, made)
         said = (resolution.signal, word, feedback, results, score, resolution.reason)
-        return ValidateResult(session_id, n, passed, *said, decision.result.next_prompt, trips)
+        result = ValidateResult(session_id, n, passed, *said, decision.result.next_prompt, trips)
+        return Judged(result, [*first, *self.stamp(then)])
+
+    def _path(self, session_id: str) -> Path:
+        return journal_path(self.home.journals, session_id)
 
     def _hooks(
         self,
@@ -299,7 +305,18 @@ class Engine:
         """iteration_next: advance, refusing past the maximum (``Paused``: while paused); the agent context
         and a human's pending guidance carry over, validation state does not. ``lead`` gives the events
         (e.g. the stop decision) landing first in the same append, from the iteration and maximum."""
-        s = self._running(session_id)
+        advanced, events = self.next_events(self._running(session_id), notes, lead)
+        self.append(session_id, *events)
+        return advanced
+
+    def next_events(
+        self,
+        s: SessionView,
+        notes: str = "",
+        lead: Callable[[int, int], Sequence[ev.Event]] | None = None,
+    ) -> tuple[NextResult, list[ev.Event]]:
+        """What ``next`` appends (stamped) and answers; ``Paused`` or ``EngineError`` when refused."""
+        session_id = s.session_id
         if is_paused(s.events):
             raise Paused(paused_message(session_id))
         n = s.iteration
@@ -313,8 +330,7 @@ class Engine:
             if isinstance(e, ev.CheckpointCreated):
                 context = e.agent_context or context
         cp, guidance = f"{session_id}-cp{n + 1}", pending_guidance(s.events)
-        self._append(
-            session_id,
+        events = [
             *(lead(n + 1, max_it) if lead is not None else ()),
             ev.IterationStarted(session_id=session_id, iteration=n + 1, notes=notes, guidance=guidance),
             ev.CheckpointCreated(
@@ -326,20 +342,29 @@ class Engine:
                 step=n + 1,
                 agent_context=context,
             ),
-        )
-        return NextResult(
-            session_id, n + 1, max_it, cp, f"Advanced to iteration {n + 1} of {max_it}", guidance
-        )
+        ]
+        message = f"Advanced to iteration {n + 1} of {max_it}"
+        return NextResult(session_id, n + 1, max_it, cp, message, guidance), self.stamp(events)
 
     def complete(self, session_id: str, promise: str = "", lead: Sequence[ev.Event] = ()) -> CompleteResult:
         """iteration_complete: finish the loop and clear its hooks; ``lead`` lands first, same append."""
-        s = self._running(session_id)
+        done, events = self.complete_events(self._running(session_id), promise, lead)
+        self.append(session_id, *events)
+        return done
+
+    def complete_events(
+        self, s: SessionView, promise: str = "", lead: Sequence[ev.Event] = (), *, score: float | None = None
+    ) -> tuple[CompleteResult, list[ev.Event]]:
+        """What ``complete`` appends (stamped) and answers; ``score`` is the last iteration's when it
+        is not in the ledger yet (judged in the same append)."""
+        session_id = s.session_id
         history = _history(s.ledger, session_id)
         final = history[-1]["score"] if history else None
+        if score is not None:
+            final = score
         now = self.clock()
         hook_ids = [h.hook_id for h in Registry.from_events(s.events).hooks()]
-        self._append(
-            session_id,
+        events: list[ev.Event] = [
             *lead,
             *(
                 [ev.HooksCleared(session_id=session_id, iteration=s.iteration, hook_ids=hook_ids, ts=now)]
@@ -354,10 +379,9 @@ class Engine:
                 score=final,
                 ts=now,
             ),
-        )
-        return CompleteResult(
-            session_id, s.iteration, final, history, now, f"Completed after {s.iteration} iteration(s)"
-        )
+        ]
+        message = f"Completed after {s.iteration} iteration(s)"
+        return CompleteResult(session_id, s.iteration, final, history, now, message), events
 
     # -- hooks (seed 001 hook_register / hook_list / hook_clear) ---------------
     def hook_register(
@@ -372,7 +396,7 @@ class Engine:
         kind = hook_type if hook_type in PRESET_FNS else "custom"
         if kind == "custom":
             hook_id = hook_type
-        self._append(
+        self.append(
             session_id,
             ev.HookRegistered(
                 session_id=session_id,
@@ -395,7 +419,7 @@ class Engine:
         s = self.view(session_id)
         ids = [h.hook_id for h in Registry.from_events(s.events).hooks()]
         if ids:
-            self._append(
+            self.append(
                 session_id, ev.HooksCleared(session_id=session_id, iteration=s.iteration, hook_ids=ids)
             )
         return len(ids)
@@ -405,13 +429,13 @@ class Engine:
         """End a running session as escalated (e.g. ``next`` refused); ``lead`` lands first, same append."""
         s = self._running(session_id)
         end = ev.SessionEscalated(session_id=session_id, iteration=s.iteration, reason=reason, guard=guard)
-        self._append(session_id, *lead, end)
+        self.append(session_id, *lead, end)
 
     def stop(self, session_id: str, reason: str = "") -> None:
         """Ask a running loop to stop; honoured at its next validate."""
         s = self._running(session_id)
         stop = ev.Override(session_id=session_id, iteration=s.iteration, kind="manual_stop", reason=reason)
-        self._append(session_id, stop)
+        self.append(session_id, stop)
 
     def set_max_iterations(self, session_id: str, max_iterations: int, reason: str = "") -> None:
         """Change a running loop's maximum iterations, recorded as an ``override`` event. Raises
@@ -419,7 +443,7 @@ class Engine:
         if max_iterations < 1:
             raise EngineError(f"max iterations must be at least 1, got {max_iterations}")
         s = self._running(session_id)
-        self._append(
+        self.append(
             session_id,
             ev.Override(
                 session_id=session_id,

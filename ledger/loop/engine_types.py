@@ -3,15 +3,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger import events as ev
-from ledger.loop.config.loop_config import LoopConfig
-from ledger.loop.decide.signals import Trip
-from ledger.loop.validate.rules import Rule
-from ledger.storage.database import Ledger
+
+if TYPE_CHECKING:
+    from ledger.loop.config.loop_config import LoopConfig
+    from ledger.loop.decide.signals import Trip
+    from ledger.loop.validate.rules import Rule
+    from ledger.loop.validate.todos import Todo
+    from ledger.storage.database import Ledger
 
 
 class EngineError(Exception):
@@ -20,6 +24,33 @@ class EngineError(Exception):
 
 class Paused(EngineError):
     """``next`` refused: a human paused the session (``ledger.loop.steering.commands``); not an ending."""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One turn of the agent, as a driver read it: its final text (``output``: the only place a
+    promise counts), what it did and spent, and how it ended (docs/design/loop-step.md).
+
+    ``todos`` is the agent's own todo list, for the ``todos`` rule (``None``: not known);
+    ``failure`` says why its run failed (a failed run fails its iteration); ``other_models`` holds the
+    tokens spent on models other than ``model``; ``final`` asks for the rules kept for the last
+    iteration (lazy validation); ``transcript_offset`` is where a Claude Code turn ended."""
+
+    output: str = ""
+    files_modified: Sequence[str] = ()
+    tool_count: int = 0
+    stop_reason: str = ""
+    tokens: ev.TokenUsage | None = None
+    duration_ms: float = 0.0
+    final: bool = False
+    transcript_offset: int = 0
+    todos: Sequence[Todo] | None = None
+    model: str = ""
+    cost_usd: float | None = None
+    context_tokens: int = 0
+    failure: str = ""
+    stderr: str = ""
+    other_models: Sequence[tuple[str, ev.TokenUsage]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +68,14 @@ class ValidateResult:
     reason: str
     next_prompt: str = ""
     trips: list[Trip] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A turn judged: the answer, and the events recording it (stamped, not yet appended)."""
+
+    result: ValidateResult
+    events: list[ev.Event]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +114,11 @@ class SessionView:
     rules: list[Rule]
     row: dict[str, Any]
     ledger: Ledger  # in memory, over this session's journal; ``refresh`` reads only what was appended
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return str(self.row["session_id"])
 
     @property
     def iteration(self) -> int:

@@ -25,10 +25,11 @@ from typing import Any, Final
 
 import duckdb
 
+from ledger import events as ev
 from ledger.core.atomic import temp_name
 from ledger.core.errors import LedgerError, LedgerLocked, one_line, operation
 from ledger.core.home import Home
-from ledger.storage.ingest import IngestReport, ingest, sweep_scratch
+from ledger.storage.ingest import IngestReport, ingest, insert_events, sweep_scratch
 from ledger.storage.ledger_file import (
     connect,
     connect_file,
@@ -214,6 +215,10 @@ class Ledger:
         files = list(journals) if journals is not None else self._journals()
         # (a live tail's frequent small ingests leave the scratch sweep to the others)
         return self._write(lambda: ingest(self.con, files, self._tmp(), live=live), sweep=not live)
+
+    def insert_events(self, events: Sequence[ev.Event]) -> None:
+        """Bulk-insert ``events`` in the open transaction (``ledger.storage.ingest.insert_events``)."""
+        insert_events(self.con, events, self._tmp())
 
     def fill_prices(self, report: IngestReport | None = None) -> IngestReport:
         """Add the prices of the models new to the ledger (``ledger.storage.prices``): of the events

@@ -14,11 +14,14 @@ DuckDB is imported only by :func:`ledger_of`, so the drop-in Stop hook can use :
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
+
+import msgspec
 
 from ledger import events as ev
 from ledger.storage.journal import BadLine, Cursor, read_new
@@ -96,6 +99,25 @@ class Fold:
             self._ledger[1].ingest([self.path], live=True)
         self._ingested = self.cursor.offset
         return self._ledger[1]
+
+    @contextlib.contextmanager
+    def pending(self, home: Home | None, events: Sequence[ev.Event]) -> Iterator[Ledger]:
+        """The ledger with ``events`` in it as if appended next (seqs after the last read), for the
+        length of the ``with``: a step reads its guards' facts before its one append
+        (docs/design/loop-step.md). They are rolled back after; nothing read meanwhile is kept."""
+        ledger = self.ledger(home)
+        if not events:
+            yield ledger
+            return
+        last = self.events[-1].seq if self.events else 0
+        numbered = [msgspec.structs.replace(e, seq=last + i) for i, e in enumerate(events, 1)]
+        ledger.con.execute("BEGIN TRANSACTION")
+        try:
+            ledger.insert_events(numbered)
+            yield ledger
+        finally:
+            ledger.con.execute("ROLLBACK")
+            self._memo.clear()
 
     def memo(self, name: str, compute: Callable[[], T]) -> T:
         """``compute()``, kept until the journal moves on: the value computed at this position (the

@@ -12,7 +12,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -108,6 +108,13 @@ def ingest(
             break
     report.seconds = time.perf_counter() - started
     return report
+
+
+def insert_events(con: duckdb.DuckDBPyConnection, events: Sequence[ev.Event], tmpdir: Path) -> None:
+    """Bulk-insert ``events`` as a journal holds them (one scratch file, one ``INSERT``), in the
+    caller's transaction: a step's tentative events (``ledger.storage.fold.Fold.pending``)."""
+    batch = _Batch([], _scratch(tmpdir, [ev.encode_lines(list(events))]), [], len(events))  # type: ignore[arg-type]
+    _insert(con, batch, normalise=False, exact=True)
 
 
 def _modes(files: list[Path], positions: dict[str, Position]) -> tuple[str, ...]:

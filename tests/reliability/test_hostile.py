@@ -40,7 +40,7 @@ from ledger.loop.validate.rules import parse_rules
 from ledger.storage.database import Ledger
 from ledger.storage.journal import Cursor, Journal, read_new
 from ledger.storage.query import QueryResult, ReadOnlyViolation, lock_down, run_readonly
-from tests.helpers import ticking
+from tests.helpers import ticking, validate
 from tests.safety import (
     PLUGIN_MESSAGE,
     STATE_TEXT,
@@ -525,7 +525,8 @@ def test_a_hidden_promise_does_not_complete_an_engine_loop(engine: Engine) -> No
     from ledger.loop.config.loop_config import LoopConfig
 
     engine.start("hidden", LoopConfig(task="t"))
-    result = engine.validate(
+    result = validate(
+        engine,
         "hidden",
         "Still work to do.\n```\n<promise>COMPLETE</promise>\n```\n<!-- <promise>COMPLETE</promise> -->",
     )

@@ -427,15 +427,15 @@ def test_next_prompt_is_the_task_then_what_was_learned(hint: str, feedback: list
 
 def test_the_runner_and_the_hook_compose_with_one_function() -> None:
     """The Claude Code ledger-native hook used its own composition (the hook's next prompt replaced
-    the feedback); the runner sent the hook's next prompt alone. Both now call ``next_prompt``."""
+    the feedback); the runner sent the hook's next prompt alone. Both now take their steps through
+    ``LoopSession``, which alone composes prompts (tests/architecture/test_loop_step.py)."""
     import ledger.drivers.claude_code.stop.native
     import ledger.drivers.runner.run
+    from ledger.loop.step import LoopSession
 
-    assert (
-        vars(ledger.drivers.claude_code.stop.native)["next_prompt"]
-        is next_prompt
-        is vars(ledger.drivers.runner.run)["next_prompt"]
-    )
+    for driver in (ledger.drivers.claude_code.stop.native, ledger.drivers.runner.run):
+        assert "next_prompt" not in vars(driver)
+        assert vars(driver)["LoopSession"] is LoopSession
 
 
 def test_a_hooks_next_prompt_and_the_feedback_follow_the_task(home: Home, work: Path, state: Path) -> None:
@@ -564,17 +564,17 @@ def test_a_signal_during_a_ledger_statement_is_an_interruption(
     interrupt and raises its own error ("Query interrupted"). Between two iterations that is the
     loop's interruption: exit 128 + the signal and an ``interrupted`` override (it was an internal
     error, exit 1, with nothing recorded)."""
-    advance = engine.next
+    advance = engine.next_events  # the step's advance to the next iteration
 
-    def next_during_a_statement(session_id: str, *args: Any, **kw: Any) -> Any:
+    def next_during_a_statement(view: Any, *args: Any, **kw: Any) -> Any:
         try:
             os.kill(os.getpid(), signum)  # the handler runs "inside" the statement
             time.sleep(5)
         except KeyboardInterrupt:
             raise RuntimeError("Query interrupted") from None  # what DuckDB raises instead
-        return advance(session_id, *args, **kw)
+        return advance(view, *args, **kw)
 
-    monkeypatch.setattr(engine, "next", next_during_a_statement)
+    monkeypatch.setattr(engine, "next_events", next_during_a_statement)
     result, _ = loop(engine, agent(state, 'print("not yet")\n'), LoopConfig())
     assert (result.exit_code, result.iterations, result.reason) == (128 + signum, 1, reason)
     last = events_of(engine, "s1")[-1]

@@ -61,7 +61,7 @@ from typing import Final, TextIO
 import msgspec
 
 from ledger import events as ev
-from ledger.core.errors import no_session, one_line
+from ledger.core.errors import one_line
 from ledger.drivers.runner.agent_process import (
     AgentRun,
     Interrupted,
@@ -76,12 +76,10 @@ from ledger.drivers.runner.limits import MAX_LIMITED_RUNS, RateLimit, rate_limit
 from ledger.drivers.runner.worktrees import Worktree
 from ledger.loop.config.loop_config import LoopConfig
 from ledger.loop.engine import Engine
-from ledger.loop.engine_types import EngineError, Paused
-from ledger.loop.prompt.next_prompt import Learned, next_prompt
-from ledger.loop.prompt.summary import summary_to_give
-from ledger.loop.steering import commands as steering
+from ledger.loop.engine_types import EngineError, Turn
+from ledger.loop.steering.state import validated
+from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
 from ledger.notify import reporting
-from ledger.storage.journal import Cursor, read_new
 
 EXIT_COMPLETE: Final = 0
 
@@ -111,29 +109,18 @@ class RunResult:
 
 
 # ----------------------------------------------------------------------------- the loop
-def _started(engine: Engine, session_id: str) -> ev.SessionStarted:
-    """The session's ``session_started`` event (its last); ``EngineError`` when there is no such session."""
-    path = engine.journal(session_id).path
-    if not path.exists():
-        raise EngineError(no_session(session_id, engine.home.root))
-    started = [e for e in read_new(path, Cursor()).events if isinstance(e, ev.SessionStarted)]
-    if not started:
-        raise EngineError(no_session(session_id, engine.home.root, path))
-    return started[-1]
-
-
 def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
     """The prompt and the agent command the session recorded when it started (a session that
     recorded no prompt answers its task; no command, ``[]``). Raises ``EngineError`` when there is
     no such session."""
-    started = _started(engine, session_id)
+    started = LoopSession(engine, session_id, "").started()
     return started.prompt or started.task, list(started.command)
 
 
 def recorded_worktree(engine: Engine, session_id: str) -> tuple[str, str]:
     """The git worktree (its root) and branch the session recorded it runs in, ``("", "")`` for
     one in the project's own checkout. Raises ``EngineError`` when there is no such session."""
-    started = _started(engine, session_id)
+    started = LoopSession(engine, session_id, "").started()
     return started.worktree, started.branch
 
 
@@ -177,9 +164,9 @@ def run_loop(
         if ev.session_status(row["status"]) != "running":
             raise EngineError(f"session {session_id!r} is {row['status']}; only a running session resumes")
         n, max_it = int(row["iteration"]), int(row["max_iterations"] or config.effective_max_iterations())
-        events = read_new(engine.journal(session_id).path, Cursor()).events
-        stdin_text = steering.prompt_of(prompt, events, n)  # with its summary and guidance
-        advance = steering.validated(events, n)  # paused (or killed) between its validate and next
+        session = LoopSession(engine, session_id, prompt)
+        stdin_text = session.prompt_of(n)  # with its summary and guidance
+        advance = validated(session.events(), n)  # validated and paused: the next comes next
     else:
         config = msgspec.structs.replace(
             config,
@@ -191,8 +178,9 @@ def run_loop(
         where = (str(worktree.path), worktree.branch) if worktree else ("", "")
         started = engine.start(session_id, config, prompt=prompt, command=agent_cmd, worktree=where)
         n, max_it = started.iteration, started.max_iterations
-        stdin_text, advance, events = prompt, False, []
+        stdin_text, advance = prompt, False
     loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
+    loop.session = LoopSession(engine, session_id, prompt)
     loop.agent_cmd = agent_cmd
     if not resume and config.max_iterations == "auto":  # say how the limit was chosen
         loop.say(
@@ -203,11 +191,11 @@ def run_loop(
     with reporting(), interrupts() as pending:  # notifications: failures on stderr, awaited at the end
         try:
             if advance:  # the iteration was validated: the loop goes on from the next one
-                going = loop.advance(n, prompt, steering.learned(events, n))
+                going = loop.went_on(n, loop.session.resume())
                 if isinstance(going, RunResult):
                     return going
                 n, max_it, stdin_text = going
-            return loop.iterate(n, max_it, stdin_text, prompt, agent_cmd, iteration_timeout_s, timer)
+            return loop.iterate(n, max_it, stdin_text, agent_cmd, iteration_timeout_s, timer)
         except KeyboardInterrupt as exc:
             pending.close()  # a second signal must not cut the recording short
             return loop.interrupted(exc)
@@ -236,9 +224,10 @@ class _Loop:
         self.before: dict[str, str] | None = None  # the work tree before the agent's run
         self.unrecorded: tuple[AgentRun, list[str], AgentReport | None] | None = None  # the agent's
         # run, files and report, until the engine has recorded them
-        self.journal_size = 0
+        self.mark = 0  # the session's events when its turn was about to be taken
         self.env: dict[str, str] | None = None  # the agent's environment (None: this process's)
         self.agent_cmd: list[str] = []  # the agent's command (its model, when its output names none)
+        self.session = LoopSession(engine, session_id, "")  # the loop's steps (``ledger.loop.step``)
 
     def say(self, text: str) -> None:
         """Write one ``[ralph-ledger]`` line to ``out`` (a terminal gone after SIGHUP is ignored)."""
@@ -251,7 +240,6 @@ class _Loop:
         n: int,
         max_it: int,
         stdin_text: str,
-        prompt: str,
         agent_cmd: list[str],
         timeout_s: float,
         timer: Callable[[], float],
@@ -286,13 +274,12 @@ class _Loop:
                 self.wait_out(limit, limited - 1, spoken, command_model(agent_cmd))
                 continue
             limited = 0
-            self.unrecorded, self.journal_size = (run, [], spoken), _size(engine.journal(sid).path)
+            self.unrecorded, self.mark = (run, [], spoken), len(self.session.events())
             files = files_changed(before, snapshot(engine.work_dir, engine.home.root))
             files = files or in_project(spoken.files_modified, engine.work_dir)
             self.unrecorded = run, files, spoken
             own, others = by_model(spoken)  # each model's tokens priced at that model
-            result = engine.validate(
-                sid,
+            turn = Turn(
                 spoken.text,  # promises count in the agent's final text only
                 files_modified=files,
                 tool_count=spoken.tool_count,
@@ -306,49 +293,36 @@ class _Loop:
                 failure=_failure(run, spoken.error),
                 stderr=run.stderr,
             )
+            decision = self.session.take_turn(turn)
             self.unrecorded = None
-            self.say(f"[ralph-ledger] {sid}: iteration {n}: {result.signal} ({result.reason})\n")
-            if result.signal == "COMPLETE":
-                engine.complete(sid, result.detected_promise)
-                return RunResult(sid, EXIT_COMPLETE, result.signal, n, result.reason)
-            if result.signal == "BLOCKED":
-                return RunResult(sid, EXIT_BLOCKED, result.signal, n, result.reason)
-            if result.signal == "ESCALATE":
-                return RunResult(sid, EXIT_ESCALATED, result.signal, n, result.reason)
-            going = self.advance(n, prompt, result)
+            result = decision.result
+            if result is not None:
+                self.say(f"[ralph-ledger] {sid}: iteration {n}: {result.signal} ({result.reason})\n")
+            going = self.went_on(n, decision)
             if isinstance(going, RunResult):
                 return going
             n, max_it, stdin_text = going
 
-    def advance(self, n: int, prompt: str, result: Learned) -> tuple[int, int, str] | RunResult:
-        """Begin the iteration after ``n`` (validated, CONTINUE): its number, the maximum (``ralph-ledger
-        set`` may have changed it) and its prompt; or how the loop ended. While the session is paused,
-        wait, polling the journal, for a resume (or a stop: the loop ends blocked)."""
-        engine, sid = self.engine, self.session_id
-        paused = False
-        summary = summary_to_give(engine, sid, n) if engine.view(sid).config.summary else ""
-        while True:
-            try:
-                advanced = engine.next(sid, lead=_given(sid, summary))
-                break
-            except Paused:
-                if not paused:
-                    paused = True
-                    self.say(
-                        f"[ralph-ledger] {sid}: paused after iteration {n}; resume it with "
-                        f"`ralph-ledger resume {sid}` (Ctrl-C stops; --resume goes on)\n"
-                    )
-                if engine.view(sid).stop_requested() is not None:
-                    reason = steering.halt(engine, sid)
-                    return RunResult(sid, EXIT_BLOCKED, "BLOCKED", n, reason)
+    def went_on(self, n: int, decision: Decision) -> tuple[int, int, str] | RunResult:
+        """Act on a step's decision after iteration ``n``: the next iteration's number, maximum and
+        prompt, or how the loop ended. While the session is paused, wait, polling the journal, for a
+        resume (or a stop: the loop ends blocked)."""
+        sid = self.session_id
+        if isinstance(decision, Wait):
+            self.say(
+                f"[ralph-ledger] {sid}: paused after iteration {n}; resume it with "
+                f"`ralph-ledger resume {sid}` (Ctrl-C stops; --resume goes on)\n"
+            )
+            while isinstance(decision, Wait):
                 time.sleep(PAUSE_POLL_S)
-            except EngineError as exc:
-                engine.escalate(sid, str(exc))
-                return RunResult(sid, EXIT_ESCALATED, "ESCALATE", n, str(exc))
-        if paused:
-            self.say(f"[ralph-ledger] {sid}: resumed\n")
-        prompt = next_prompt(prompt, result, summary, guidance=advanced.guidance)
-        return advanced.iteration, advanced.max_iterations, prompt
+                decision = self.session.resume()
+            if isinstance(decision, Continue):
+                self.say(f"[ralph-ledger] {sid}: resumed\n")
+        if isinstance(decision, Continue):
+            return decision.iteration, decision.max_iterations, decision.prompt
+        assert isinstance(decision, End)
+        code = {"COMPLETE": EXIT_COMPLETE, "BLOCKED": EXIT_BLOCKED}.get(decision.signal, EXIT_ESCALATED)
+        return RunResult(sid, code, decision.signal, n, decision.reason)
 
     def wait_out(self, limit: RateLimit, attempt: int, spoken: AgentReport, named: str) -> None:
         """Record a rate-limited run (what it spent, by model; ``named``: the command's model) and
@@ -358,7 +332,7 @@ class _Loop:
         wait = wait_s(limit, now, attempt, self.rate_limit_wait_s)
         sid, n = self.session_id, self.n
         own, others = by_model(spoken)
-        self.engine.journal(sid).append(
+        self.session.record(
             ev.RateLimited(
                 session_id=sid,
                 iteration=n,
@@ -383,13 +357,12 @@ class _Loop:
         engine, sid, n = self.engine, self.session_id, self.n
         signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         reason = interrupted_reason(signum)
-        journal = engine.journal(sid)
         events: list[ev.Event] = []
         turn: tuple[AgentRun, list[str], AgentReport | None] | None = None
         if isinstance(exc, Interrupted) and exc.partial is not None:  # the agent was running
             after = snapshot(engine.work_dir, engine.home.root)
             turn = exc.partial, files_changed(self.before, after), None
-        elif self.unrecorded is not None and _size(journal.path) == self.journal_size:  # rules running
+        elif self.unrecorded is not None and len(self.session.events()) == self.mark:  # rules running
             turn = self.unrecorded
         if turn is not None:
             run, files, report = turn
@@ -415,18 +388,9 @@ class _Loop:
         if n and ev.session_status(engine.status(sid)["status"]) == "running":
             events.append(ev.Override(session_id=sid, iteration=n, kind="interrupted", reason=reason))
         if events:
-            journal.append(*events)
+            self.session.record(*events)
         self.say(f"\n[ralph-ledger] {sid}: {reason}; resume with --resume {sid}\n")
         return RunResult(sid, 128 + signum, "", n, reason)
-
-
-def _given(session_id: str, summary: str) -> Callable[[int, int], list[ev.Event]] | None:
-    """``Engine.next``'s lead recording ``summary`` as given to the iteration it starts (none: no summary)."""
-    if not summary:
-        return None
-    return lambda iteration, _max: [
-        ev.SummaryGiven(session_id=session_id, iteration=iteration, loop_summary=summary)
-    ]
 
 
 def _failure(run: AgentRun, error: str) -> str:
@@ -445,11 +409,3 @@ def _stop_reason(run: AgentRun) -> str:
     if run.interrupted:
         return "interrupted"
     return "timeout" if run.timed_out else f"exit {run.returncode}"
-
-
-def _size(path: Path) -> int:
-    """A journal's size in bytes (0 when it does not exist)."""
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

@@ -57,8 +57,7 @@ from ledger.drivers.claude_code.stop.stop_event import (
     waiting_reason,
 )
 from ledger.drivers.claude_code.transcript.scan import Scan
-from ledger.loop.prompt.next_prompt import next_prompt
-from ledger.loop.steering import state as steering_events
+from ledger.loop.step import Continue, Wait, steered
 from ledger.loop.validate.promises import detect_promises, to_event
 from ledger.notify import notify_events
 from ledger.storage.fold import events_of
@@ -248,22 +247,22 @@ def _drop_in(
 
 
 def _steered(decision: PluginDecision, stop: _Stop, journal: Journal) -> tuple[PluginDecision, _Stop]:
-    """A block as a person steered it (``ralph-ledger pause`` / ``steer``): while the loop is paused
-    the stop is allowed ("paused") and the state file left at its iteration, so the next stop after
+    """A block as a person steered it (``ledger.loop.step.steered``): while the loop is paused the
+    stop is allowed ("paused") and the state file left at its iteration, so the next stop after
     ``resume`` goes on as the plugin would; else the prompt carries the pending guidance, once."""
-    events = events_of(journal.path)
-    if steering_events.is_paused(events):
-        line = steering_events.paused_line(stop.sid, stop.state.iteration)
+    steering = steered(events_of(journal.path), stop.sid, stop.state.iteration, decision.reason)
+    if isinstance(steering, Wait):
         paused = PluginDecision(
-            action="allow", outcome="paused", reason="paused", next_state=stop.state, message_for_user=line
+            action="allow",
+            outcome="paused",
+            reason="paused",
+            next_state=stop.state,
+            message_for_user=steering.line,
         )
         return paused, stop
-    guidance = steering_events.pending_guidance(events)
-    if not guidance:
-        return decision, stop
-    nothing = steering_events.Learned(stop.state.iteration, "", [])
-    prompt = next_prompt(decision.reason, nothing, guidance=guidance)
-    return replace(decision, reason=prompt), stop._replace(guidance=guidance)
+    if isinstance(steering, Continue):
+        return replace(decision, reason=steering.prompt), stop._replace(guidance=steering.guidance)
+    return decision, stop
 
 
 def _capped(decision: PluginDecision, stop: _Stop, journal: Journal) -> tuple[PluginDecision, _Stop, str]:

@@ -86,12 +86,11 @@ from ledger.loop.config.loop_config import (
     source_of,
 )
 from ledger.loop.engine import Engine
-from ledger.loop.engine_types import EngineError, Paused, ValidateResult
-from ledger.loop.prompt.next_prompt import next_prompt
-from ledger.loop.steering import commands as steering
+from ledger.loop.engine_types import Turn
+from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
 from ledger.loop.validate.todos import todos_wanted
-from ledger.storage.fold import events_of
-from ledger.storage.journal import Journal, journal_path
+from ledger.notify import notify_events
+from ledger.storage.journal import journal_path
 
 AGENT: Final = "claude-code"
 LAG: Final = "hook claude-code: transcript"
@@ -123,14 +122,6 @@ def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
     except ConfigError as exc:  # refused by loop start before any loop file is written
         raise HookInputError(f"{exc}; or give loop start --completion-promise PHRASE") from None
     return config
-
-
-def status_line(result: ValidateResult, iteration: int, max_iterations: int) -> str:
-    """The one-line system message shown to the user while the loop continues."""
-    failing = [r.name for r in result.results if not r.passed]
-    parts = [f"🔄 Ralph iteration {iteration} of {max_iterations}", f"score {result.score:.0f}"]
-    parts.append(f"failing: {', '.join(failing)}" if failing else "validation passing")
-    return " | ".join(parts)
 
 
 def native_stop(
@@ -178,22 +169,22 @@ def _owned_stop(
         write_loop_file(path, claimed)
         loop = claimed
     sid = loop.ledger_session
-    engine = Engine(home, work_dir=project, clock=clock, fsync=False)  # synced after the answer
-    journal = Journal(journal_path(home.journals, sid), clock=clock)
+    engine = Engine(home, work_dir=project, clock=clock, fsync=False, notify=notify_events)  # synced later
+    synced = (str(journal_path(home.journals, sid)),)  # the journal synced after the answer
     if sink is not None:
-        sink.use(journal, sid)
+        sink.use_session(home, sid, clock)
     rules = record.config.get("rules") or []
-    summary = bool(record.config.get("summary"))  # as recorded: off costs nothing
     if not record.started:
         config = loop_config(project, loop)
         engine.start(sid, config, prompt=loop.prompt)  # the whole prompt: what an unblock tells again
-        rules, summary = config.rules, config.summary
+        rules = config.rules
     elif record.ended:
         path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
         sweep_temps(path)
         return HookOutcome()
-    elif (held := _let_go(engine, path, loop, sid)) is not None:
-        return msgspec.structs.replace(held, sync=(str(journal.path),))
+    session = LoopSession(engine, sid, loop.prompt)
+    if record.started and not record.ended and session.let_go():  # a person paused or unblocked it
+        return _went_on(session.resume(_resumed(sid)), path, synced)
     fields = data.stop_fields()
     waiting = data.running_subagents()
     if waiting:  # the client wakes the agent when they end: docs/design/claude-code-stop.md
@@ -203,16 +194,15 @@ def _owned_stop(
         wait = ev.StopDecided(
             session_id=sid, iteration=n, decision="allow", reason=reason, waiting=True, **fields
         )
-        journal.append(wait)  # no agent_turn: the next stop reads this turn with its own
-        return HookOutcome(sync=(str(journal.path),))
+        session.record(wait)  # no agent_turn: the next stop reads this turn with its own
+        return HookOutcome(sync=synced)
     start = record.offset if record.started else carry
     text, read = read_turn(data, start)
     turn = read.turn
     todos = None  # read only for a todos rule; the list outlives turns: the whole transcript's last
     if read.transcript is not None and todos_wanted(rules):
         todos = find_last_todos(read.transcript)
-    result = engine.validate(
-        sid,
+    said = Turn(
         text or "",
         files_modified=turn.files_modified if turn else (),
         tool_count=turn.tool_count if turn else 0,
@@ -224,22 +214,27 @@ def _owned_stop(
         context_tokens=turn.context_tokens if turn else 0,
     )
     cap, warning = block_cap.block_cap()
-    count = block_cap.cap_reached(events_of(journal.path), cap) if result.signal == "CONTINUE" else 0
-    if not read.landed:  # docs/design/claude-code-stop.md
-        ending = result.signal != "CONTINUE" or bool(count)
-        _late(journal, sid, data, read, start, result.iteration, ending=ending)
-    outcome = (
-        _at_cap(engine, path, result, count, cap, fields)
-        if count
-        else _decide(engine, loop, path, result, summary, fields)
-    )
-    stderr = outcome.stderr + (warning + "\n" if warning and result.signal == "CONTINUE" else "")
-    return msgspec.structs.replace(outcome, stderr=stderr, sync=(str(journal.path),))
+    progress = ev.AgentTurn(session_id=sid, tool_count=said.tool_count)  # this stop's, for the count
+    count = block_cap.cap_reached([*session.events(), progress], cap)
+    n = record.iteration or 1
+    limit = block_cap.trip(sid, n, count, cap) if count else None
+
+    def lead(decision: Decision) -> list[ev.Event]:
+        """This stop's own events: a late turn, then the stop decision (docs/design/claude-code-stop.md)."""
+        late = (
+            []
+            if read.landed
+            else _late(sid, data, read, start, decision.iteration, ending=isinstance(decision, End))
+        )
+        return [*late, _stop_decided(sid, decision, count, cap, fields)]
+
+    decision = session.take_turn(said, lead, limit=limit)
+    outcome = _answer(decision, path, count, cap)
+    stderr = outcome.stderr + (warning + "\n" if warning and not isinstance(decision, End) else "")
+    return msgspec.structs.replace(outcome, stderr=stderr, sync=synced)
 
 
-def _late(
-    journal: Journal, sid: str, data: HookInput, read: TurnRead, start: int, n: int, *, ending: bool
-) -> None:
+def _late(sid: str, data: HookInput, read: TurnRead, start: int, n: int, *, ending: bool) -> list[ev.Event]:
     """A turn that had not landed by the deadline: the next stop counts it (a line says so); at the
     stop that ends the loop, it is waited for longer and what lands is recorded now, once, as a
     second ``agent_turn`` of the iteration (the range past the first's ``end``)."""
@@ -248,165 +243,88 @@ def _late(
         rest = late.turn
         if read.turn is not None and late.transcript is not None:
             rest = scan(late.transcript, read.turn.end)
-        if rest.lines:
-            journal.append(
-                ev.AgentTurn(
-                    session_id=sid,
-                    iteration=n,
-                    output_excerpt=(data.last_assistant_message or "")[-2000:],
-                    files_modified=rest.files_modified,
-                    tool_count=rest.tool_count,
-                    stop_reason=rest.stop_reason,
-                    tokens=rest.tokens,
-                    transcript_offset=rest.end,
-                    model=rest.model,
-                    context_tokens=rest.context_tokens,
-                )
+        if not rest.lines:
+            return []
+        return [
+            ev.AgentTurn(
+                session_id=sid,
+                iteration=n,
+                output_excerpt=(data.last_assistant_message or "")[-2000:],
+                files_modified=rest.files_modified,
+                tool_count=rest.tool_count,
+                stop_reason=rest.stop_reason,
+                tokens=rest.tokens,
+                transcript_offset=rest.end,
+                model=rest.model,
+                context_tokens=rest.context_tokens,
             )
-        return
-    journal.append(ev.ErrorRecorded(session_id=sid, iteration=n, component=LAG, message=lagging(late)))
+        ]
+    return [ev.ErrorRecorded(session_id=sid, iteration=n, component=LAG, message=lagging(late))]
 
 
-def _at_cap(
-    engine: Engine, path: Path, result: ValidateResult, count: int, cap: int, fields: dict[str, Any]
-) -> HookOutcome:
-    """Allow the stop whose block would reach Claude Code's block cap (``block_cap``): the stop,
-    the guard trip and the session's escalation in one append, then the loop file goes."""
-    sid, n = result.session_id, result.iteration
-    trip = block_cap.trip(sid, n, count, cap)
-    message = block_cap.system_message(n, count, cap)
-    decision_point()
-    allowed = ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message, **fields)
-    engine.escalate(sid, trip.detail, guard=trip.guard, lead=[allowed, trip])
-    path.unlink(missing_ok=True)
-    sweep_temps(path)
-    return HookOutcome(stdout=block_cap.allow_json(message))
+def _stop_decided(
+    sid: str, decision: Decision, count: int, cap: int, fields: dict[str, Any]
+) -> ev.StopDecided:
+    """The stop's decision as recorded: a block that begins the next iteration (at the iteration
+    validated), or an allowed stop (paused, ended, or at Claude Code's block cap)."""
+    decision_point()  # as the append is made: a hook killed meanwhile gets nothing decided
+    result = decision.result
+    n = result.iteration if result is not None else decision.iteration
+    if isinstance(decision, Continue):
+        return ev.StopDecided(
+            session_id=sid,
+            iteration=n,
+            decision="block",
+            reason="loop continues",
+            system_message=decision.status,
+            **fields,
+        )
+    if isinstance(decision, Wait):
+        line = decision.line
+        return ev.StopDecided(
+            session_id=sid, iteration=n, decision="allow", reason="paused", system_message=line, **fields
+        )
+    reason = block_cap.system_message(n, count, cap) if decision.guard == block_cap.GUARD else decision.line
+    return ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=reason, **fields)
 
 
-def _decide(
-    engine: Engine,
-    loop: LoopFile,
-    path: Path,
-    result: ValidateResult,
-    summary: bool,
-    fields: dict[str, Any] | None = None,
-) -> HookOutcome:
-    """Record the stop decision and act on the signal. The decision lands in the same append as
-    what it starts or ends (the next iteration, the session's end, with ``summary`` the summary of
-    the loop given to the next) and the answer is printed after it; the loop file goes once the
-    journal says the loop ended (a file left by a stop killed in between is removed by the next stop)."""
-    sid, n = result.session_id, result.iteration
-    refused = ""
-    if result.signal == "CONTINUE":
-        told = _summary(engine, sid, n, summary)
-        block = {"decision": "block", "reason": "", "systemMessage": ""}
+def _resumed(sid: str) -> Callable[[Decision], list[ev.Event]]:
+    """The events of the stop that lets a loop go on after a person let it go: a block, when the
+    next iteration begins (a stop asked for meanwhile ends it blocked, nothing else recorded)."""
 
-        def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
-            decision_point()  # as the append is made: a hook killed meanwhile gets nothing decided
-            message = status_line(result, iteration, max_iterations)
-            block["systemMessage"] = message
-            return _blocked(sid, n, "loop continues", message, iteration, told, fields)
-
-        try:
-            advanced = engine.next(sid, lead=decided)
-        except Paused:  # the iteration is done; the loop waits for `ralph-ledger resume`
-            line = steering.paused_line(sid, n)
-            decision_point()
-            engine.journal(sid).append(
-                ev.StopDecided(
-                    session_id=sid,
-                    iteration=n,
-                    decision="allow",
-                    reason="paused",
-                    system_message=line,
-                    **(fields or {}),
-                )
-            )
-            return HookOutcome(stdout=line + "\n")
-        except EngineError as exc:
-            refused = str(exc)
-        else:
-            block["reason"] = next_prompt(loop.prompt, result, told, guidance=advanced.guidance)
-            return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
-    message = _ending(n, result, refused)
-    decision_point()
-    allowed = [
-        ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=message, **(fields or {}))
-    ]
-    if result.signal == "COMPLETE":
-        engine.complete(sid, result.detected_promise, lead=allowed)
-    elif refused:
-        engine.escalate(sid, refused, lead=allowed)
-    else:  # BLOCKED / ESCALATE: validate recorded the session's end
-        engine.journal(sid).append(*allowed)
-    path.unlink(missing_ok=True)
-    sweep_temps(path)
-    return HookOutcome(stdout=message + "\n")
-
-
-def _summary(engine: Engine, sid: str, n: int, wanted: bool) -> str:
-    """The summary of the loop to give the iteration after ``n`` ("" unless the loop asked for it)."""
-    if not wanted:
-        return ""
-    from ledger.loop.prompt.summary import summary_to_give  # only for a loop that asked for it
-
-    return summary_to_give(engine, sid, n)
-
-
-def _let_go(engine: Engine, path: Path, loop: LoopFile, sid: str) -> HookOutcome | None:
-    """The stop of a loop a person let go (``steering.let_go``: paused, or unblocked) and nothing to
-    say (``None``) otherwise. Asked to stop meanwhile: the loop ends blocked. Still paused: the stop
-    is allowed again, nothing recorded. Else the next iteration begins and the agent is told its
-    prompt, with the guidance."""
-    s = engine.view(sid)
-    if not steering.let_go(s.events):
-        return None
-    n = s.iteration
-    if s.stop_requested() is not None:
-        reason = steering.halt(engine, sid)
-        path.unlink(missing_ok=True)
-        sweep_temps(path)
-        return HookOutcome(stdout=f"⛔ Ralph loop blocked at iteration {n}: {reason}\n")
-    if steering.is_paused(s.events):
-        return HookOutcome(stdout=steering.paused_line(sid, n) + "\n")
-    block = {"decision": "block", "reason": "", "systemMessage": ""}
-    told = _summary(engine, sid, n, s.config.summary)
-
-    def decided(iteration: int, max_iterations: int) -> list[ev.Event]:
+    def lead(decision: Decision) -> list[ev.Event]:
+        if not isinstance(decision, Continue):
+            return []
         decision_point()
-        block["systemMessage"] = f"🔄 Ralph iteration {iteration} of {max_iterations} | resumed by a person"
-        return _blocked(sid, n, "loop resumes", block["systemMessage"], iteration, told)
+        return [
+            ev.StopDecided(
+                session_id=sid,
+                iteration=decision.iteration - 1,
+                decision="block",
+                reason="loop resumes",
+                system_message=decision.status,
+            )
+        ]
 
-    learned = steering.learned(s.events, n)  # its iteration was validated: the next one begins now
-    advanced = engine.next(sid, lead=decided)
-    block["reason"] = next_prompt(loop.prompt, learned, told, guidance=advanced.guidance)
-    return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
-
-
-def _ending(n: int, result: ValidateResult, refused: str) -> str:
-    """The line printed when the loop ends at iteration ``n``."""
-    if result.signal == "COMPLETE":
-        return f"✅ Ralph loop complete after {n} iteration(s): {result.reason}"
-    if result.signal == "BLOCKED":
-        return f"⛔ Ralph loop blocked at iteration {n}: {result.reason}"
-    if result.signal == "ESCALATE":
-        return f"🛑 Ralph loop escalated at iteration {n}: {result.reason}"
-    return f"🛑 Ralph loop escalated at iteration {n}: {refused}"
+    return lead
 
 
-def _blocked(
-    sid: str,
-    n: int,
-    reason: str,
-    message: str,
-    iteration: int,
-    told: str,
-    fields: dict[str, Any] | None = None,
-) -> list[ev.Event]:
-    """The events of a stop blocked at iteration ``n`` so that ``iteration`` starts: the decision,
-    then the loop summary its prompt carries (``told``; none when empty)."""
-    given = [ev.SummaryGiven(session_id=sid, iteration=iteration, loop_summary=told)] if told else []
-    decided = ev.StopDecided(
-        session_id=sid, iteration=n, decision="block", reason=reason, system_message=message, **(fields or {})
-    )
-    return [decided, *given]
+def _went_on(decision: Decision, path: Path, synced: tuple[str, ...]) -> HookOutcome:
+    """The answer to the stop of a loop a person let go (``LoopSession.resume``)."""
+    return msgspec.structs.replace(_answer(decision, path, 0, 0), sync=synced)
+
+
+def _answer(decision: Decision, path: Path, count: int, cap: int) -> HookOutcome:
+    """What the hook prints for a decision: a block with the next prompt, a line when the loop
+    waits or ends (the loop file goes once the journal says the loop ended)."""
+    if isinstance(decision, Continue):
+        block = {"decision": "block", "reason": decision.prompt, "systemMessage": decision.status}
+        return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
+    if isinstance(decision, Wait):
+        return HookOutcome(stdout=decision.line + "\n")
+    path.unlink(missing_ok=True)
+    sweep_temps(path)
+    if decision.guard == block_cap.GUARD:
+        n = decision.result.iteration if decision.result is not None else decision.iteration
+        return HookOutcome(stdout=block_cap.allow_json(block_cap.system_message(n, count, cap)))
+    return HookOutcome(stdout=decision.line + "\n")

@@ -372,6 +372,10 @@ class ErrorSink:
         """Record errors in ``journal`` (of session ``sid``) from now on."""
         self.journal, self.sid, self._guess = journal, sid, None
 
+    def use_session(self, home: Home, sid: str, clock: Callable[[], datetime]) -> None:
+        """Record errors in the journal of session ``sid`` of ``home`` from now on."""
+        self.use(Journal(journal_path(home.journals, sid), clock=clock), sid)
+
     def guess(self, home: Home, claude_session: str, clock: Callable[[], datetime]) -> None:
         """Until :meth:`use` names the loop's session, find it from the Claude Code session's loops."""
         self._home, self._clock = home, clock

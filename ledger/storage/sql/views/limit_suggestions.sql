@@ -3,7 +3,7 @@
 -- (the nearest-rank 90th percentile: the least N such that at least 90% of them took N iterations or
 -- fewer, i.e. the least N whose cume_dist reaches 0.9), with how many completed loops it is based on.
 -- max_iterations = "auto" uses it, between auto_floor and auto_ceiling, once enough_loops (10 completed
--- loops or more); before that, the configured default (ledger.loop.limits). Completed and iterations
+-- loops or more); before that, the configured default (ledger.loop.decide.limits). Completed and iterations
 -- are as sessions has them (status 'complete', iteration), and the agent as loop_metrics and
 -- success_by_iterations name it.
 SELECT

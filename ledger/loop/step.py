@@ -1,0 +1,302 @@
+"""One loop step: a driver's turn in, the loop's decision out (docs/design/loop-step.md).
+
+Every driver (the runner, the Claude Code hook in both modes, the MCP tools, the steering keys of
+ralph-tui) turns its input into a :class:`Turn` and the :data:`Decision` into its output; what
+happens after a turn is decided here alone: validate, steering (a pause, a stop asked for, a
+person's guidance), the summary of the loop, the next prompt, and complete or escalate. A step is
+one all-or-nothing append: the turn, its validation, the driver's own events (``lead``: a Claude
+Code stop decision) and the next iteration or the session's end land together, so a process killed
+during a step leaves the journal before it or after it, never between.
+
+Light at import: the drop-in hook, which never imports DuckDB, asks :func:`steered` how a person
+steered the block the plugin's rules chose; :class:`LoopSession` is given its engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ledger import events as ev
+from ledger.loop.engine_types import EngineError, Paused, Turn
+from ledger.loop.prompt.next_prompt import Learned, next_prompt
+from ledger.loop.steering.state import Learned as Taught
+from ledger.loop.steering.state import (
+    is_paused,
+    iteration_guidance,
+    learned,
+    let_go,
+    paused_line,
+    pending_guidance,
+)
+
+if TYPE_CHECKING:
+    from ledger.loop.engine import Engine
+    from ledger.loop.engine_types import CompleteResult, SessionView, ValidateResult
+
+__all__ = ["Continue", "Decision", "End", "Lead", "LoopSession", "Turn", "Wait", "steered"]
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    """The loop goes on: ``iteration`` (of ``max_iterations``) has begun with ``prompt``; ``status``
+    is the one line for the person watching; ``result`` the turn's validation (``None`` when a
+    person let the loop go on: resume, unblock)."""
+
+    iteration: int
+    max_iterations: int
+    prompt: str
+    status: str
+    result: ValidateResult | None = None
+    guidance: str = ""  # a person's guidance the prompt carries
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A person paused the loop after ``iteration``: nothing begins until ``resume``."""
+
+    iteration: int
+    line: str
+    result: ValidateResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    """The loop ended at ``iteration``: ``signal`` (COMPLETE, BLOCKED or ESCALATE), why, and the line
+    that says so."""
+
+    iteration: int
+    signal: ev.Signal
+    reason: str
+    line: str
+    result: ValidateResult | None = None
+    completed: CompleteResult | None = None
+    guard: str = ""  # the guard that ended it, when a driver's limit did (``take_turn``'s ``limit``)
+
+
+Decision = Continue | Wait | End
+"""What a step decided."""
+
+Lead = Callable[[Decision], Sequence[ev.Event]]
+"""A driver's own events for a decision (a Claude Code stop's ``stop_decided``), first in the step's
+append after the turn and its validation."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A turn validated on its own (the MCP tools' ``iteration_validate``): the result, the prompt
+    of the next iteration when the loop goes on (``""`` otherwise), and whether a person paused it."""
+
+    result: ValidateResult
+    prompt: str
+    paused: bool
+
+
+class LoopSession:
+    """The steps of one session of ``engine``, whose task (what every prompt starts with) is ``task``."""
+
+    def __init__(self, engine: Engine, session_id: str, task: str) -> None:
+        self.engine, self.session_id, self.task = engine, session_id, task
+
+    # -- a turn ----------------------------------------------------------------------------------------
+    def take_turn(
+        self, turn: Turn, lead: Lead | None = None, *, limit: ev.GuardTripped | None = None
+    ) -> Decision:
+        """Validate ``turn`` and act on the signal in one append: the next iteration (``Continue``),
+        a pause (``Wait``), or the session's end (``End``: completed, blocked or escalated, also when
+        the next iteration is refused). ``limit`` is a driver's own limit on going on (Claude Code's
+        block cap): a loop that would go on ends escalated with that trip instead. ``lead`` gives the
+        driver's events for the decision. ``EngineError`` when the session does not run."""
+        engine = self.engine
+        s = engine.view(self.session_id)
+        if s.status != "running":
+            raise EngineError(f"session {self.session_id!r} is {s.status}; it takes no more iterations")
+        judged = engine.judge(s, turn)
+        result = judged.result
+        events: list[ev.Event] = list(judged.events)
+        decision: Decision
+        if result.signal == "CONTINUE" and limit is not None:
+            decision = _with_line(
+                End(result.iteration, "ESCALATE", limit.detail, "", result, guard=limit.guard)
+            )
+            escalated = ev.SessionEscalated(
+                session_id=self.session_id, iteration=result.iteration, reason=limit.detail, guard=limit.guard
+            )
+            tail = engine.stamp([*_lead(lead, decision), limit, escalated])
+        elif result.signal == "CONTINUE":
+            summary = self._summary(s, result.iteration, events)
+            decision, tail = self._advance(s, result, summary, lead)
+        elif result.signal == "COMPLETE":
+            done, ending = engine.complete_events(s, result.detected_promise, score=result.score)
+            decision = _with_line(End(result.iteration, "COMPLETE", result.reason, "", result, done))
+            tail = [*engine.stamp(_lead(lead, decision)), *ending]  # its time taken after the ending's
+        else:  # BLOCKED / ESCALATE: the validation recorded the session's end
+            decision = _with_line(End(result.iteration, result.signal, result.reason, "", result))
+            tail = engine.stamp(_lead(lead, decision))
+        engine.append(self.session_id, *events, *tail)
+        return decision
+
+    def check(self, turn: Turn) -> Checked:
+        """Validate ``turn`` and record it, deciding nothing more: the MCP tools' two-call protocol,
+        where the agent then calls ``iteration_next`` or ``iteration_complete`` itself."""
+        s = self.engine.view(self.session_id)
+        if s.status != "running":
+            raise EngineError(f"session {self.session_id!r} is {s.status}; it takes no more iterations")
+        judged = self.engine.judge(s, turn)
+        self.engine.append(self.session_id, *judged.events)
+        result = judged.result
+        going = result.signal == "CONTINUE"
+        prompt = self._prompt(result, "", pending_guidance(s.events)) if going else ""
+        return Checked(result, prompt, is_paused(s.events))
+
+    # -- a person let the loop go on -------------------------------------------------------------------
+    def resume(self, lead: Lead | None = None) -> Decision:
+        """The step after a person let the loop go (``resume`` after a pause, ``unblock``): still
+        paused, ``Wait`` (nothing recorded); asked to stop meanwhile, ``End`` (blocked); else the next
+        iteration begins with its prompt (what the last validated iteration taught, the summary,
+        the guidance), in one append."""
+        engine = self.engine
+        s = engine.view(self.session_id)
+        n = s.iteration
+        if s.status != "running":
+            raise EngineError(f"session {self.session_id!r} is {s.status}; it takes no more iterations")
+        if s.stop_requested() is not None:
+            reason = f"manual stop: {s.row['stop_reason'] or ''}".rstrip(": ")
+            end = _with_line(End(n, "BLOCKED", reason, ""))
+            blocked = ev.SessionBlocked(session_id=self.session_id, iteration=n, reason=reason)
+            engine.append(self.session_id, *_lead(lead, end), blocked)
+            return end
+        if is_paused(s.events):
+            return Wait(n, paused_line(self.session_id, n))
+        summary = self._summary(s, n, [])
+        decision, tail = self._advance(s, learned(s.events, n), summary, lead, resumed=True)
+        engine.append(self.session_id, *tail)
+        return decision
+
+    # -- what drivers record and read -----------------------------------------------------------------
+    def record(self, *events: ev.Event) -> None:
+        """A driver's own facts, which decide nothing (a rate-limited run, an interrupted turn, a stop
+        allowed while sub-agents run), appended through the engine in one append."""
+        self.engine.append(self.session_id, *events)
+
+    def events(self) -> list[ev.AnyEvent]:
+        """The session's events so far; ``EngineError`` (one line) when there is no such session."""
+        return self.engine.view(self.session_id).events
+
+    def started(self) -> ev.SessionStarted:
+        """The session's (last) ``session_started``: its prompt, agent command, worktree."""
+        return [e for e in self.events() if isinstance(e, ev.SessionStarted)][-1]
+
+    def let_go(self) -> bool:
+        """Whether a person let this hook-driven loop go (paused, or ended and then unblocked): its
+        next stop is :meth:`resume`, not a turn (``ledger.loop.steering.state.let_go``)."""
+        return let_go(self.engine.view(self.session_id).events)
+
+    def prompt_of(self, iteration: int) -> str:
+        """The prompt ``iteration`` was given (or is to be): what resuming a loop gives the agent again."""
+        events = self.engine.view(self.session_id).events
+        before = learned(events, iteration - 1)
+        return self._prompt(before, before.summary, iteration_guidance(events, iteration))
+
+    # -- the parts -------------------------------------------------------------------------------------
+    def _prompt(self, taught: Learned, summary: str, guidance: str) -> str:
+        """The next prompt of this session's task (:func:`_compose`)."""
+        return _compose(self.task, taught, summary, guidance)
+
+    def _summary(self, s: SessionView, n: int, pending: Sequence[ev.Event]) -> str:
+        """The summary of the loop after iteration ``n`` ("" unless the loop asked for it), with
+        ``pending`` (the step's events so far) in the ledger it reads."""
+        if not s.config.summary:
+            return ""
+        from ledger.loop.prompt.summary import summary_to_give  # only for a loop that asked for it
+        from ledger.storage.fold import fold
+
+        with fold(self.engine.journal(self.session_id).path).pending(self.engine.home, pending):
+            return summary_to_give(self.engine, self.session_id, n)
+
+    def _advance(
+        self,
+        s: SessionView,
+        taught: Learned,
+        summary: str,
+        lead: Lead | None,
+        *,
+        resumed: bool = False,
+    ) -> tuple[Decision, list[ev.Event]]:
+        """The next iteration's events and decision (or the pause, or the end when it is refused)."""
+        engine, sid, n = self.engine, self.session_id, s.iteration
+        result = None if resumed else _validated(taught)
+        try:
+            advanced, begun = engine.next_events(s)
+        except Paused:
+            wait = Wait(n, paused_line(sid, n), result)
+            return wait, engine.stamp(_lead(lead, wait))
+        except EngineError as exc:
+            end = _with_line(End(n, "ESCALATE", str(exc), "", result), refused=True)
+            escalated = ev.SessionEscalated(session_id=sid, iteration=n, reason=str(exc))
+            return end, engine.stamp([*_lead(lead, end), escalated])
+        prompt = self._prompt(taught, summary, advanced.guidance)
+        status = (
+            f"🔄 Ralph iteration {advanced.iteration} of {advanced.max_iterations} | resumed by a person"
+            if result is None
+            else status_line(result, advanced.iteration, advanced.max_iterations)
+        )
+        going = Continue(
+            advanced.iteration, advanced.max_iterations, prompt, status, result, advanced.guidance
+        )
+        given = (
+            [ev.SummaryGiven(session_id=sid, iteration=advanced.iteration, loop_summary=summary)]
+            if summary
+            else []
+        )
+        return going, engine.stamp([*_lead(lead, going), *given, *begun])
+
+
+def steered(events: Sequence[ev.AnyEvent], session_id: str, iteration: int, prompt: str) -> Decision | None:
+    """A block the ``ralph-loop`` plugin's rules chose at ``iteration``, as a person steered it: while
+    the loop is paused, ``Wait`` (the stop is allowed, the loop stays at its iteration); with guidance
+    pending, ``Continue`` with ``prompt`` carrying it, once; else ``None`` (the block as it is)."""
+    if is_paused(events):
+        return Wait(iteration, paused_line(session_id, iteration))
+    guidance = pending_guidance(events)
+    if not guidance:
+        return None
+    told = _compose(prompt, Taught(iteration, "", []), "", guidance)
+    return Continue(iteration + 1, 0, told, "", None, guidance)
+
+
+def _compose(task: str, taught: Learned, summary: str, guidance: str) -> str:
+    """The one place a next prompt is composed (``ledger.loop.prompt.next_prompt``)."""
+    return next_prompt(task, taught, summary, guidance=guidance)
+
+
+def status_line(result: ValidateResult, iteration: int, max_iterations: int) -> str:
+    """The one line shown to the person while the loop continues."""
+    failing = [r.name for r in result.results if not r.passed]
+    parts = [f"🔄 Ralph iteration {iteration} of {max_iterations}", f"score {result.score:.0f}"]
+    parts.append(f"failing: {', '.join(failing)}" if failing else "validation passing")
+    return " | ".join(parts)
+
+
+def _with_line(end: End, *, refused: bool = False) -> End:
+    """``end`` with the line that says how the loop ended."""
+    n, reason = end.iteration, end.reason
+    if refused or end.signal == "ESCALATE":
+        line = f"🛑 Ralph loop escalated at iteration {n}: {reason}"
+    elif end.signal == "COMPLETE":
+        line = f"✅ Ralph loop complete after {n} iteration(s): {reason}"
+    else:
+        line = f"⛔ Ralph loop blocked at iteration {n}: {reason}"
+    return End(n, end.signal, reason, line, end.result, end.completed, end.guard)
+
+
+def _lead(lead: Lead | None, decision: Decision) -> list[ev.Event]:
+    return list(lead(decision)) if lead is not None else []
+
+
+def _validated(taught: Learned) -> ValidateResult | None:
+    """``taught`` when it is a validation's result (not what a journal says an iteration taught)."""
+    from ledger.loop.engine_types import ValidateResult
+
+    return taught if isinstance(taught, ValidateResult) else None
