@@ -222,6 +222,14 @@ def make_app(rec: Recorder, home: Path, expect: int) -> RalphApp:
             self.batches = 0
             self.tracking = False  # record Refreshed rows and dirty files (live phase)
             self.watching = False
+            mark_dirty = self.feed.mark_dirty
+
+            def marked(paths: set[Path] | None) -> None:
+                if self.tracking and paths:
+                    rec.emit("dirty", files=sorted(p.name for p in paths))
+                mark_dirty(paths)
+
+            self.feed.mark_dirty = marked  # type: ignore[method-assign]
 
         def painted(self, name: str, **fields: Any) -> None:
             """Mark ``name`` after the next repaint."""
@@ -271,11 +279,6 @@ def make_app(rec: Recorder, home: Path, expect: int) -> RalphApp:
             if self.tracking and isinstance(message, Refreshed):
                 rec.emit("posted", sessions=list(message.update.sessions))
             return super().post_message(message)
-
-        def mark_dirty(self, paths: set[Path] | None) -> None:
-            if self.tracking and paths:
-                rec.emit("dirty", files=sorted(p.name for p in paths))
-            super().mark_dirty(paths)
 
         def send_ping(self) -> None:
             """A key press, the way a terminal driver delivers one."""

@@ -2,9 +2,9 @@
 their contracts: docs/design/architecture.md).
 
 Every import counts, the ones inside functions too (a cycle that only closes at call time is a cycle
-of design), ``from . import x`` and ``from pkg import submodule`` included. The first check leaves out
-the imports under ``if TYPE_CHECKING:`` (they never run); the second counts them too: a typed reference
-back up (a screen naming its app's class) is a cycle of design all the same (issue 23).
+of design), ``from . import x`` and ``from pkg import submodule`` included, and the imports under
+``if TYPE_CHECKING:``: they never run, but a typed reference back up (a screen naming its app's class)
+is a dependency all the same; the part below takes what it needs as arguments or posts messages up.
 """
 
 from __future__ import annotations
@@ -23,27 +23,11 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _imports(node: ast.AST, type_checking: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement under ``node`` at any depth, except the bodies of ``if TYPE_CHECKING:``
-    (unless ``type_checking``)."""
-    for child in ast.iter_child_nodes(node):
-        if not type_checking and isinstance(child, ast.If) and _type_checking(child.test):
-            for other in child.orelse:
-                yield from _imports_in(other, type_checking)
-            continue
-        yield from _imports_in(child, type_checking)
-
-
-def _imports_in(node: ast.AST, type_checking: bool) -> Iterator[ast.Import | ast.ImportFrom]:
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        yield node
-    yield from _imports(node, type_checking)
+def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement under ``node`` at any depth (``if TYPE_CHECKING:`` bodies included)."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
 
 
 def _base(name: str, path: Path, node: ast.ImportFrom) -> str:
@@ -56,17 +40,13 @@ def _base(name: str, path: Path, node: ast.ImportFrom) -> str:
     return f"{package}.{node.module}" if node.module else package
 
 
-def import_graph(
-    root: Path, packages: tuple[str, ...] = PACKAGES, type_checking: bool = False
-) -> dict[str, set[str]]:
-    """Module -> the modules of ``packages`` it imports (at import time or inside a function; under
-    ``if TYPE_CHECKING:`` too if ``type_checking``)."""
+def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports (at import time or inside a function)."""
     files = {module_name(p, root): p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         edges: set[str] = set()
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in _imports(tree, type_checking):
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
@@ -111,11 +91,6 @@ def test_ledger_and_tui_have_no_import_cycle() -> None:
     assert not cycle, "import cycle: " + " -> ".join(cycle)
 
 
-def test_no_cycle_through_type_checking_imports_either() -> None:
-    cycle = find_cycle(import_graph(ROOT, type_checking=True))
-    assert not cycle, "import cycle through TYPE_CHECKING imports: " + " -> ".join(cycle)
-
-
 def test_the_check_sees_function_level_relative_and_submodule_imports(tmp_path: Path) -> None:
     pkg = tmp_path / "ledger"
     (pkg / "sub").mkdir(parents=True)
@@ -132,7 +107,7 @@ def test_the_check_sees_function_level_relative_and_submodule_imports(tmp_path: 
     assert find_cycle(graph) == ["ledger.a", "ledger.sub.b", "ledger.sub.c", "ledger.a"]
 
 
-def test_type_checking_imports_are_left_out(tmp_path: Path) -> None:
+def test_type_checking_imports_count(tmp_path: Path) -> None:
     pkg = tmp_path / "tui"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -141,19 +116,5 @@ def test_type_checking_imports_are_left_out(tmp_path: Path) -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tui.app import App\nScreen = 1\n"
     )
     graph = import_graph(tmp_path, ("tui",))
-    assert graph == {"tui": set(), "tui.app": {"tui.screen"}, "tui.screen": set()}
-    assert find_cycle(graph) == []
-
-
-def test_type_checking_imports_count_when_asked(tmp_path: Path) -> None:
-    pkg = tmp_path / "tui"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "app.py").write_text("from tui.screen import Screen\n")
-    (pkg / "screen.py").write_text(
-        "import typing\nif typing.TYPE_CHECKING:\n    from tui.app import App\n"
-        "else:\n    import tui\nScreen = 1\n"
-    )
-    graph = import_graph(tmp_path, ("tui",), type_checking=True)
-    assert graph == {"tui": set(), "tui.app": {"tui.screen"}, "tui.screen": {"tui.app", "tui"}}
+    assert graph == {"tui": set(), "tui.app": {"tui.screen"}, "tui.screen": {"tui.app"}}
     assert find_cycle(graph) == ["tui.app", "tui.screen", "tui.app"]

@@ -40,11 +40,11 @@ def test_unblock_from_ralph_tui_restarts_a_claude_code_loop(
             await until(pilot, lambda: SID in screen.rows and screen.rows[SID].status == "blocked")
             await pilot.press("u")  # a dialog asks for optional guidance
             await pilot.press(*"use sqlite", "enter")
-            await until(pilot, lambda: len(app.steered) == 1)
+            await until(pilot, lambda: len(app.steering.steered) == 1)
 
     asyncio.run(unblock())
     goes_on = "the next stop of its Claude Code session goes on with it"
-    assert app.steered == [f"{SID}: unblocked; iteration 2 of 6 comes next; {goes_on}"]
+    assert app.steering.steered == [f"{SID}: unblocked; iteration 2 of 6 comes next; {goes_on}"]
     assert loop_file.exists()
     claude.prompt("go on")
     claude.text("Alright.")
