@@ -3,8 +3,8 @@
 - drop-in stop: a ``.claude/ralph-loop.local.md`` state file (the ``ralph-loop`` plugin's);
 - ledger-native stop: a project with a ``ralph.toml`` (no command rules) and a
   ``.claude/ralph-ledger.local.json`` loop file: the engine runs the guards in SQL. Measured
-  at stop 2 (the second stop of ``--runs`` fresh loops) and from stop 100 of one loop (stops
-  3..99 run unmeasured, then ``--runs`` stops from 100 on);
+  at stop 2 (the second stop of ``--runs`` fresh loops) and from stop 100 (``--far``) of one loop
+  (stops 3..99 run unmeasured, then ``--runs`` stops from 100 on);
 - each of them twice: in-process (``RALPH_WARM=0``), and served by the home's warm worker, the
   default (``ledger.drivers.claude_code.stop.warm``: the hook process is the standard-library client),
   started by each loop's first stop;
@@ -23,7 +23,7 @@ used meanwhile (the stop's work it did: in the wall time, not in ``cpu``). Targe
 <= 150 ms, and at stop 100 within 1.2x of stop 2; a warm stop of either kind at most 0.5x the
 official hook's. The last table lists each target: the figure, its baseline, the ratio, PASS/FAIL.
 
-    .venv/bin/python bench/bench_hook.py [--runs 30] [--official PATH]   # --runs 5: a quick form
+    .venv/bin/python bench/bench_hook.py [--runs 30] [--far 100] [--official PATH] [--editable]
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tables import markdown_table  # bench/tables.py, beside this script
+from tables import markdown_table, parse_with_smoke  # bench/tables.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_NAME = Path("fixtures") / "claude-code" / "ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
@@ -52,6 +52,7 @@ NATIVE_MS = 150.0
 GROWTH = 1.2  # stop 100 / stop 2
 SESSION = "bench-session"
 FAR = 100
+"""The stop the far rows start at (``--far``)."""
 
 
 def fixture() -> Path:
@@ -326,9 +327,9 @@ class Beside:
             self.official.append(self.loop.stop())
 
 
-def native(tmp: Path, name: str, transcript: Path) -> Project:
+def native(tmp: Path, name: str, transcript: Path, far: int) -> Project:
     p = Project(tmp / name, transcript)
-    (p.root / "ralph.toml").write_text(f"max_iterations = {FAR + 1000}\n")
+    (p.root / "ralph.toml").write_text(f"max_iterations = {far + 1000}\n")
     loop = {"prompt": "Fix the tests", "started_at": "2026-11-22T00:00:00Z"}
     (p.root / ".claude" / "ralph-ledger.local.json").write_text(json.dumps(loop))
     return p
@@ -383,9 +384,15 @@ def stop_worker(p: Project) -> None:
 
 
 def bench_native(
-    tmp: Path, master: Path, runs: int, progress: Callable[[str], None], warm: bool, hook: Path | None
+    tmp: Path,
+    master: Path,
+    runs: int,
+    progress: Callable[[str], None],
+    warm: bool,
+    hook: Path | None,
+    far: int = FAR,
 ) -> tuple[list[Sample], list[Sample], Beside, Beside]:
-    """(stop 2 of ``runs`` fresh loops, stops 100.. of the last one, the baselines beside each);
+    """(stop 2 of ``runs`` fresh loops, stops ``far``.. of the last one, the baselines beside each);
     ``warm``: with RALPH_WARM=1."""
     second: list[Sample] = []
     last: Project | None = None
@@ -394,7 +401,7 @@ def bench_native(
     for r in range(runs):
         if last is not None:
             stop_worker(last)
-        last = native(tmp, f"{kind}-{r}", transcript_copy(master, tmp / f"{kind}-{r}.jsonl"))
+        last = native(tmp, f"{kind}-{r}", transcript_copy(master, tmp / f"{kind}-{r}.jsonl"), far)
         if warm:
             last.env["RALPH_WARM"] = "1"
         last.stop()
@@ -404,15 +411,15 @@ def bench_native(
         beside2.run()
     assert last is not None
     try:
-        while last.stops < FAR - 1:
+        while last.stops < far - 1:
             last.stop()
             if last.stops % 20 == 0:
                 progress(f"  ... stop {last.stops}")
-        far: list[Sample] = []
+        distant: list[Sample] = []
         for _ in range(runs):
-            far.append(last.stop())
+            distant.append(last.stop())
             beside_far.run()
-        return second, far, beside2, beside_far
+        return second, distant, beside2, beside_far
     finally:
         stop_worker(last)
 
@@ -470,8 +477,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the hooks from this checkout's .venv (its editable install), not a regular install",
     )
-    args = p.parse_args(argv)
-    runs = max(1, args.runs)
+    p.add_argument("--far", type=int, default=FAR, help=f"the stop the far rows start at (default {FAR})")
+    args = parse_with_smoke(p, argv, ("--runs", "1", "--far", "5"))
+    runs, far = max(1, args.runs), max(3, args.far)
     hook = official_hook(args.official)
 
     def progress(line: str) -> None:
@@ -491,14 +499,14 @@ def main(argv: list[str] | None = None) -> int:
         progress("drop-in stops, warm worker (the default) ...")
         dropped_warm, beside_warm = bench_drop_in(tmp, master, runs, True, hook)
         progress("ledger-native stops, in-process (RALPH_WARM=0) ...")
-        second, far, _, _ = bench_native(tmp, master, runs, progress, False, None)
+        second, far_times, _, _ = bench_native(tmp, master, runs, progress, False, None, far)
         progress("ledger-native stops, warm worker (the default) ...")
-        warm2, warm100, beside2, beside100 = bench_native(tmp, master, runs, progress, True, hook)
+        warm2, warm100, beside2, beside100 = bench_native(tmp, master, runs, progress, True, hook, far)
         progress("baselines ...")
         bare = bench_cmd("pass", runs)
         duck = bench_cmd("import duckdb", runs)
     base, duck_med = statistics.median(bare), statistics.median(duck)
-    med2, med100 = statistics.median(second), statistics.median(far)
+    med2, med100 = statistics.median(second), statistics.median(far_times)
 
     def ratios(times: list[Sample], beside: list[Sample] | None = None) -> str:
         """Against ``python3 -c pass`` (run beside these stops when ``beside`` is given) and DuckDB."""
@@ -539,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
                 verdict(statistics.median(times) <= DROP_IN_RATIO * statistics.median(paired.bare)),
             )
         )
-    for label, two, hundred in ((", in-process", second, far), (", warm (default)", warm2, warm100)):
+    for label, two, hundred in ((", in-process", second, far_times), (", warm (default)", warm2, warm100)):
         m2, m100 = statistics.median(two), statistics.median(hundred)
         print(
             row(
@@ -552,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             row(
-                f"ledger-native stops {FAR}-{FAR + runs - 1}{label}",
+                f"ledger-native stops {far}-{far + runs - 1}{label}",
                 hundred,
                 ratios(hundred),
                 f"<= {NATIVE_MS:.0f} ms, <= {GROWTH}x stop 2",
@@ -572,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"drop-in stop {label} / python3 -c pass run after each stop: {wall:.2f}x wall, {cpu:.2f}x cpu")
     warm_growth = statistics.median(warm100) / statistics.median(warm2)
     print(
-        f"stop {FAR} / stop 2: in-process {med100 / med2:.2f}x, warm {warm_growth:.2f}x (target <= {GROWTH}x)"
+        f"stop {far} / stop 2: in-process {med100 / med2:.2f}x, warm {warm_growth:.2f}x (target <= {GROWTH}x)"
     )
     print()
     official_name = "official hook beside it"
@@ -601,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
                     OFFICIAL_RATIO,
                 ),
                 (
-                    f"ledger-native stops {FAR}.., warm (default)",
+                    f"ledger-native stops {far}.., warm (default)",
                     med(warm100),
                     official_name,
                     med(beside100.official),
@@ -622,13 +630,13 @@ def main(argv: list[str] | None = None) -> int:
                     DROP_IN_RATIO,
                 ),
                 (
-                    f"ledger-native stops {FAR}.., warm (default)",
+                    f"ledger-native stops {far}.., warm (default)",
                     med(warm100),
                     "its stop 2",
                     med2_warm,
                     GROWTH,
                 ),
-                (f"ledger-native stops {FAR}.., in-process", med100, "its stop 2", med2, GROWTH),
+                (f"ledger-native stops {far}.., in-process", med100, "its stop 2", med2, GROWTH),
             ]
         )
     )
