@@ -4,6 +4,7 @@ Run from the repository root::
 
     .venv/bin/python bench/bench_ledger.py            # 10,000 sessions x 100 events = 1M events
     .venv/bin/python bench/bench_ledger.py --quick    # 10x smaller, well under a minute
+    .venv/bin/python bench/bench_ledger.py --targets  # only issue 23's targets (ingest, 2 views)
 
 The synthetic journals are generated deterministically (``--seed``) and cached
 in ``bench/out/`` keyed by their parameters, so reruns skip generation.
@@ -20,7 +21,10 @@ What is measured, ralph-ledger vs SQLite (stdlib ``sqlite3``):
 * queries: every view and detector (default parameters), all columns
   materialised (DuckDB into Arrow, SQLite into Python tuples), against SQLite
   equivalents of ``sessions`` and of the four detectors written with window
-  functions and json1. Their results are compared with DuckDB's.
+  functions and json1. Their results are compared with DuckDB's;
+* issue 23's targets (bulk ingest, the ``sessions`` and ``iterations`` views),
+  each against a baseline timed turn about with it in the same process
+  (``bench/ledger_targets.py``): its own table, with PASS/FAIL per target.
 
 The SQLite store is deliberately not a straw man: typed columns for every
 scalar the queries use (token counts flattened into columns), nested lists
@@ -49,6 +53,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import duckdb
+import ledger_targets  # bench/ledger_targets.py, beside this script
 import msgspec
 from tables import cpu_model, markdown_table  # bench/tables.py, beside this script
 
@@ -68,9 +73,10 @@ VIEWS: Final = ("sessions", "iterations", "rule_results", "hook_decisions", "gua
 DETECTORS: Final = ("failure_streak", "quality_regression", "thrashing", "validation_stall")
 
 # Targets from the issue.
-INGEST_TARGET_RATE: Final = 500_000.0
+INGEST_TARGET_RATE: Final = ledger_targets.INGEST_TARGET_RATE
 INGEST_TARGET_RATIO: Final = 3.0
-SESSIONS_TARGET_MS: Final = 100.0
+SESSIONS_TARGET_MS: Final = ledger_targets.SESSIONS_TARGET_MS
+ITERATIONS_TARGET_MS: Final = ledger_targets.ITERATIONS_TARGET_MS
 DETECTOR_TARGET_MS: Final = 300.0
 DETECTOR_TARGET_RATIO: Final = 5.0
 APPEND_TARGET_P50_MS: Final = 5.0
@@ -90,6 +96,7 @@ class Config:
     sqlite_sample: int
     out: Path
     quick: bool
+    targets_only: bool = False
 
     @property
     def total_events(self) -> int:
@@ -104,6 +111,11 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         "--quick",
         action="store_true",
         help="10x smaller: sessions, appends and the SQLite per-event sample divided by 10",
+    )
+    p.add_argument(
+        "--targets",
+        action="store_true",
+        help="only issue 23's targets (ingest, sessions, iterations) against their baselines",
     )
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--repeat", type=int, default=3, help="runs per query; the median is reported")
@@ -128,6 +140,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         sqlite_sample=max(10, a.sqlite_sample // scale),
         out=a.out.resolve(),
         quick=a.quick,
+        targets_only=a.targets,
     )
     if cfg.events_per_session < 2:
         p.error("--events-per-session must be at least 2")
@@ -1015,9 +1028,10 @@ def query_row(name: str, duck: QueryStats, lite: QueryStats | None) -> Row:
     row = Row(label, fmt_ms(duck.ms))
     if lite is not None:
         row.sqlite, row.ratio = fmt_ms(lite.ms), fmt_ratio(lite.seconds / duck.seconds)
-    if name == "sessions":
-        row.target = f"<= {SESSIONS_TARGET_MS:g} ms"
-        row.result = verdict((duck.ms <= SESSIONS_TARGET_MS, "time"))
+    if name in ("sessions", "iterations"):
+        target_ms = SESSIONS_TARGET_MS if name == "sessions" else ITERATIONS_TARGET_MS
+        row.target = f"<= {target_ms:g} ms"
+        row.result = verdict((duck.ms <= target_ms, "time"))
     elif kind == "detector":
         row.target = f"<= {DETECTOR_TARGET_MS:g} ms, >= {DETECTOR_TARGET_RATIO:g}x"
         ratio_ok = lite is not None and lite.seconds / duck.seconds >= DETECTOR_TARGET_RATIO
@@ -1130,6 +1144,23 @@ def run_sqlite(cfg: Config, home: Home, r: Results) -> None:
         con.close()
 
 
+def run_targets(cfg: Config, home: Home, db_home: Home | None) -> str:
+    """Issue 23's targets against their same-process baselines (``ledger_targets``), as a table;
+    the views are read from ``db_home``'s ledger (one is ingested when None)."""
+    log("targets: ingest vs DuckDB read_json, turn about")
+    targets = [ledger_targets.ingest_target(home, cfg.out / "targets", cfg.total_events, cfg.ingest_repeat)]
+    if db_home is None:
+        ingest_once(cfg.out / "ingest" / "run0", home.journals)
+        db_home = Home.resolve(cfg.out / "ingest" / "run0")
+    runs = max(cfg.repeat, 5)
+    log("targets: views vs their grouping floors, turn about")
+    with Ledger.open(db_home, read_only=True) as ledger:
+        targets += ledger_targets.view_targets(ledger.con, runs)
+    for t in targets:
+        log(f"{t.name}: {t.figure} ({'PASS' if t.passed else 'FAIL'}), baseline {t.baseline_figure}")
+    return ledger_targets.render(targets, runs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
     cfg.out.mkdir(parents=True, exist_ok=True)
@@ -1143,9 +1174,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     )
     log(r.dataset)
-    run_ledger(cfg, home, r)
-    run_sqlite(cfg, home, r)
-    print_report(r, cfg)
+    load_before = ledger_targets.load_note()
+    if cfg.targets_only:
+        table = run_targets(cfg, home, None)
+        print(machine_info())
+        print(r.dataset)
+    else:
+        run_ledger(cfg, home, r)
+        run_sqlite(cfg, home, r)
+        table = run_targets(cfg, home, r.ingest.home if r.ingest else None)
+        print_report(r, cfg)
+    print()
+    print(table)
+    print(f"before: {load_before}\nafter:  {ledger_targets.load_note()}")
     return 0
 
 
