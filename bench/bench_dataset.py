@@ -16,6 +16,7 @@ Each run starts a fresh process (this file with ``--child``) that runs the app h
 (``App.run_test(size=(120, 40))``) and reports, with the parent's clock: the first repaint after the
 sessions table holds a row (the first screen showing sessions), and the repaint after it holds every
 session. The figure is the median over ``--runs`` runs of each, the runs of the two alternating.
+The verdict is in the table; the exit code says only that the bench ran (0), as every bench's.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from tables import markdown_table  # bench/tables.py, beside this script
+from tables import markdown_table, parse_with_smoke  # bench/tables.py, beside this script
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
 SCRIPT: Final = Path(__file__).resolve()
@@ -51,6 +52,10 @@ class Config:
     out: Path
 
 
+SMOKE: Final = ("--sessions", "30", "--events-per-session", "20", "--runs", "1")
+"""``--smoke``: 600 events, one start-up of each."""
+
+
 def parse_args(argv: Sequence[str] | None) -> tuple[Config, argparse.Namespace]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--sessions", type=int, default=10_000)
@@ -60,7 +65,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Config, argparse.Namespace]:
     p.add_argument("--runs", type=int, default=5, help="start-ups of each (the median is reported)")
     p.add_argument("--out", type=Path, default=BENCH_DIR / "out")
     p.add_argument("--child", nargs=4, metavar=("KIND", "PATH", "EXPECT", "T0"), help=argparse.SUPPRESS)
-    a = p.parse_args(argv)
+    a = parse_with_smoke(p, argv, SMOKE)
     sessions = max(3, a.sessions // 10) if a.quick else a.sessions
     return Config(sessions, a.events_per_session, a.seed, max(1, a.runs), a.out.resolve()), a
 
@@ -193,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(a fresh process, headless, 120x40, from launch to the repaint)\n"
     )
     print(markdown_table(rows, right={1, 2}))
-    return 0 if verdict == "PASS" else 1
+    return 0
 
 
 if __name__ == "__main__":

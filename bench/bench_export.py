@@ -32,7 +32,7 @@ from typing import Final
 
 import bench_ledger  # bench/bench_ledger.py, beside this script: the synthetic home
 import duckdb
-from tables import cpu_model, markdown_table
+from tables import cpu_model, markdown_table, parse_with_smoke
 
 from ledger import events as ev
 from ledger.core.home import Home
@@ -87,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--new", type=int, default=1_000, help="events added before each incremental export")
     p.add_argument("--repeat", type=int, default=3, help="runs of each export; the median is reported")
     p.add_argument("--out", type=Path, default=bench_ledger.BENCH_DIR / "out")
-    a = p.parse_args(argv)
+    smoke = ("--sessions", "50", "--events-per-session", "20", "--new", "50", "--repeat", "1")
+    a = parse_with_smoke(p, argv, smoke)
     cfg = bench_ledger.parse_args(
         [
             "--sessions",

@@ -3,8 +3,8 @@
 - drop-in stop: a ``.claude/ralph-loop.local.md`` state file (the ``ralph-loop`` plugin's);
 - ledger-native stop: a project with a ``ralph.toml`` (no command rules) and a
   ``.claude/ralph-ledger.local.json`` loop file: the engine runs the guards in SQL. Measured
-  at stop 2 (the second stop of ``--runs`` fresh loops) and from stop 100 of one loop (stops
-  3..99 run unmeasured, then ``--runs`` stops from 100 on);
+  at stop 2 (the second stop of ``--runs`` fresh loops) and from stop 100 (``--far``) of one loop
+  (stops 3..99 run unmeasured, then ``--runs`` stops from 100 on);
 - each of them twice: in-process (``RALPH_WARM=0``), and served by the home's warm worker, the
   default (``ledger.drivers.claude_code.stop.warm``: the hook process is the standard-library client),
   started by each loop's first stop;
@@ -17,7 +17,7 @@ used meanwhile (the stop's work it did: in the wall time, not in ``cpu``). Targe
 <= 1.5x ``python3 -c pass`` (run after each drop-in stop, under the same load); ledger-native median
 <= 150 ms, and at stop 100 within 1.2x of stop 2.
 
-    .venv/bin/python bench/bench_hook.py [--runs 30]
+    .venv/bin/python bench/bench_hook.py [--runs 30] [--far 100]
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tables import parse_with_smoke  # bench/tables.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_NAME = Path("fixtures") / "claude-code" / "ccv-fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
 DROP_IN_RATIO = 1.5  # x python3 -c pass
@@ -43,6 +45,7 @@ NATIVE_MS = 150.0
 GROWTH = 1.2  # stop 100 / stop 2
 SESSION = "bench-session"
 FAR = 100
+"""The stop the far rows start at (``--far``)."""
 
 
 def fixture() -> Path:
@@ -217,9 +220,9 @@ def drop_in(tmp: Path, name: str, transcript: Path) -> Project:
     return p
 
 
-def native(tmp: Path, name: str, transcript: Path) -> Project:
+def native(tmp: Path, name: str, transcript: Path, far: int) -> Project:
     p = Project(tmp / name, transcript)
-    (p.root / "ralph.toml").write_text(f"max_iterations = {FAR + 1000}\n")
+    (p.root / "ralph.toml").write_text(f"max_iterations = {far + 1000}\n")
     loop = {"prompt": "Fix the tests", "started_at": "2026-11-22T00:00:00Z"}
     (p.root / ".claude" / "ralph-ledger.local.json").write_text(json.dumps(loop))
     return p
@@ -272,16 +275,16 @@ def stop_worker(p: Project) -> None:
 
 
 def bench_native(
-    tmp: Path, master: Path, runs: int, progress: Callable[[str], None], warm: bool
+    tmp: Path, master: Path, runs: int, progress: Callable[[str], None], warm: bool, far: int = FAR
 ) -> tuple[list[Sample], list[Sample]]:
-    """(stop 2 of ``runs`` fresh loops, stops 100.. of the last one); ``warm``: with RALPH_WARM=1."""
+    """(stop 2 of ``runs`` fresh loops, stops ``far``.. of the last one); ``warm``: with RALPH_WARM=1."""
     second: list[Sample] = []
     last: Project | None = None
     kind = "warm" if warm else "native"
     for r in range(runs):
         if last is not None:
             stop_worker(last)
-        last = native(tmp, f"{kind}-{r}", transcript_copy(master, tmp / f"{kind}-{r}.jsonl"))
+        last = native(tmp, f"{kind}-{r}", transcript_copy(master, tmp / f"{kind}-{r}.jsonl"), far)
         if warm:
             last.env["RALPH_WARM"] = "1"
         last.stop()
@@ -290,7 +293,7 @@ def bench_native(
         second.append(last.stop())
     assert last is not None
     try:
-        while last.stops < FAR - 1:
+        while last.stops < far - 1:
             last.stop()
             if last.stops % 20 == 0:
                 progress(f"  ... stop {last.stops}")
@@ -321,8 +324,9 @@ def row(name: str, times: list[Sample], ratios: str, target: str = "", verdict: 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=30, help="measured stops (and baseline runs) per row")
-    args = p.parse_args(argv)
-    runs = max(1, args.runs)
+    p.add_argument("--far", type=int, default=FAR, help=f"the stop the far rows start at (default {FAR})")
+    args = parse_with_smoke(p, argv, ("--runs", "1", "--far", "5"))
+    runs, far = max(1, args.runs), max(3, args.far)
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -337,14 +341,14 @@ def main(argv: list[str] | None = None) -> int:
         progress("drop-in stops, warm worker (the default) ...")
         dropped_warm, beside_warm = bench_drop_in(tmp, master, runs, warm=True)
         progress("ledger-native stops, in-process (RALPH_WARM=0) ...")
-        second, far = bench_native(tmp, master, runs, progress, warm=False)
+        second, far_times = bench_native(tmp, master, runs, progress, warm=False, far=far)
         progress("ledger-native stops, warm worker (the default) ...")
-        warm2, warm100 = bench_native(tmp, master, runs, progress, warm=True)
+        warm2, warm100 = bench_native(tmp, master, runs, progress, warm=True, far=far)
     progress("baselines ...")
     bare = bench_cmd("pass", runs)
     duck = bench_cmd("import duckdb", runs)
     base, duck_med = statistics.median(bare), statistics.median(duck)
-    med2, med100 = statistics.median(second), statistics.median(far)
+    med2, med100 = statistics.median(second), statistics.median(far_times)
 
     def ratios(times: list[Sample], beside: list[Sample] | None = None) -> str:
         """Against ``python3 -c pass`` (run beside these stops when ``beside`` is given) and DuckDB."""
@@ -382,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
                 verdict(statistics.median(times) <= DROP_IN_RATIO * statistics.median(paired)),
             )
         )
-    for label, two, hundred in ((", in-process", second, far), (", warm (default)", warm2, warm100)):
+    for label, two, hundred in ((", in-process", second, far_times), (", warm (default)", warm2, warm100)):
         m2, m100 = statistics.median(two), statistics.median(hundred)
         print(
             row(
@@ -395,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             row(
-                f"ledger-native stops {FAR}-{FAR + runs - 1}{label}",
+                f"ledger-native stops {far}-{far + runs - 1}{label}",
                 hundred,
                 ratios(hundred),
                 f"<= {NATIVE_MS:.0f} ms, <= {GROWTH}x stop 2",
@@ -413,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"drop-in stop {label} / python3 -c pass run after each stop: {wall:.2f}x wall, {cpu:.2f}x cpu")
     warm_growth = statistics.median(warm100) / statistics.median(warm2)
     print(
-        f"stop {FAR} / stop 2: in-process {med100 / med2:.2f}x, warm {warm_growth:.2f}x (target <= {GROWTH}x)"
+        f"stop {far} / stop 2: in-process {med100 / med2:.2f}x, warm {warm_growth:.2f}x (target <= {GROWTH}x)"
     )
     return 0
 

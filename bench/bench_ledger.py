@@ -55,7 +55,7 @@ from typing import Any, Final
 import duckdb
 import ledger_targets  # bench/ledger_targets.py, beside this script
 import msgspec
-from tables import cpu_model, markdown_table  # bench/tables.py, beside this script
+from tables import cpu_model, markdown_table, parse_with_smoke  # bench/tables.py, beside this script
 
 from ledger import events as ev
 from ledger.core.home import Home
@@ -103,6 +103,13 @@ class Config:
         return self.sessions * self.events_per_session
 
 
+SMOKE: Final = (
+    "--sessions", "40", "--events-per-session", "60", "--repeat", "1", "--ingest-repeat", "1",
+    "--appends", "20", "--sqlite-sample", "50",
+)  # fmt: skip
+"""``--smoke``: 2,400 events, one run of each measure."""
+
+
 def parse_args(argv: Sequence[str] | None = None) -> Config:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--sessions", type=int, default=10_000, help="sessions to generate (default 10,000)")
@@ -128,7 +135,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         help="events inserted one per transaction into SQLite, per mode",
     )
     p.add_argument("--out", type=Path, default=BENCH_DIR / "out", help="work directory (default bench/out)")
-    a = p.parse_args(argv)
+    a = parse_with_smoke(p, argv, SMOKE)
     scale = 10 if a.quick else 1
     cfg = Config(
         sessions=max(1, a.sessions // scale),

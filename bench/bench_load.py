@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def main(argv: list[str] | None = None) -> int:
     """Parse the options, run the load, print the table."""
     sys.path.insert(0, str(ROOT))  # the driver lives in the tests package
+    from tables import parse_with_smoke  # bench/tables.py, beside this script
+
     from tests.load_suite import LONG, QUICK, LoadParams, run_load
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -43,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cli-reads", type=int, help=f"'ralph-ledger sessions' runs meanwhile ({LONG.cli_reads})")
     p.add_argument("--reader", choices=["ledger", "monitor"], default="ledger", help="the reader (ledger)")
     p.add_argument("--keep", metavar="DIR", help="run in DIR and keep it (default: a temporary directory)")
-    args = p.parse_args(argv)
+    smoke = ("--procs", "2", "--sessions", "2", "--stops", "10", "--real-sessions", "1", "--real-stops", "2")
+    args = parse_with_smoke(p, argv, (*smoke, "--cli-reads", "1"))
     base = QUICK if args.quick else LONG
     params = LoadParams(
         procs=args.procs or base.procs,

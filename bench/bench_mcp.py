@@ -29,7 +29,7 @@ from pathlib import Path
 import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from tables import cpu_model, markdown_table  # bench/tables.py, beside this script
+from tables import cpu_model, markdown_table, parse_with_smoke  # bench/tables.py, beside this script
 
 BIN = Path(sys.executable).parent
 START_S = 1.0
@@ -114,7 +114,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=10)
     parser.add_argument("--calls", type=int, default=200)
-    args = parser.parse_args()
+    args = parse_with_smoke(parser, None, ("--starts", "1", "--calls", "5"))
     with tempfile.TemporaryDirectory() as tmp:
         root = project(Path(tmp) / "project")
         echo = Path(tmp) / "echo.py"

@@ -63,7 +63,7 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar, Final
 if TYPE_CHECKING:
     from tui.app import RalphApp
 
-from tables import cpu_model, markdown_table  # bench/tables.py, beside this script
+from tables import cpu_model, markdown_table, parse_with_smoke  # bench/tables.py, beside this script
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
 SCRIPT: Final = Path(__file__).resolve()
@@ -104,6 +104,13 @@ class Config:
         return self.sessions * self.events_per_session
 
 
+SMOKE: Final = (
+    "--quick", "--sessions", "30", "--events-per-session", "20", "--startup-runs", "1",
+    "--backlog-runs", "1", "--appends", "5", "--baseline-runs", "1",
+)  # fmt: skip
+"""``--smoke``: 600 events, one run of each measure, 5 appends."""
+
+
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, argparse.Namespace]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--quick", action="store_true", help="200 sessions (20,000 events), fewer repeats")
@@ -122,7 +129,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Config, argparse.Name
     p.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--expect", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--gap", default=",".join(f"{g:g}" for g in APPEND_GAP_S), help=argparse.SUPPRESS)
-    a = p.parse_args(argv)
+    a = parse_with_smoke(p, argv, SMOKE)
     quick = bool(a.quick)
     cfg = Config(
         sessions=max(1, a.sessions or (200 if quick else 10_000)),
@@ -215,6 +222,14 @@ def make_app(rec: Recorder, home: Path, expect: int) -> RalphApp:
             self.batches = 0
             self.tracking = False  # record Refreshed rows and dirty files (live phase)
             self.watching = False
+            mark_dirty = self.feed.mark_dirty
+
+            def marked(paths: set[Path] | None) -> None:
+                if self.tracking and paths:
+                    rec.emit("dirty", files=sorted(p.name for p in paths))
+                mark_dirty(paths)
+
+            self.feed.mark_dirty = marked  # type: ignore[method-assign]
 
         def painted(self, name: str, **fields: Any) -> None:
             """Mark ``name`` after the next repaint."""
@@ -264,11 +279,6 @@ def make_app(rec: Recorder, home: Path, expect: int) -> RalphApp:
             if self.tracking and isinstance(message, Refreshed):
                 rec.emit("posted", sessions=list(message.update.sessions))
             return super().post_message(message)
-
-        def mark_dirty(self, paths: set[Path] | None) -> None:
-            if self.tracking and paths:
-                rec.emit("dirty", files=sorted(p.name for p in paths))
-            super().mark_dirty(paths)
 
         def send_ping(self) -> None:
             """A key press, the way a terminal driver delivers one."""

@@ -1,7 +1,9 @@
-"""What the bench scripts share: their Markdown tables and the name of the machine's CPU."""
+"""What the bench scripts share: their Markdown tables, the name of the machine's CPU, and ``--smoke``."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -30,3 +32,15 @@ def cpu_model() -> str:
     except OSError:
         pass
     return "unknown CPU"
+
+
+def parse_with_smoke(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, smoke: Sequence[str]
+) -> argparse.Namespace:
+    """``parser``'s arguments, with ``--smoke`` added: the bench's smallest run, which still prints its
+    whole table (``tests/architecture/test_bench.py`` runs every bench so). It stands for the arguments
+    ``smoke``; options given beside it override them."""
+    parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {' '.join(smoke)}")
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(given)
+    return parser.parse_args([*smoke, *given]) if args.smoke else args

@@ -97,7 +97,7 @@ _EXPORTS = {
     "Monitor": "ledger.monitor",
     "ready": "ledger.core.interrupts",
     "replay": "ledger.monitor.replay",
-    "steer_journal": "ledger.loop.steering.commands",
+    "steer_journal": "ledger.drivers.steer",
     "EngineError": "ledger.loop.engine_types",
 }
 

@@ -31,6 +31,7 @@ from ledger.loop.engine_types import EngineError
 from ledger.storage.database import Ledger
 from ledger.storage.journal import Cursor, Journal, journal_path, read_new
 from tests.fixtures.scenarios import iteration, start
+from tests.helpers import validate
 
 TERMINAL = (E.SessionCompleted, E.SessionBlocked, E.SessionEscalated)
 
@@ -181,7 +182,7 @@ def step(engine: Engine, sid: str) -> str:
     n = max((e.iteration for e in events if isinstance(e, E.IterationStarted)), default=0)
     done = n >= target_of(sid)
     output = f"step {n}: " + ("all done <promise>COMPLETE</promise>" if done else "still working")
-    engine.validate(sid, output, files_modified=[f"src/f{n}.py"], tool_count=n)
+    validate(engine, sid, output, files_modified=[f"src/f{n}.py"], tool_count=n)
     return "validate"
 
 

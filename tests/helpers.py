@@ -6,7 +6,11 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ledger.loop.engine import Engine
+    from ledger.loop.engine_types import ValidateResult
 
 T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
 
@@ -63,3 +67,12 @@ def past_loop(
         *(ev.IterationStarted(session_id=session_id, iteration=n) for n in range(1, iterations + 1)),
         *ending,
     )
+
+
+def validate(engine: Engine, session_id: str, output: str = "", **fields: Any) -> ValidateResult:
+    """Validate one turn and record it, deciding nothing more (``LoopSession.check``, the MCP tools'
+    ``iteration_validate``): what a test drives step by step with ``engine.next`` / ``complete``."""
+    from ledger.loop.decision import Turn
+    from ledger.loop.step import LoopSession
+
+    return LoopSession(engine, session_id, "").check(Turn(output, **fields)).result

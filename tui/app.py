@@ -1,20 +1,17 @@
 """``ralph-tui``: watch ralph-ledger sessions live, or replay recorded ones as if live.
 
-``RalphApp`` holds the screens, the keys and the state; what it does over time comes from its mixins:
-``LiveJournals`` (tui/live.py: open the monitor, ingest the backlog, watch and refresh the journals,
-raise the alerts), ``Replaying`` (tui/replaying.py: play recorded journals back into the watched
-directory) and ``Steering`` (tui/steering.py: pause, resume, steer and unblock a loop). Every read
-of the ledger happens in a thread worker that only posts messages; the message handlers own the UI
-(the style of harlequin and toolong). The command line is tui/main.py.
+``RalphApp`` holds the screens, the keys and the parts it owns: ``feed`` (tui/feed.py: open the
+monitor, ingest the backlog, watch and refresh the journals), ``replay`` (tui/replaying.py: play
+recorded journals back into the watched directory), ``steering`` (tui/steering.py: pause, resume, steer
+and unblock a loop) and ``alert_log`` (tui/alert_log.py: the notifications and the alert history).
+Their workers only post messages; screens post messages up (``OpenSession``, ``SteerLoop``); the
+handlers here own the UI (the style of harlequin and toolong). docs/design/tui.md draws the parts.
+The command line is tui/main.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import shutil
 import sys
-import tempfile
-import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -29,19 +26,34 @@ from textual.widgets import Input, TextArea
 
 from ledger import error_reason
 from ledger.monitor import Monitor, SessionRow
-from ledger.monitor.replay import ReplayClock
+from tui.alert_log import AlertLog
 from tui.attention import Attention
 from tui.colours import ThemeColours
 from tui.commands import RalphCommands
-from tui.live import BATCH_BYTES, LiveJournals
-from tui.messages import OpenSession
-from tui.replaying import DEFAULT_SPEED, Replaying, utc_now
-from tui.screens.alerts import AlertEntry, AlertsScreen
-from tui.screens.fleet import SessionsScreen
-from tui.screens.help import HelpScreen
-from tui.screens.query import SqlScreen
-from tui.screens.session_detail import SessionScreen
+from tui.feed import BATCH_BYTES, Feed
+from tui.messages import (
+    Failed,
+    LoadDone,
+    Loaded,
+    Opened,
+    OpenExample,
+    OpenSession,
+    Pending,
+    Refreshed,
+    ReplayProgress,
+    SetSpeed,
+    Steered,
+    SteerLoop,
+    Watching,
+)
+from tui.replaying import DEFAULT_SPEED, Replay, utc_now
+from tui.screens.alerts_screen import AlertsScreen
+from tui.screens.help_screen import HelpScreen
+from tui.screens.session_screen import SessionScreen
+from tui.screens.sessions_screen import SessionsScreen
+from tui.screens.sql_screen import SqlScreen
 from tui.steering import Steering
+from tui.welcome import welcome_text
 
 SWITCH_INTERVAL_S: Final = 0.0005
 DARK: Final = "textual-dark"
@@ -55,7 +67,7 @@ def screenshot_folder() -> Path:
     return downloads if downloads.is_dir() else Path.cwd()
 
 
-class RalphApp(LiveJournals, Replaying, Steering, App[None]):
+class RalphApp(App[None]):
     """The ralph-ledger monitor: sessions, one session, the SQL console, alerts."""
 
     TITLE = "ralph-tui"
@@ -96,60 +108,32 @@ class RalphApp(LiveJournals, Replaying, Steering, App[None]):
         dataset: Path | None = None,
     ) -> None:
         super().__init__()
-        self.dataset = dataset
-        """An exported Parquet dataset watched instead of journals (``--dataset``): read-only."""
-        self.replay_files = list(replay_files)
-        self.replaying = bool(self.replay_files)
-        self._own_replay_dir = False
-        if self.replaying:
-            if replay_dir is None:
-                replay_dir = Path(tempfile.mkdtemp(prefix="ralph-tui-replay-"))
-                self._own_replay_dir = True
-            replay_dir.mkdir(parents=True, exist_ok=True)
-            sources, homes = [replay_dir], ()
+        self.replay = Replay(
+            self, replay_files, directory=replay_dir, speed=speed, sequential=sequential, sleep=sleep
+        )
+        if self.replay.on:
+            assert self.replay.directory is not None
+            sources, homes = [self.replay.directory], ()
         if not sources and not homes and dataset is None:
             raise ValueError("ralph-tui needs a ledger home, a journal directory or journals to replay")
-        self.sources = list(sources)
-        self.homes = list(homes)
-        self.replay_dir = replay_dir
-        self.speed = speed
-        self.sequential = sequential
-        self._sleep = sleep
-        self.replay_clock = ReplayClock()
-        self._clock = now or (self.replay_clock if self.replaying else utc_now)
-        self.batch_bytes = batch_bytes
-        self.watch_files = watch
-        self.monitor: Monitor | None = None
-        self.sessions_screen = SessionsScreen(sources=dataset is not None)
-        self.sql_screen = SqlScreen()
+        clock = now or (self.replay.clock if self.replay.on else utc_now)
+        self.feed = Feed(
+            self, sources, homes=homes, dataset=dataset, clock=clock, batch_bytes=batch_bytes, watch=watch
+        )
+        self.steering = Steering(self, self.current_monitor, self.session_row)
+        self.alert_log = AlertLog(self, self.now, attention)
+        self.sessions_screen = SessionsScreen(sources=dataset is not None, now=self.now)
+        self.sql_screen = SqlScreen(self.current_monitor)
         self.theme_colours = ThemeColours(self)
         # state the handlers keep (tests read it)
-        self.loaded = False
-        self.live = False
-        self.replay_lines = 0
-        self.replay_total = 0
-        self.replay_done = False
-        self.alerts: list[str] = []
-        self.steered: list[str] = []
-        """What each steering action from the keys or the palette did, one line each (tests read it)."""
-        self.alert_history: list[AlertEntry] = []
-        """Every alert since start-up, oldest first (the alerts screen shows them newest first)."""
-        self.attention = attention  # the bell, the desktop notification, per alert (tui/attention.py)
-        self.paused = False
-        self._resume = threading.Event()
-        self._resume.set()
         self.errors: list[str] = []
-        self.bad_lines: list[str] = []
-        self.resets: list[str] = []
         self.screenshots: list[Path] = []
         self.updates = 0
-        # the refresh worker's queue of changed files (single flight)
-        self._dirty: set[Path] = set()
-        self._dirty_all = False
-        self._refreshing = False
-        self._dirty_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._watch_stop = asyncio.Event()
+
+    @property
+    def replaying(self) -> bool:
+        """Replaying recordings (``--replay``): the replay keys work."""
+        return self.replay.on
 
     # -- screens -----------------------------------------------------------------------------------
     def get_line_filters(self) -> Sequence[LineFilter]:
@@ -168,24 +152,26 @@ class RalphApp(LiveJournals, Replaying, Steering, App[None]):
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         self.install_screen(self.sql_screen, "sql")
         self.sessions_screen.show_progress("opening…")
-        self.open_and_load()
+        self.feed.start()
 
     def on_unmount(self) -> None:
         """Stop the replay and the watcher."""
-        self._stop.set()
-        self._watch_stop.set()
+        self.replay.stop()
+        self.feed.stop()
 
     def cleanup(self) -> None:
         """Close the monitor and remove a replay's temporary journals (after the app has exited)."""
-        self._stop.set()
-        if self.monitor is not None:
-            self.monitor.close()
-        if self._own_replay_dir and self.replay_dir is not None:
-            shutil.rmtree(self.replay_dir, ignore_errors=True)
+        self.replay.stop()
+        self.feed.close()
+        self.replay.cleanup()
+
+    def current_monitor(self) -> Monitor | None:
+        """The monitor, once open (what the screens' workers read)."""
+        return self.feed.monitor
 
     def now(self) -> datetime:
         """The clock the ages are measured with (the monitor's)."""
-        return self.monitor.now() if self.monitor is not None else self._clock()
+        return self.feed.now()
 
     def session_ids(self) -> list[str]:
         """Every session known, in the sessions table's order first."""
@@ -199,20 +185,140 @@ class RalphApp(LiveJournals, Replaying, Steering, App[None]):
 
     def open_session(self, session_id: str) -> None:
         """Show one session (replacing a session screen already shown)."""
-        screen = SessionScreen(session_id)
+        screen = SessionScreen(session_id, self.current_monitor)
         if isinstance(self.screen, SessionScreen):
             self.switch_screen(screen)
         else:
             self.push_screen(screen)
 
-    def on_open_session(self, message: OpenSession) -> None:
-        """A screen asked for a session: show it."""
-        self.open_session(message.session_id)
-
     def open_example(self, name: str) -> None:
         """Open the SQL console with a saved example query and run it."""
         self.action_sql()
         self.sql_screen.load_example(name)
+
+    # -- what screens and the palette ask for ------------------------------------------------------
+    def on_open_session(self, message: OpenSession) -> None:
+        """A screen asked for a session: show it."""
+        self.open_session(message.session_id)
+
+    def on_open_example(self, message: OpenExample) -> None:
+        """The palette asked for an example query."""
+        self.open_example(message.name)
+
+    def on_steer_loop(self, message: SteerLoop) -> None:
+        """A screen or the palette asked to steer a loop: the steering asks for guidance, then writes."""
+        self.steering.ask(message.session_id, message.action)
+
+    def on_steered(self, message: Steered) -> None:
+        """Say what the steering did (the watcher shows its event as it shows any)."""
+        self.steering.steered_line(message)
+
+    # -- what the feed posts ---------------------------------------------------------------------------
+    def on_opened(self, message: Opened) -> None:
+        """Keep the monitor; say that the sessions are being read."""
+        self.feed.monitor = message.monitor
+        self.sessions_screen.show_progress("reading sessions…")
+
+    def on_pending(self, message: Pending) -> None:
+        """Say how much is to ingest (the progress bar), or hide the bar."""
+        p = message.pending
+        label = f"ingesting {p.files_total - p.files_done} {self.feed.what()}, {p.bytes_total:,} bytes…"
+        self.sessions_screen.show_progress(label if p.bytes_total else "", 0, p.bytes_total)
+
+    def on_loaded(self, message: Loaded) -> None:
+        """A batch landed: update the table and the progress bar."""
+        p = message.progress
+        if p is not None:
+            label = f"ingested {p.files_done}/{p.files_total} {self.feed.what()}, {p.events:,} events"
+            self.sessions_screen.show_progress(label, p.bytes_done, p.bytes_total)
+        self.sessions_screen.apply(message.rows, message.fleet)
+
+    def on_load_done(self, message: LoadDone) -> None:
+        """The backlog is in: hide the progress bar, report its bad lines, show the empty state if
+        there is no session, start watching (then replaying)."""
+        feed = self.feed
+        feed.loaded = True
+        self.sessions_screen.show_progress("")
+        self.alert_log.report_bad_lines(message.bad_lines)
+        if feed.monitor is not None and not self.replaying and feed.dataset is None:
+            self.sessions_screen.show_welcome(welcome_text(feed.monitor))
+        if feed.watch_files:
+            feed.watch()
+        elif self.replaying:
+            self.replay.start()
+
+    def on_failed(self, message: Failed) -> None:
+        """Show the error (in the fleet line and as a notification)."""
+        self.errors.append(message.error)
+        self.sessions_screen.show_progress("")
+        self.sessions_screen.note(message.error)
+        self.notify(message.error, title="error", severity="error", markup=False)
+
+    def on_watching(self, message: Watching) -> None:
+        """Catch up with anything appended while loading (or while the watcher started again), then
+        follow; a replay starts the first time."""
+        self.feed.mark_dirty(None)
+        if self.feed.live:
+            return
+        self.feed.live = True
+        if self.replaying:
+            self.replay.start()
+
+    def on_refreshed(self, message: Refreshed) -> None:
+        """Update the changed rows, raise the alerts, and follow an open session."""
+        self.updates += 1
+        update = message.update
+        self.sessions_screen.apply(message.rows)
+        if update.reset:  # a journal emptied has no session any more
+            self.sessions_screen.drop(set(update.sessions) - {r.session_id for r in message.rows})
+        self.alert_log.raise_alerts(update)
+        changed = set(update.sessions)
+        for screen in self.screen_stack:
+            if isinstance(screen, SessionScreen) and screen.session_id in changed:
+                screen.reload()
+            if isinstance(screen, AlertsScreen) and (update.alerts or update.bad_lines):
+                screen.refresh_alerts()
+
+    # -- the replay ------------------------------------------------------------------------------------
+    def on_replay_progress(self, message: ReplayProgress) -> None:
+        """Show how far the replay has come."""
+        if self.replay.stopped or not self.is_running:  # quitting: the screens are going away
+            return
+        self.replay.progress(message)
+        self.show_replay()
+
+    def show_replay(self) -> None:
+        """The replay's progress bar (its speed, the lines written), then a note in the fleet line."""
+        if not self.replaying:
+            return
+        screen, replay = self.sessions_screen, self.replay
+        if replay.done:
+            screen.show_progress("")
+            screen.note(f"replayed {replay.lines} lines")
+        else:
+            screen.show_progress(replay.label(), replay.lines, replay.total)
+
+    def on_set_speed(self, message: SetSpeed) -> None:
+        """The palette set the replay's speed."""
+        self.replay.set_speed(message.speed)
+        self.show_replay()
+
+    def action_faster(self) -> None:
+        """Replay twice as fast (up to no waiting at all)."""
+        self.replay.faster()
+        self.show_replay()
+
+    def action_slower(self) -> None:
+        """Replay half as fast (down to the slowest speed)."""
+        self.replay.slower()
+        self.show_replay()
+
+    def action_pause(self) -> None:
+        """Pause the replay (no line is written, the clock stands still), or resume it."""
+        if self.replay.done:
+            return
+        self.replay.toggle_pause()
+        self.show_replay()
 
     # -- actions -------------------------------------------------------------------------------------
     def action_sql(self) -> None:
@@ -253,7 +359,7 @@ class RalphApp(LiveJournals, Replaying, Steering, App[None]):
         if isinstance(self.screen, AlertsScreen):
             self.pop_screen()
         else:
-            self.push_screen(AlertsScreen())
+            self.push_screen(AlertsScreen(self.alert_log.history))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Replay keys only while replaying."""

@@ -1,19 +1,19 @@
 """Command palette entries: open a session by id, SQL console and example queries, theme, replay speed,
-and steering a loop (pause / resume, steer, unblock)."""
+and steering a loop (pause / resume, steer, unblock). Each entry runs one of the app's actions or posts
+a message to it (``OpenSession``, ``OpenExample``, ``SetSpeed``, ``SteerLoop``); what the palette reads
+of the app is ``CommandSource``, a shape the app has, not the app (no import of it)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.message import Message
 
-from ledger.monitor import EXAMPLE_QUERIES
-from tui.messages import ralph_app
-
-if TYPE_CHECKING:
-    from tui.app import RalphApp
+from ledger.monitor import EXAMPLE_QUERIES, SessionRow
+from tui.messages import OpenExample, OpenSession, SetSpeed, SteerLoop
 
 SPEEDS: Final = (1.0, 5.0, 20.0, 100.0, 0.0)
 """The replay speeds the palette offers (0: no waiting)."""
@@ -46,7 +46,38 @@ def slower(speed: float) -> float:
     return MAX_SPEED if speed == 0 else max(MIN_SPEED, speed / 2)
 
 
-def steering_commands(app: RalphApp) -> list[Command]:
+class CommandSource(Protocol):
+    """What the palette reads of the app it runs in: the sessions known, whether it replays; it acts
+    by posting messages and running actions."""
+
+    @property
+    def replaying(self) -> bool:
+        """Replaying recordings: the speed commands show."""
+        ...
+
+    def session_ids(self) -> list[str]:
+        """Every session known, in the sessions table's order first."""
+        ...
+
+    def session_row(self, session_id: str) -> SessionRow | None:
+        """The session's latest row."""
+        ...
+
+    def post_message(self, message: Message) -> bool:
+        """Post a message to the app."""
+        ...
+
+    async def run_action(self, action: str) -> bool:
+        """Run one of the app's actions by name."""
+        ...
+
+
+def post(source: CommandSource, message: Message) -> Callable[[], object]:
+    """A palette callback that posts ``message`` to the app."""
+    return partial(source.post_message, message)
+
+
+def steering_commands(app: CommandSource) -> list[Command]:
     """Pause or resume and steer each running loop, unblock each blocked or escalated one."""
     out: list[Command] = []
     for sid in app.session_ids():
@@ -56,12 +87,18 @@ def steering_commands(app: RalphApp) -> list[Command]:
         if row.status == "running":
             verb = "Resume" if row.paused else "Pause"
             out.append(
-                (f"{verb} loop {sid}", partial(app.toggle_pause, sid), "As ralph-ledger pause / resume")
+                (f"{verb} loop {sid}", post(app, SteerLoop(sid, "pause")), "As ralph-ledger pause / resume")
             )
-            out.append((f"Steer loop {sid}", partial(app.ask_guidance, sid), "Guidance for its next prompt"))
+            out.append(
+                (f"Steer loop {sid}", post(app, SteerLoop(sid, "steer")), "Guidance for its next prompt")
+            )
         elif row.status in ("blocked", "escalated"):
             out.append(
-                (f"Unblock loop {sid}", partial(app.ask_unblock, sid), "5 more iterations, with guidance")
+                (
+                    f"Unblock loop {sid}",
+                    post(app, SteerLoop(sid, "unblock")),
+                    "5 more iterations, with guidance",
+                )
             )
     return out
 
@@ -71,26 +108,40 @@ class RalphCommands(Provider):
 
     def commands(self, *, sessions: bool = True) -> list[Command]:
         """Every command, with the sessions known now."""
-        app = ralph_app(self)
+        app = cast(CommandSource, self.app)
         out: list[Command] = [
-            ("SQL console", app.action_sql, "Query the ledger's views and detectors"),
-            ("Toggle theme", app.action_toggle_theme, "Switch between the light and the dark theme"),
-            ("Alert history", app.action_alerts, "Every alert since start-up; Enter opens the session"),
-            ("Help", app.action_help, "Every key, by screen"),
+            ("SQL console", partial(app.run_action, "sql"), "Query the ledger's views and detectors"),
+            (
+                "Toggle theme",
+                partial(app.run_action, "toggle_theme"),
+                "Switch between the light and the dark theme",
+            ),
+            (
+                "Alert history",
+                partial(app.run_action, "alerts"),
+                "Every alert since start-up; Enter opens the session",
+            ),
+            ("Help", partial(app.run_action, "help"), "Every key, by screen"),
         ]
         out += [
-            (f"Example query: {name}", partial(app.open_example, name), "Load it in the SQL console, run it")
+            (f"Example query: {name}", post(app, OpenExample(name)), "Load it in the SQL console, run it")
             for name in EXAMPLE_QUERIES
         ]
         if app.replaying:
             out += [
-                (f"Replay speed {speed_label(s)}", partial(app.set_speed, s), "How fast the recording plays")
+                (f"Replay speed {speed_label(s)}", post(app, SetSpeed(s)), "How fast the recording plays")
                 for s in SPEEDS
             ]
-            out.append(("Pause / resume the replay", app.action_pause, "Stop writing lines until resumed"))
+            out.append(
+                (
+                    "Pause / resume the replay",
+                    partial(app.run_action, "pause"),
+                    "Stop writing lines until resumed",
+                )
+            )
         if sessions:
             out += [
-                (f"Open session {sid}", partial(app.open_session, sid), "Show its iterations and events")
+                (f"Open session {sid}", post(app, OpenSession(sid)), "Show its iterations and events")
                 for sid in app.session_ids()
             ]
             out += steering_commands(app)

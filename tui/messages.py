@@ -1,11 +1,10 @@
-"""Messages that thread workers post; the handlers that receive them own the UI state."""
+"""The TUI's messages: what workers post (the feed's, the replay's, the steering's, a screen's own), and
+what screens post up to the app. The handlers that receive them own the UI state (docs/design/tui.md)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from textual.app import App
 from textual.message import Message
 
 from ledger import QueryResult
@@ -21,9 +20,6 @@ from ledger.monitor import (
     SessionRow,
     Update,
 )
-
-if TYPE_CHECKING:
-    from tui.app import RalphApp
 
 
 class Opened(Message):
@@ -81,6 +77,10 @@ class Refreshed(Message):
 class Watching(Message):
     """The directory watcher is running (appends from now on are seen)."""
 
+    def can_replace(self, message: Message) -> bool:
+        """Another one waiting says the same: one is handled."""
+        return isinstance(message, Watching)
+
 
 class ReplayProgress(Message):
     """The replay wrote ``lines`` of ``total`` lines (``done`` when it has finished)."""
@@ -90,6 +90,10 @@ class ReplayProgress(Message):
         self.lines = lines
         self.total = total
         self.done = done
+
+    def can_replace(self, message: Message) -> bool:
+        """A later count waiting supersedes this one (the last, ``done``, is never dropped)."""
+        return isinstance(message, ReplayProgress) and not self.done
 
 
 class SessionLoaded(Message):
@@ -152,12 +156,37 @@ class OpenSession(Message):
         self.session_id = session_id
 
 
-class _OfAnApp(Protocol):
-    @property
-    def app(self) -> App[Any]: ...
+class OpenExample(Message):
+    """The palette asks for the SQL console with a saved example query, run."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
 
 
-def ralph_app(node: _OfAnApp) -> RalphApp:
-    """The ``RalphApp`` a screen or provider belongs to, typed: the one way they read its state. They
-    never import the app (only its type, for the checker); what they ask of it goes up as a message."""
-    return cast("RalphApp", node.app)
+class SetSpeed(Message):
+    """The palette asks for another replay speed (0: no waiting)."""
+
+    def __init__(self, speed: float) -> None:
+        super().__init__()
+        self.speed = speed
+
+
+class SteerLoop(Message):
+    """A screen or the palette asks to steer a session's loop: ``pause`` (or resume, when paused),
+    ``steer`` (guidance for its next iteration) or ``unblock``."""
+
+    def __init__(self, session_id: str, action: str) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.action = action
+
+
+class Steered(Message):
+    """A steering action was recorded (``line`` says what happens next), or refused (``error``)."""
+
+    def __init__(self, session_id: str, line: str, error: bool) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.line = line
+        self.error = error

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.cli.common import CliError, unknown_session
@@ -11,8 +10,6 @@ from ledger.core.home import Home
 
 if TYPE_CHECKING:
     import argparse
-
-    from ledger.loop.engine import Engine
 
 
 def cmd_steering(home: Home, args: argparse.Namespace) -> None:
@@ -22,9 +19,8 @@ def cmd_steering(home: Home, args: argparse.Namespace) -> None:
     one that has ended (for ``unblock``: one that is not blocked or escalated), or a home that
     cannot be written.
     """
-    from ledger.loop.engine import Engine
+    from ledger.drivers.steer import steer_journal
     from ledger.loop.engine_types import EngineError
-    from ledger.loop.steering import commands as steering
     from ledger.storage.journal import journal_path
     from ledger.storage.ledger_file import unwritable
 
@@ -41,32 +37,11 @@ def cmd_steering(home: Home, args: argparse.Namespace) -> None:
             f"ralph-ledger unblock: session {sid!r} is a ralph-loop plugin loop, which unblock cannot "
             "restart: start it again with /ralph-loop"
         )
-    engine = Engine(home)
     try:
         text = guidance or getattr(args, "reason", "")
-        line = steering.apply(engine, sid, command, text, getattr(args, "iterations", 5))
-        print(line + (_how(engine, sid) if command == "unblock" else ""))
+        print(steer_journal(journal_path(home.journals, sid), command, text, getattr(args, "iterations", 5)))
     except EngineError as exc:
         raise CliError(f"ralph-ledger {command}: {exc}") from None
-
-
-def _how(engine: Engine, sid: str) -> str:
-    """How an unblocked loop goes on: a runner's (it recorded its agent command) with ``run
-    --resume``; a ledger-native Claude Code loop at its next stop, its loop file written again in
-    the project (``loop_file.restore``)."""
-    import os
-
-    from ledger.core.project import project_root
-    from ledger.drivers.claude_code.stop.loop_file import restore
-    from ledger.drivers.runner.run import recorded
-
-    _, command = recorded(engine, sid)
-    if command:
-        return f" (continue it with `ralph-ledger run --resume {sid}`)"
-    project = os.environ.get("CLAUDE_PROJECT_DIR") or project_root(os.getcwd())
-    if restore(Path(project), engine.home, sid) is not None:
-        return "; the next stop of its Claude Code session goes on with it"
-    return ""
 
 
 def _plugin_loop(home: Home, sid: str) -> bool:

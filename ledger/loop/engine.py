@@ -23,6 +23,7 @@ from ledger.loop.decide.guards import check, exhausted
 from ledger.loop.decide.limits import limit_for
 from ledger.loop.decide.signals import Inputs, resolve
 from ledger.loop.decide.stop_policies import NO_HOOKS, PRESET_FNS, AgentContext, Evaluation, HookFn, Registry
+from ledger.loop.decision import Turn
 from ledger.loop.engine_types import (
     CompleteResult,
     EngineError,
@@ -30,7 +31,6 @@ from ledger.loop.engine_types import (
     NextResult,
     Paused,
     SessionView,
-    Turn,
     ValidateResult,
 )
 from ledger.loop.steering.state import is_paused, paused_message, pending_guidance
@@ -186,20 +186,12 @@ class Engine:
         )
         return NextResult(session_id, 1, max_it, f"{session_id}-cp1", f"Started iteration 1 of {max_it}")
 
-    def validate(self, session_id: str, turn: Turn | str = "", /, **fields: Any) -> ValidateResult:
-        """iteration_validate on its own, recorded in one append: ``judge`` then append. ``turn`` is a
-        ``Turn`` or the agent's output with ``Turn``'s other fields as keywords. Drivers go through
-        ``ledger.loop.step.LoopSession``, which also decides what comes next in the same append."""
-        if not isinstance(turn, Turn):
-            turn = Turn(turn, **fields)
-        judged = self.judge(self._running(session_id), turn)
-        self.append(session_id, *judged.events)
-        return judged.result
-
     def judge(self, s: SessionView, turn: Turn) -> Judged:
-        """Run the rules, detect promises, evaluate guards and hooks, resolve the signal: the result
-        and the events that record it (stamped, not appended). The guards read their facts from the
-        session's ledger with these events in it, tentatively (``Fold.pending``)."""
+        """iteration_validate, for ``ledger.loop.step`` (its one caller): run the rules, detect
+        promises, evaluate guards and hooks, resolve the signal; the result and the events that
+        record it (stamped, not appended; the step appends them with what it decides). The guards
+        read their facts from the session's ledger with these events in it, tentatively
+        (``Fold.pending``)."""
         session_id, n = s.session_id, s.iteration
         agent_output, files_modified = turn.output, turn.files_modified
         record = ev.AgentTurn(

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -14,7 +13,6 @@ if TYPE_CHECKING:
     from ledger.loop.config.loop_config import LoopConfig
     from ledger.loop.decide.signals import Trip
     from ledger.loop.validate.rules import Rule
-    from ledger.loop.validate.todos import Todo
     from ledger.storage.database import Ledger
 
 
@@ -24,33 +22,6 @@ class EngineError(Exception):
 
 class Paused(EngineError):
     """``next`` refused: a human paused the session (``ledger.loop.steering.commands``); not an ending."""
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """One turn of the agent, as a driver read it: its final text (``output``: the only place a
-    promise counts), what it did and spent, and how it ended (docs/design/loop-step.md).
-
-    ``todos`` is the agent's own todo list, for the ``todos`` rule (``None``: not known);
-    ``failure`` says why its run failed (a failed run fails its iteration); ``other_models`` holds the
-    tokens spent on models other than ``model``; ``final`` asks for the rules kept for the last
-    iteration (lazy validation); ``transcript_offset`` is where a Claude Code turn ended."""
-
-    output: str = ""
-    files_modified: Sequence[str] = ()
-    tool_count: int = 0
-    stop_reason: str = ""
-    tokens: ev.TokenUsage | None = None
-    duration_ms: float = 0.0
-    final: bool = False
-    transcript_offset: int = 0
-    todos: Sequence[Todo] | None = None
-    model: str = ""
-    cost_usd: float | None = None
-    context_tokens: int = 0
-    failure: str = ""
-    stderr: str = ""
-    other_models: Sequence[tuple[str, ev.TokenUsage]] = ()
 
 
 @dataclass(frozen=True, slots=True)

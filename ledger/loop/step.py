@@ -14,14 +14,26 @@ steered the block the plugin's rules chose; :class:`LoopSession` is given its en
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ledger import events as ev
-from ledger.loop.engine_types import EngineError, Paused, Turn
-from ledger.loop.prompt.next_prompt import Learned, next_prompt
-from ledger.loop.steering.state import Learned as Taught
+from ledger.loop.decision import (
+    Continue,
+    Decision,
+    End,
+    Lead,
+    Turn,
+    Wait,
+    compose_prompt,
+    lead_of,
+    status_line,
+    steered,
+    with_line,
+)
+from ledger.loop.engine_types import EngineError, Paused
+from ledger.loop.prompt.next_prompt import Learned
 from ledger.loop.steering.state import (
     is_paused,
     iteration_guidance,
@@ -33,54 +45,9 @@ from ledger.loop.steering.state import (
 
 if TYPE_CHECKING:
     from ledger.loop.engine import Engine
-    from ledger.loop.engine_types import CompleteResult, SessionView, ValidateResult
+    from ledger.loop.engine_types import SessionView, ValidateResult
 
 __all__ = ["Continue", "Decision", "End", "Lead", "LoopSession", "Turn", "Wait", "steered"]
-
-
-@dataclass(frozen=True, slots=True)
-class Continue:
-    """The loop goes on: ``iteration`` (of ``max_iterations``) has begun with ``prompt``; ``status``
-    is the one line for the person watching; ``result`` the turn's validation (``None`` when a
-    person let the loop go on: resume, unblock)."""
-
-    iteration: int
-    max_iterations: int
-    prompt: str
-    status: str
-    result: ValidateResult | None = None
-    guidance: str = ""  # a person's guidance the prompt carries
-
-
-@dataclass(frozen=True, slots=True)
-class Wait:
-    """A person paused the loop after ``iteration``: nothing begins until ``resume``."""
-
-    iteration: int
-    line: str
-    result: ValidateResult | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class End:
-    """The loop ended at ``iteration``: ``signal`` (COMPLETE, BLOCKED or ESCALATE), why, and the line
-    that says so."""
-
-    iteration: int
-    signal: ev.Signal
-    reason: str
-    line: str
-    result: ValidateResult | None = None
-    completed: CompleteResult | None = None
-    guard: str = ""  # the guard that ended it, when a driver's limit did (``take_turn``'s ``limit``)
-
-
-Decision = Continue | Wait | End
-"""What a step decided."""
-
-Lead = Callable[[Decision], Sequence[ev.Event]]
-"""A driver's own events for a decision (a Claude Code stop's ``stop_decided``), first in the step's
-append after the turn and its validation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,23 +84,23 @@ class LoopSession:
         events: list[ev.Event] = list(judged.events)
         decision: Decision
         if result.signal == "CONTINUE" and limit is not None:
-            decision = _with_line(
+            decision = with_line(
                 End(result.iteration, "ESCALATE", limit.detail, "", result, guard=limit.guard)
             )
             escalated = ev.SessionEscalated(
                 session_id=self.session_id, iteration=result.iteration, reason=limit.detail, guard=limit.guard
             )
-            tail = engine.stamp([*_lead(lead, decision), limit, escalated])
+            tail = engine.stamp([*lead_of(lead, decision), limit, escalated])
         elif result.signal == "CONTINUE":
             summary = self._summary(s, result.iteration, events)
             decision, tail = self._advance(s, result, summary, lead)
         elif result.signal == "COMPLETE":
             done, ending = engine.complete_events(s, result.detected_promise, score=result.score)
-            decision = _with_line(End(result.iteration, "COMPLETE", result.reason, "", result, done))
-            tail = [*engine.stamp(_lead(lead, decision)), *ending]  # its time taken after the ending's
+            decision = with_line(End(result.iteration, "COMPLETE", result.reason, "", result, done))
+            tail = [*engine.stamp(lead_of(lead, decision)), *ending]  # its time taken after the ending's
         else:  # BLOCKED / ESCALATE: the validation recorded the session's end
-            decision = _with_line(End(result.iteration, result.signal, result.reason, "", result))
-            tail = engine.stamp(_lead(lead, decision))
+            decision = with_line(End(result.iteration, result.signal, result.reason, "", result))
+            tail = engine.stamp(lead_of(lead, decision))
         engine.append(self.session_id, *events, *tail)
         return decision
 
@@ -163,9 +130,9 @@ class LoopSession:
             raise EngineError(f"session {self.session_id!r} is {s.status}; it takes no more iterations")
         if s.stop_requested() is not None:
             reason = f"manual stop: {s.row['stop_reason'] or ''}".rstrip(": ")
-            end = _with_line(End(n, "BLOCKED", reason, ""))
+            end = with_line(End(n, "BLOCKED", reason, ""))
             blocked = ev.SessionBlocked(session_id=self.session_id, iteration=n, reason=reason)
-            engine.append(self.session_id, *_lead(lead, end), blocked)
+            engine.append(self.session_id, *lead_of(lead, end), blocked)
             return end
         if is_paused(s.events):
             return Wait(n, paused_line(self.session_id, n))
@@ -173,6 +140,20 @@ class LoopSession:
         decision, tail = self._advance(s, learned(s.events, n), summary, lead, resumed=True)
         engine.append(self.session_id, *tail)
         return decision
+
+    # -- what drivers record and read -----------------------------------------------------------------
+    def record(self, *events: ev.Event) -> None:
+        """A driver's own facts, which decide nothing (a rate-limited run, an interrupted turn, a stop
+        allowed while sub-agents run), appended through the engine in one append."""
+        self.engine.append(self.session_id, *events)
+
+    def events(self) -> list[ev.AnyEvent]:
+        """The session's events so far; ``EngineError`` (one line) when there is no such session."""
+        return self.engine.view(self.session_id).events
+
+    def started(self) -> ev.SessionStarted:
+        """The session's (last) ``session_started``: its prompt, agent command, worktree."""
+        return [e for e in self.events() if isinstance(e, ev.SessionStarted)][-1]
 
     def let_go(self) -> bool:
         """Whether a person let this hook-driven loop go (paused, or ended and then unblocked): its
@@ -187,8 +168,8 @@ class LoopSession:
 
     # -- the parts -------------------------------------------------------------------------------------
     def _prompt(self, taught: Learned, summary: str, guidance: str) -> str:
-        """The one place a next prompt is composed (``ledger.loop.prompt.next_prompt``)."""
-        return next_prompt(self.task, taught, summary, guidance=guidance)
+        """The next prompt of this session's task (:func:`compose_prompt`)."""
+        return compose_prompt(self.task, taught, summary, guidance)
 
     def _summary(self, s: SessionView, n: int, pending: Sequence[ev.Event]) -> str:
         """The summary of the loop after iteration ``n`` ("" unless the loop asked for it), with
@@ -217,11 +198,11 @@ class LoopSession:
             advanced, begun = engine.next_events(s)
         except Paused:
             wait = Wait(n, paused_line(sid, n), result)
-            return wait, engine.stamp(_lead(lead, wait))
+            return wait, engine.stamp(lead_of(lead, wait))
         except EngineError as exc:
-            end = _with_line(End(n, "ESCALATE", str(exc), "", result), refused=True)
+            end = with_line(End(n, "ESCALATE", str(exc), "", result), refused=True)
             escalated = ev.SessionEscalated(session_id=sid, iteration=n, reason=str(exc))
-            return end, engine.stamp([*_lead(lead, end), escalated])
+            return end, engine.stamp([*lead_of(lead, end), escalated])
         prompt = self._prompt(taught, summary, advanced.guidance)
         status = (
             f"🔄 Ralph iteration {advanced.iteration} of {advanced.max_iterations} | resumed by a person"
@@ -236,44 +217,7 @@ class LoopSession:
             if summary
             else []
         )
-        return going, engine.stamp([*_lead(lead, going), *given, *begun])
-
-
-def steered(events: Sequence[ev.AnyEvent], session_id: str, iteration: int, prompt: str) -> Decision | None:
-    """A block the ``ralph-loop`` plugin's rules chose at ``iteration``, as a person steered it: while
-    the loop is paused, ``Wait`` (the stop is allowed, the loop stays at its iteration); with guidance
-    pending, ``Continue`` with ``prompt`` carrying it, once; else ``None`` (the block as it is)."""
-    if is_paused(events):
-        return Wait(iteration, paused_line(session_id, iteration))
-    guidance = pending_guidance(events)
-    if not guidance:
-        return None
-    told = next_prompt(prompt, Taught(iteration, "", []), guidance=guidance)
-    return Continue(iteration + 1, 0, told, "", None, guidance)
-
-
-def status_line(result: ValidateResult, iteration: int, max_iterations: int) -> str:
-    """The one line shown to the person while the loop continues."""
-    failing = [r.name for r in result.results if not r.passed]
-    parts = [f"🔄 Ralph iteration {iteration} of {max_iterations}", f"score {result.score:.0f}"]
-    parts.append(f"failing: {', '.join(failing)}" if failing else "validation passing")
-    return " | ".join(parts)
-
-
-def _with_line(end: End, *, refused: bool = False) -> End:
-    """``end`` with the line that says how the loop ended."""
-    n, reason = end.iteration, end.reason
-    if refused or end.signal == "ESCALATE":
-        line = f"🛑 Ralph loop escalated at iteration {n}: {reason}"
-    elif end.signal == "COMPLETE":
-        line = f"✅ Ralph loop complete after {n} iteration(s): {reason}"
-    else:
-        line = f"⛔ Ralph loop blocked at iteration {n}: {reason}"
-    return End(n, end.signal, reason, line, end.result, end.completed, end.guard)
-
-
-def _lead(lead: Lead | None, decision: Decision) -> list[ev.Event]:
-    return list(lead(decision)) if lead is not None else []
+        return going, engine.stamp([*lead_of(lead, going), *given, *begun])
 
 
 def _validated(taught: Learned) -> ValidateResult | None:

@@ -2,7 +2,7 @@
 
 Every path that decides a loop's fate appends its deciding events and then calls
 :func:`notify_events` with them: the engine (``Engine._append``: the runner, the ledger-native
-Claude Code hook, the MCP tools) and the drop-in Claude Code hook (``hook._commit``). When the events
+Claude Code hook, the MCP tools) and the drop-in Claude Code hook (``dropin._commit``). When the events
 complete, block or escalate a session, or a guard tripped, and ``[notify]`` asks for it, the
 notification is handed to a detached sender process (``python -m ledger.notify``, :mod:`.send`),
 which composes it from the session's row, sends it with apprise and records a ``notification_sent``

@@ -1,5 +1,6 @@
 """The developer's loop (``Makefile``): each target names the command it runs, and ``make fast``
-leaves out exactly the journeys, the real clients and the slow files, while ``.ci/run`` runs all."""
+leaves out exactly the journeys, the real clients and the slow files, while ``.ci/run`` runs all; the test
+extras (docs/design/architecture.md, "Tests and benches")."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,45 @@ def test_the_fast_run_leaves_out_journeys_clients_and_slow_files_only() -> None:
 def test_ci_runs_everything() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert ".venv/bin/python -m pytest\n" in ci and " -m " not in ci.split("pytest", 1)[1].split("\n")[0]
+
+
+def extras() -> dict[str, list[str]]:
+    """The optional dependencies of ``pyproject.toml``: extra -> its distributions' names."""
+    table = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return {
+        extra: [re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0] for req in reqs] for extra, reqs in table.items()
+    }
+
+
+def installed_extras(text: str) -> set[str]:
+    """The extras a ``pip install -e '.[a,b]'`` in ``text`` installs (every such command must agree)."""
+    found = {frozenset(m.split(",")) for m in re.findall(r"pip install -q -e '\.\[([\w,-]+)\]'", text)}
+    assert len(found) == 1, found
+    return set(next(iter(found)))
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_the_test_command_ci_and_make_venv_install_every_extra() -> None:
+    assert {"test", "spark", "browser"} <= set(extras())
+    readme = (ROOT / "README.md").read_text()
+    said = subprocess.run(["make", "-n", "venv"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for text in (readme, (ROOT / ".ci" / "run").read_text(), said):
+        assert installed_extras(text) == set(extras())
+
+
+EXTRA_MODULES = {"pyspark": "pyspark", "selenium": "selenium", "pillow": "PIL"}
+"""The import name of each distribution of the extras beyond ``test``."""
+
+
+def test_every_test_collects_with_the_test_extra_alone() -> None:
+    """A venv with ``.[test]`` only runs ``make fast``: Spark's and the browser's tests import their
+    extras when they run, not when pytest collects them (and ``.ci/run``, with every extra, runs them)."""
+    beyond = {dist for extra, dists in extras().items() if extra != "test" for dist in dists}
+    assert beyond == set(EXTRA_MODULES)
+    code = (
+        f"import sys; sys.modules.update(dict.fromkeys({sorted(EXTRA_MODULES.values())!r})); import pytest; "
+        "sys.exit(pytest.main(['--collect-only', '-q', '-o', 'addopts=', '-p', 'no:cacheprovider']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " tests collected in " in done.stdout

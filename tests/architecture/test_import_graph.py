@@ -1,9 +1,10 @@
-"""No import cycles in ``ledger/`` or ``tui/``: the import graph of the source is a DAG.
+"""No import cycles in ``ledger/`` or ``tui/``: the import graph of the source is a DAG (the layers and
+their contracts: docs/design/architecture.md).
 
 Every import counts, the ones inside functions too (a cycle that only closes at call time is a cycle
-of design), ``from . import x`` and ``from pkg import submodule`` included. Only imports under
-``if TYPE_CHECKING:`` are left out: they never run, and a typed reference back up (a screen naming
-its app's class) is what they are for.
+of design), ``from . import x`` and ``from pkg import submodule`` included, and the imports under
+``if TYPE_CHECKING:``: they never run, but a typed reference back up (a screen naming its app's class)
+is a dependency all the same; the part below takes what it needs as arguments or posts messages up.
 """
 
 from __future__ import annotations
@@ -22,26 +23,11 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement under ``node`` at any depth, except the bodies of ``if TYPE_CHECKING:``."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _type_checking(child.test):
-            for other in child.orelse:
-                yield from _imports_in(other)
-            continue
-        yield from _imports_in(child)
-
-
-def _imports_in(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        yield node
-    yield from _imports(node)
+    """Every import statement under ``node`` at any depth (``if TYPE_CHECKING:`` bodies included)."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
 
 
 def _base(name: str, path: Path, node: ast.ImportFrom) -> str:
@@ -121,7 +107,7 @@ def test_the_check_sees_function_level_relative_and_submodule_imports(tmp_path: 
     assert find_cycle(graph) == ["ledger.a", "ledger.sub.b", "ledger.sub.c", "ledger.a"]
 
 
-def test_type_checking_imports_are_left_out(tmp_path: Path) -> None:
+def test_type_checking_imports_count(tmp_path: Path) -> None:
     pkg = tmp_path / "tui"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -130,5 +116,5 @@ def test_type_checking_imports_are_left_out(tmp_path: Path) -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tui.app import App\nScreen = 1\n"
     )
     graph = import_graph(tmp_path, ("tui",))
-    assert graph == {"tui": set(), "tui.app": {"tui.screen"}, "tui.screen": set()}
-    assert find_cycle(graph) == []
+    assert graph == {"tui": set(), "tui.app": {"tui.screen"}, "tui.screen": {"tui.app"}}
+    assert find_cycle(graph) == ["tui.app", "tui.screen", "tui.app"]

@@ -1,5 +1,6 @@
 """House rules between ``ledger`` and the TUI: ledger never imports Textual, and ``tui/`` uses only
-ledger's public API (``ledger``, ``ledger.monitor``, ``ledger.monitor.replay``)."""
+ledger's public API (``ledger``, ``ledger.monitor``, ``ledger.monitor.replay``); docs/design/architecture.md,
+"The public face"."""
 
 from __future__ import annotations
 

@@ -10,10 +10,12 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+
+if TYPE_CHECKING:
+    from selenium import webdriver
 
 PACKAGES = ("chromium", "chromium-driver")
 """Debian's packages for the browser and its driver."""
@@ -69,7 +71,11 @@ def chromium() -> tuple[str, str]:
 
 @contextmanager
 def headless_browser(width: int = 1280, height: int = 800) -> Iterator[webdriver.Chrome]:
-    """A headless Chromium window of ``width`` x ``height`` that resolves no host but this machine's."""
+    """A headless Chromium window of ``width`` x ``height`` that resolves no host but this machine's.
+    Selenium (the ``browser`` extra) is imported here, so that a run without it still collects."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     browser, driver = chromium()
     options = webdriver.ChromeOptions()
     options.binary_location = browser

@@ -31,7 +31,10 @@ KINDS = {"sh", "python", "toml", "text"}
 SETUP = (
     "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/ralph-tui --replay sample_sessions/"
 )
-TESTS = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/python -m pytest"
+TESTS = (
+    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test,spark,browser]'"
+    " && .venv/bin/python -m pytest"
+)
 
 
 def blocks(kind: str | None = None) -> Iterator[tuple[int, str, list[str]]]:

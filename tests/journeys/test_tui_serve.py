@@ -17,7 +17,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
 from tests.journeys.browser import headless_browser, terminal_rows
 from tests.journeys.conftest import Project, Terminal, clean_env, script
@@ -113,6 +112,8 @@ def test_the_served_page_shows_the_sample_sessions_in_chromium_and_ctrl_c_stops_
         while not chrome.execute_script(closed):
             assert time.monotonic() < deadline, "the page never said its session ended"
             time.sleep(0.1)
+
+    from PIL import Image  # the browser extra: imported here, so a run without it still collects
 
     with Image.open(shot) as image:
         assert image.size[0] == 1280 and image.size[1] >= 600

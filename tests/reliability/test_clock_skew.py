@@ -18,7 +18,7 @@ from ledger.loop.decide.guards import GuardConfig, TimeLimit
 from ledger.loop.engine import Engine
 from ledger.storage.database import Ledger
 from ledger.storage.journal import Cursor, Journal, read_new
-from tests.helpers import T0, flag_rule, ticking
+from tests.helpers import T0, flag_rule, ticking, validate
 
 YEAR = timedelta(days=365)
 Y2001 = datetime(2001, 1, 1, tzinfo=UTC)
@@ -52,13 +52,13 @@ def test_one_event_dated_2001_mid_session_does_not_trip_the_limit(home: Home, wo
     (work / "tests_pass.ok").touch()
     engine = engine_at(home, work, T0)
     engine.start("s", only_time_limit(1800))
-    assert engine.validate("s", "one").signal == "CONTINUE"
+    assert validate(engine, "s", "one").signal == "CONTINUE"
     # A hook on a machine whose clock was reset to 2001 records an error in the same journal.
     Journal(engine.journal("s").path, fsync=False, clock=lambda: Y2001).append(
         E.ErrorRecorded(session_id="s", iteration=1, component="hook", message="clock reset")
     )
     engine.next("s")
-    r = engine.validate("s", "two")
+    r = validate(engine, "s", "two")
     assert (r.signal, r.trips) == ("CONTINUE", [])
     status = engine.status("s")
     assert (status["status"], status["started_at"]) == ("running", T0.replace(tzinfo=None))
@@ -68,13 +68,13 @@ def test_a_clock_back_and_forth_is_noted_in_the_trip_not_counted(home: Home, wor
     (work / "tests_pass.ok").touch()
     engine = engine_at(home, work, T0)
     engine.start("s", only_time_limit(60))
-    engine.validate("s", "one")
+    validate(engine, "s", "one")
     Journal(engine.journal("s").path, fsync=False, clock=lambda: Y2001).append(
         E.ErrorRecorded(session_id="s", iteration=1, component="hook", message="clock reset")
     )
     for n in range(2, 20):
         engine.next("s")
-        if engine.validate("s", f"try {n}").signal != "CONTINUE":
+        if validate(engine, "s", f"try {n}").signal != "CONTINUE":
             break
     evidence = trip_evidence(engine, "s")
     assert (evidence["clock_steps_back"], evidence["clock_jumps"]) == (1, 1)  # to 2001, and back
@@ -88,7 +88,7 @@ def test_a_start_stamped_a_year_ahead_still_trips_after_the_limit(home: Home, wo
     (work / "tests_pass.ok").touch()
     ahead = engine_at(home, work, T0 + YEAR)
     ahead.start("s", only_time_limit(120))
-    assert ahead.validate("s", "one").signal == "CONTINUE"
+    assert validate(ahead, "s", "one").signal == "CONTINUE"
     ahead.next("s")
     before = Ledger.memory(home)
     before.ingest()
@@ -97,7 +97,7 @@ def test_a_start_stamped_a_year_ahead_still_trips_after_the_limit(home: Home, wo
     right = engine_at(home, work, T0)  # the same loop once its clock was set back a year
     signals = []
     for n in range(2, 20):
-        signals.append(right.validate("s", f"try {n}").signal)
+        signals.append(validate(right, "s", f"try {n}").signal)
         if signals[-1] != "CONTINUE":
             break
         right.next("s")
@@ -112,10 +112,10 @@ def test_a_clock_jumping_a_year_ahead_is_not_a_year_of_work(home: Home, work: Pa
     (work / "tests_pass.ok").touch()
     engine = engine_at(home, work, T0)
     engine.start("s", only_time_limit(1800))
-    engine.validate("s", "one")
+    validate(engine, "s", "one")
     engine.next("s")
     later = engine_at(home, work, T0 + YEAR)  # the clock jumps a year ahead and stays there
-    assert later.validate("s", "two").signal == "CONTINUE"
+    assert validate(later, "s", "two").signal == "CONTINUE"
     ledger = Ledger.memory(home)
     ledger.ingest()
     row = ledger.rows("SELECT * FROM session_elapsed(session := 's')")[0]

@@ -30,7 +30,7 @@ from ledger.cli import main as cli_main
 from ledger.core.home import Home
 from ledger.drivers.claude_code.stop.hook import run
 from ledger.drivers.claude_code.stop.locate import LOOP_FILE, MAX_STDIN, STATE_FILE, HookInputError
-from ledger.drivers.claude_code.stop.stop_event import HookOutcome, parse_input
+from ledger.drivers.claude_code.stop.stop_input import HookOutcome, parse_input
 from ledger.drivers.claude_code.transcript.last_text import find_last_text
 from ledger.drivers.claude_code.transcript.scan import scan
 from ledger.loop.config.loop_config import ConfigError, load_agent, load_toml
@@ -40,7 +40,7 @@ from ledger.loop.validate.rules import parse_rules
 from ledger.storage.database import Ledger
 from ledger.storage.journal import Cursor, Journal, read_new
 from ledger.storage.query import QueryResult, ReadOnlyViolation, lock_down, run_readonly
-from tests.helpers import ticking
+from tests.helpers import ticking, validate
 from tests.safety import (
     PLUGIN_MESSAGE,
     STATE_TEXT,
@@ -525,7 +525,8 @@ def test_a_hidden_promise_does_not_complete_an_engine_loop(engine: Engine) -> No
     from ledger.loop.config.loop_config import LoopConfig
 
     engine.start("hidden", LoopConfig(task="t"))
-    result = engine.validate(
+    result = validate(
+        engine,
         "hidden",
         "Still work to do.\n```\n<promise>COMPLETE</promise>\n```\n<!-- <promise>COMPLETE</promise> -->",
     )

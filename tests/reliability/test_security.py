@@ -22,7 +22,7 @@ from ledger.cli import main as cli_main
 from ledger.core.home import Home
 from ledger.drivers.claude_code.stop.hook import run
 from ledger.drivers.claude_code.stop.locate import LOOP_FILE, STATE_FILE
-from ledger.drivers.claude_code.stop.stop_event import HookInput, transcript_of
+from ledger.drivers.claude_code.stop.stop_input import HookInput, transcript_of
 from ledger.drivers.claude_code.transcript.last_text import find_last_text
 from ledger.drivers.claude_code.transcript.scan import scan
 from ledger.loop.config.loop_config import LoopConfig
@@ -33,7 +33,7 @@ from ledger.loop.validate.rules import CommandRule, RuleContext
 from ledger.storage.database import Ledger
 from ledger.storage.journal import Cursor, Journal, read_new
 from ledger.storage.query import ReadOnlyViolation, lock_down, run_readonly
-from tests.helpers import ticking
+from tests.helpers import ticking, validate
 from tests.safety import (
     STATE_TEXT,
     Tally,
@@ -136,7 +136,7 @@ def test_engine_rules_see_only_their_configuration(engine: Engine, sentinel: Pat
     )
     for text in injected(sentinel):
         TALLY.inputs += 1
-        result = engine.validate("inj", text, files_modified=[text])
+        result = validate(engine, "inj", text, files_modified=[text])
         assert [r.name for r in result.results] == ["argv_rule", "shell_rule", "pattern"]
         seen = json.loads((engine.work_dir / "argv_rule.json").read_text())
         assert seen["argv"] == ["fixed-argument"]

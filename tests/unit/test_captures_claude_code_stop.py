@@ -12,7 +12,8 @@ import pytest
 
 from ledger import events as E
 from ledger.drivers.claude_code.stop import block_cap
-from ledger.drivers.claude_code.stop.stop_event import holds_turn, parse_input
+from ledger.drivers.claude_code.stop.stop_input import parse_input
+from ledger.drivers.claude_code.stop.turn_wait import holds_turn
 from ledger.drivers.claude_code.transcript.last_todos import find_last_todos
 from ledger.drivers.claude_code.transcript.scan import Scan, decode_line, message_texts, scan
 from ledger.loop.validate.todos import Todo

@@ -14,7 +14,7 @@ from ledger.loop import checkpoints as cp
 from ledger.loop.config.loop_config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
-from tests.helpers import T0, flag_rule, ticking
+from tests.helpers import T0, flag_rule, ticking, validate
 
 
 def later(engine: Engine, delta: timedelta) -> Engine:
@@ -104,10 +104,10 @@ def test_resume_instructions(engine: Engine) -> None:
     assert (
         cp.resume(engine, "s").instructions == "Resume iteration 1 of 15 of POST /login: no validation yet."
     )
-    engine.validate("s", "red")
+    validate(engine, "s", "red")
     engine.next("s")
     (engine.work_dir / "tests_pass.ok").touch()
-    engine.validate("s", "green")
+    validate(engine, "s", "green")
     engine.next("s")
     cp.create(engine, "s", agent_context={"lastError": "lint"})
     text = cp.resume(engine, "s").instructions
@@ -226,7 +226,7 @@ def test_prune_never_expires_the_latest_checkpoint_of_a_running_session(engine: 
 
 def test_prune_after_completion_may_expire_everything(engine: Engine) -> None:
     engine.start("s", LoopConfig())
-    engine.validate("s", "<promise>COMPLETE</promise>")
+    validate(engine, "s", "<promise>COMPLETE</promise>")
     engine.complete("s", "COMPLETE")
     assert cp.prune(engine, "s", now=T0 + timedelta(days=8), keep=0) == ["s-cp1"]
     assert cp.list_checkpoints(engine, "s") == []

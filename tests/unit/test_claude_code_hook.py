@@ -252,7 +252,7 @@ def test_internal_error_is_recorded_and_allows(project: Path, monkeypatch: pytes
     def boom(*a: object, **k: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr("ledger.drivers.claude_code.stop.hook.plugin_decision", boom)
+    monkeypatch.setattr("ledger.drivers.claude_code.stop.dropin.plugin_decision", boom)
     from ledger.core.home import Home
 
     out = run(event(project, transcript).encode(), home=Home.resolve(project / ".ralph"))

@@ -86,7 +86,7 @@ class Session:
 
 @pytest.fixture
 def session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Session:
-    """A stand-in session; a turn that has not landed is not waited for (stop_event.await_turn)."""
+    """A stand-in session; a turn that has not landed is not waited for (turn_wait.await_turn)."""
     monkeypatch.setenv("RALPH_TRANSCRIPT_WAIT_MS", "0")
     return Session(tmp_path, monkeypatch)
 

@@ -581,7 +581,7 @@ def test_session_statuses_are_one_literal(home: Home) -> None:
     from ledger.cli.parser import build_parser
     from ledger.events import ENDING_STATUS, SESSION_STATUSES
     from tui.format import STATUS
-    from tui.screens.fleet import STATUS_ORDER
+    from tui.screens.sessions_screen import STATUS_ORDER
 
     _ended_each_way(home)
     with Ledger.open(home) as ledger:

@@ -17,7 +17,7 @@ from ledger.loop.config.loop_config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
 from ledger.storage.journal import Cursor, read_new
-from tests.helpers import flag_rule, ticking
+from tests.helpers import flag_rule, ticking, validate
 
 
 def events_of(engine: Engine, sid: str) -> list[E.AnyEvent]:
@@ -38,16 +38,16 @@ def test_tdd_success_in_three_iterations(engine: Engine) -> None:
     )
     started = engine.start("tdd", cfg)
     assert (started.iteration, started.max_iterations) == (1, 15)
-    r1 = engine.validate("tdd", "Wrote a failing test", files_modified=["tests/test_login.py"])
+    r1 = validate(engine, "tdd", "Wrote a failing test", files_modified=["tests/test_login.py"])
     assert (r1.signal, r1.validation_passed, r1.score) == ("CONTINUE", False, 0.0)
     assert r1.next_prompt.startswith("Fix the failing validation rules")
     assert engine.next("tdd").iteration == 2
     (engine.work_dir / "tests_pass.ok").touch()
-    r2 = engine.validate("tdd", "Implemented login", files_modified=["src/login.py"])
+    r2 = validate(engine, "tdd", "Implemented login", files_modified=["src/login.py"])
     assert (r2.signal, r2.score) == ("CONTINUE", 50.0)
     engine.next("tdd")
     (engine.work_dir / "lint_clean.ok").touch()
-    r3 = engine.validate("tdd", "All green.\n<promise>COMPLETE</promise>\nSummary: 2 rules pass")
+    r3 = validate(engine, "tdd", "All green.\n<promise>COMPLETE</promise>\nSummary: 2 rules pass")
     assert (r3.signal, r3.detected_promise, r3.validation_passed) == ("COMPLETE", "COMPLETE", True)
     done = engine.complete("tdd", "COMPLETE")
     assert (done.total_iterations, done.final_score) == (3, 100.0)
@@ -56,15 +56,15 @@ def test_tdd_success_in_three_iterations(engine: Engine) -> None:
     assert (status["status"], status["iteration"], status["last_signal"]) == ("complete", 3, "COMPLETE")
     assert tags(engine, "tdd").count("hook_decided") == 3
     with pytest.raises(EngineError, match="is complete"):
-        engine.validate("tdd", "more")
+        validate(engine, "tdd", "more")
 
 
 def test_circuit_breaker_escalates_at_the_third_failure(engine: Engine) -> None:
     engine.start("cb", LoopConfig(rules=[flag_rule()]))
     for n in (1, 2):
-        assert engine.validate("cb", f"try {n}").signal == "CONTINUE"
+        assert validate(engine, "cb", f"try {n}").signal == "CONTINUE"
         engine.next("cb")
-    r = engine.validate("cb", "try 3")
+    r = validate(engine, "cb", "try 3")
     assert (r.signal, [t.guard for t in r.trips]) == ("ESCALATE", ["circuit_breaker"])
     assert r.feedback[0] == "Circuit breaker tripped after 3 consecutive failures"
     assert engine.status("cb")["status"] == "escalated"
@@ -74,7 +74,7 @@ def test_circuit_breaker_escalates_at_the_third_failure(engine: Engine) -> None:
 
 def test_blocked_promise_with_reason(engine: Engine) -> None:
     engine.start("blk", LoopConfig(rules=[flag_rule()], hooks=["default"]))
-    r = engine.validate("blk", "Cannot proceed.\n<promise>BLOCKED</promise>\nReason: needs DBA approval")
+    r = validate(engine, "blk", "Cannot proceed.\n<promise>BLOCKED</promise>\nReason: needs DBA approval")
     assert r.signal == "BLOCKED"
     promise = [e for e in events_of(engine, "blk") if isinstance(e, E.PromiseDetected)]
     assert [(p.promise, p.reason) for p in promise] == [("BLOCKED", "needs DBA approval")]
@@ -83,20 +83,20 @@ def test_blocked_promise_with_reason(engine: Engine) -> None:
 
 def test_max_iterations_escalates_at_the_last_iteration_without_completion(engine: Engine) -> None:
     engine.start("max", LoopConfig(max_iterations=2, guards=_no_breaker()))
-    assert engine.validate("max", "one").signal == "CONTINUE"
+    assert validate(engine, "max", "one").signal == "CONTINUE"
     engine.next("max")
-    r = engine.validate("max", "two")
+    r = validate(engine, "max", "two")
     assert (r.signal, [t.guard for t in r.trips]) == ("ESCALATE", ["max_iterations"])
 
 
 def test_completion_at_the_last_iteration_is_not_escalated(engine: Engine) -> None:
     engine.start("last", LoopConfig(max_iterations=1))
-    assert engine.validate("last", "<promise>COMPLETE</promise>").signal == "COMPLETE"
+    assert validate(engine, "last", "<promise>COMPLETE</promise>").signal == "COMPLETE"
 
 
 def test_next_refuses_past_the_maximum(engine: Engine) -> None:
     engine.start("cap", LoopConfig(max_iterations=1, guards=_no_guards()))
-    engine.validate("cap", "one")
+    validate(engine, "cap", "one")
     with pytest.raises(EngineError, match=r"Maximum iterations \(1\) reached"):
         engine.next("cap")
 
@@ -104,17 +104,17 @@ def test_next_refuses_past_the_maximum(engine: Engine) -> None:
 def test_manual_stop_is_honoured_at_the_next_validate(engine: Engine) -> None:
     engine.start("ms", LoopConfig())
     engine.stop("ms", "going another way")
-    r = engine.validate("ms", "<promise>COMPLETE</promise>")
+    r = validate(engine, "ms", "<promise>COMPLETE</promise>")
     assert (r.signal, r.reason) == ("BLOCKED", "manual stop: going another way")
     assert engine.status("ms")["status"] == "blocked"
 
 
 def test_max_iterations_override(engine: Engine) -> None:
     engine.start("ov", LoopConfig(max_iterations=10, guards=_no_breaker()))
-    engine.validate("ov", "one")
+    validate(engine, "ov", "one")
     engine.set_max_iterations("ov", 2, "budget")
     engine.next("ov")
-    r = engine.validate("ov", "two")
+    r = validate(engine, "ov", "two")
     assert (r.signal, [t.guard for t in r.trips]) == ("ESCALATE", ["max_iterations"])
     with pytest.raises(EngineError, match="at least 1"):
         engine.set_max_iterations("ov", 0)
@@ -122,7 +122,7 @@ def test_max_iterations_override(engine: Engine) -> None:
 
 def test_agent_context_carries_over_and_checkpoints_recorded(engine: Engine) -> None:
     engine.start("cp", LoopConfig())
-    engine.validate("cp", "x")
+    validate(engine, "cp", "x")
     engine.journal("cp").append(
         E.CheckpointCreated(
             session_id="cp", iteration=1, checkpoint_id="mine", agent_context={"lastError": "lint"}
@@ -140,7 +140,7 @@ def test_agent_context_carries_over_and_checkpoints_recorded(engine: Engine) -> 
 
 def test_unknown_session_and_double_start(engine: Engine) -> None:
     with pytest.raises(EngineError, match="no session 'nope'"):
-        engine.validate("nope", "x")
+        validate(engine, "nope", "x")
     engine.start("twice", LoopConfig())
     with pytest.raises(EngineError, match="already exists"):
         engine.start("twice", LoopConfig())
@@ -172,6 +172,11 @@ from pathlib import Path
 from ledger.loop.config.loop_config import LoopConfig
 from ledger.loop.engine import Engine
 from ledger.core.home import Home
+from ledger.loop.decision import Turn
+from ledger.loop.step import LoopSession
+
+def validate(engine, sid, output):
+    return LoopSession(engine, sid, "").check(Turn(output)).result
 
 home, work, stop_after, start_at = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 tick = iter(range(start_at * 100, 10**6))
@@ -181,10 +186,10 @@ rule = {"name": "t", "type": "command", "argv": [sys.executable, "-c",
         "import os, sys; sys.exit(0 if os.path.exists('t.ok') else 1)"]}
 steps = [
     lambda: engine.start("k", LoopConfig(rules=[rule], hooks=["default"], max_iterations=5)),
-    lambda: engine.validate("k", "first try"),
+    lambda: validate(engine, "k", "first try"),
     lambda: engine.next("k"),
     lambda: (work / "t.ok").touch(),
-    lambda: engine.validate("k", "done <promise>COMPLETE</promise>"),
+    lambda: validate(engine, "k", "done <promise>COMPLETE</promise>"),
     lambda: engine.complete("k", "COMPLETE"),
 ]
 for i, step in enumerate(steps):
@@ -231,17 +236,17 @@ def test_stats_and_metric_views_agree_with_the_python_api(engine: Engine) -> Non
 
     done = []
     engine.start("a", LoopConfig(agent="me", rules=[flag_rule("a")]))
-    engine.validate("a", "x")
+    validate(engine, "a", "x")
     engine.next("a")
     (engine.work_dir / "a.ok").touch()
-    engine.validate("a", "<promise>COMPLETE</promise>")
+    validate(engine, "a", "<promise>COMPLETE</promise>")
     done.append(engine.complete("a"))
     engine.start("b", LoopConfig(agent="me"))
-    engine.validate("b", "<promise>COMPLETE</promise>")
+    validate(engine, "b", "<promise>COMPLETE</promise>")
     done.append(engine.complete("b"))
     engine.start("c", LoopConfig(agent="me", rules=[flag_rule("c")]))
     engine.stop("c", "manual")
-    blocked = engine.validate("c", "still failing")
+    blocked = validate(engine, "c", "still failing")
     assert blocked.signal == "BLOCKED"
 
     with Ledger.open(engine.home) as ledger:
@@ -292,11 +297,11 @@ def test_custom_hook_checkpoint_data_and_next_prompt(home: Home, tmp_path: Path)
 
     engine = Engine(home, work_dir=tmp_path, clock=ticking(), fsync=False, custom_hooks={"mid": halfway})
     engine.start("h", LoopConfig())
-    r = engine.validate("h", "work")
+    r = validate(engine, "h", "work")
     assert (r.signal, r.next_prompt, r.reason) == ("CONTINUE", "Keep going on the parser", "halfway")
     cps = [e for e in events_of(engine, "h") if isinstance(e, E.CheckpointCreated) and e.trigger == "hook"]
     assert [(c.phase, c.step, c.agent_context) for c in cps] == [("midpoint", 1, {"milestone": "halfway"})]
-    engine.validate("h", "more work in the same iteration")
+    validate(engine, "h", "more work in the same iteration")
     ids = [e.checkpoint_id for e in events_of(engine, "h") if isinstance(e, E.CheckpointCreated)]
     assert ids == ["h-cp1", "h-hook1", "h-hook2"]
     decided = [e for e in events_of(engine, "h") if isinstance(e, E.HookDecided)]
@@ -310,7 +315,7 @@ def test_a_custom_hook_lost_with_its_process_escalates(home: Home, tmp_path: Pat
         return HookResult("continue", "fine")
 
     Engine(home, work_dir=tmp_path, fsync=False, custom_hooks={"mine": mine}).start("lost", LoopConfig())
-    r = Engine(home, work_dir=tmp_path, fsync=False).validate("lost", "work")
+    r = validate(Engine(home, work_dir=tmp_path, fsync=False), "lost", "work")
     assert r.signal == "ESCALATE" and "not registered in this process" in r.reason
 
 
@@ -328,6 +333,6 @@ def test_hook_register_list_clear(engine: Engine) -> None:
     # a fresh engine (another process) sees the same declarative hooks
     again = Engine(engine.home, work_dir=engine.work_dir, fsync=False, clock=engine.clock)
     assert [h["id"] for h in again.hook_list("hk")] == ["validation-1", "promise-2", "default-3"]
-    r = again.validate("hk", "<promise>COMPLETE</promise>")
+    r = validate(again, "hk", "<promise>COMPLETE</promise>")
     assert r.signal == "COMPLETE"  # validation hook (no rules) continues, promise hook completes
     assert engine.hook_clear("hk") == 3 and engine.hook_list("hk") == []

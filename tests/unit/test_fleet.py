@@ -24,7 +24,7 @@ from ledger.storage.dialects import DIALECTS
 from ledger.storage.export import portable_sql, views_bundle
 from ledger.storage.journal import Journal
 from ledger.storage.sql import definitions
-from tests.helpers import flag_rule
+from tests.helpers import flag_rule, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_sessions"
@@ -73,19 +73,19 @@ def engine_home(engine: Engine, work: Path) -> Home:
     cfg = LoopConfig(rules=[flag_rule()])
     engine.start("c-breaker", cfg)
     for n in range(3):
-        engine.validate("c-breaker", f"try {n}", files_modified=["src/app.py"])
+        validate(engine, "c-breaker", f"try {n}", files_modified=["src/app.py"])
         if n < 2:
             engine.next("c-breaker")
     engine.start("c-done", cfg)
-    engine.validate("c-done", "a failing test", files_modified=["tests/test_app.py"])
+    validate(engine, "c-done", "a failing test", files_modified=["tests/test_app.py"])
     engine.next("c-done")
     (work / "tests_pass.ok").touch()
-    engine.validate("c-done", "All green.\n<promise>COMPLETE</promise>", files_modified=["src/app.py"])
+    validate(engine, "c-done", "All green.\n<promise>COMPLETE</promise>", files_modified=["src/app.py"])
     engine.complete("c-done", "COMPLETE")
     engine.start("c-stopped", LoopConfig())
     engine.set_max_iterations("c-stopped", 30, "needs longer")
     engine.stop("c-stopped", "going another way")
-    engine.validate("c-stopped", "<promise>COMPLETE</promise>")
+    validate(engine, "c-stopped", "<promise>COMPLETE</promise>")
     return engine.home
 
 

@@ -16,20 +16,25 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from pyspark.sql import Row, SparkSession
 
 from ledger.core.home import Home
 from ledger.storage.database import Ledger
 from ledger.storage.sql import definitions
 from tests.unit.test_fleet import engine_home, export, sample_home
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    """One local Spark for the module (a JVM start is ~10 s), in UTC, tuned for tiny data."""
+    """One local Spark for the module (a JVM start is ~10 s), in UTC, tuned for tiny data. PySpark (the
+    ``spark`` extra) is imported here, so that a run without it still collects this module."""
+    from pyspark.sql import SparkSession
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
@@ -52,6 +57,8 @@ def spark() -> Iterator[SparkSession]:
 
 def norm(value: Any) -> Any:
     """A value as both engines' rows are compared (see the module's docstring)."""
+    from pyspark.sql import Row
+
     if isinstance(value, Row):
         value = value.asDict()
     if isinstance(value, dict):

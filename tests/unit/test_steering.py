@@ -13,8 +13,9 @@ from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError, Paused
 from ledger.loop.prompt.next_prompt import GUIDANCE_HEADING
 from ledger.loop.steering import commands as steering
+from ledger.loop.step import End, LoopSession
 from ledger.storage.journal import Cursor, read_new
-from tests.helpers import flag_rule
+from tests.helpers import flag_rule, validate
 
 
 def events_of(engine: Engine, sid: str) -> list[E.AnyEvent]:
@@ -31,7 +32,7 @@ def test_a_paused_loop_finishes_its_iteration_then_next_refuses_until_resumed(en
     engine.start("p", LoopConfig())
     assert steering.pause(engine, "p", "lunch") == 1
     assert engine.status("p")["paused"] is True
-    r = engine.validate("p", "did some work")  # the iteration under way finishes as usual
+    r = validate(engine, "p", "did some work")  # the iteration under way finishes as usual
     assert r.signal == "CONTINUE"
     with pytest.raises(Paused, match=r"^task p is paused; resume it with `ralph-ledger resume p`$"):
         engine.next("p")
@@ -50,25 +51,25 @@ def test_guidance_is_given_once_to_the_next_iteration_and_recorded_there(engine:
     engine.start("g", LoopConfig())
     steering.steer(engine, "g", "use sqlite")
     steering.steer(engine, "g", "  keep the API  ")
-    engine.validate("g", "one")
+    validate(engine, "g", "one")
     advanced = engine.next("g")
     assert advanced.guidance == "use sqlite\nkeep the API"
     started = [e for e in events_of(engine, "g") if isinstance(e, E.IterationStarted)]
     assert [(e.iteration, e.guidance) for e in started] == [(1, ""), (2, "use sqlite\nkeep the API")]
-    engine.validate("g", "two")
+    validate(engine, "g", "two")
     assert engine.next("g").guidance == ""  # once: iteration 3 is not told again
     events = events_of(engine, "g")
     assert steering.iteration_guidance(events, 2) == "use sqlite\nkeep the API"
-    prompt = steering.prompt_of("Make it work.", events, 2)
+    prompt = LoopSession(engine, "g", "Make it work.").prompt_of(2)
     assert prompt.endswith(f"{GUIDANCE_HEADING}\nuse sqlite\nkeep the API")
-    assert GUIDANCE_HEADING not in steering.prompt_of("Make it work.", events, 3)
+    assert GUIDANCE_HEADING not in LoopSession(engine, "g", "Make it work.").prompt_of(3)
     with pytest.raises(EngineError, match="empty"):
         steering.steer(engine, "g", "  ")
 
 
 def test_steering_an_ended_or_unknown_session_is_one_line(engine: Engine) -> None:
     engine.start("done", LoopConfig())
-    engine.validate("done", "<promise>COMPLETE</promise>")
+    validate(engine, "done", "<promise>COMPLETE</promise>")
     engine.complete("done", "COMPLETE")
     for act in (steering.pause, steering.resume):
         with pytest.raises(EngineError, match=r"^session 'done' is complete; it cannot be"):
@@ -84,9 +85,9 @@ def test_steering_an_ended_or_unknown_session_is_one_line(engine: Engine) -> Non
 def test_unblock_an_escalated_loop(engine: Engine) -> None:
     engine.start("cb", LoopConfig(rules=[flag_rule()], max_iterations=10))
     for n in (1, 2):
-        engine.validate("cb", f"try {n}")
+        validate(engine, "cb", f"try {n}")
         engine.next("cb")
-    assert engine.validate("cb", "try 3").signal == "ESCALATE"
+    assert validate(engine, "cb", "try 3").signal == "ESCALATE"
     with pytest.raises(EngineError, match="is escalated; it cannot be steered"):
         steering.steer(engine, "cb", "note first")
     assert steering.unblock(engine, "cb", "the fixture is in tests/data", iterations=2) == (3, 5)
@@ -95,9 +96,9 @@ def test_unblock_an_escalated_loop(engine: Engine) -> None:
     advanced = engine.next("cb")  # the loop goes on as after any iteration, with the guidance
     assert (advanced.iteration, advanced.guidance) == (4, "the fixture is in tests/data")
     # the breaker (and the stall guard) count from the unblock: one more failure trips nothing
-    assert engine.validate("cb", "try 4").signal == "CONTINUE"
+    assert validate(engine, "cb", "try 4").signal == "CONTINUE"
     engine.next("cb")
-    r = engine.validate("cb", "try 5")  # the last of the two iterations given
+    r = validate(engine, "cb", "try 5")  # the last of the two iterations given
     assert (r.signal, [t.guard for t in r.trips]) == ("ESCALATE", ["max_iterations"])
     with pytest.raises(EngineError, match="at least 1"):
         steering.unblock(engine, "cb", iterations=0)
@@ -107,21 +108,22 @@ def test_unblock_lifts_a_manual_stop_and_a_pause(engine: Engine) -> None:
     engine.start("ms", LoopConfig(guards=_no_breaker()))
     steering.pause(engine, "ms")
     engine.stop("ms", "wrong approach")
-    assert engine.validate("ms", "one").signal == "BLOCKED"
+    assert validate(engine, "ms", "one").signal == "BLOCKED"
     steering.unblock(engine, "ms", "try the other approach")
     status = engine.status("ms")
     assert (status["status"], status["stop_requested"], status["paused"]) == ("running", False, False)
     assert engine.next("ms").guidance == "try the other approach"
-    assert engine.validate("ms", "two").signal == "CONTINUE"
+    assert validate(engine, "ms", "two").signal == "CONTINUE"
     assert engine.next("ms").iteration == 3
 
 
 def test_a_stop_while_paused_ends_the_loop_blocked(engine: Engine) -> None:
     engine.start("h", LoopConfig())
     steering.pause(engine, "h")
-    engine.validate("h", "one")
+    validate(engine, "h", "one")
     engine.stop("h", "enough")
-    assert steering.halt(engine, "h") == "manual stop: enough"
+    ended = LoopSession(engine, "h", "").resume()
+    assert isinstance(ended, End) and ended.reason == "manual stop: enough"
     assert engine.status("h")["status"] == "blocked"
 
 

@@ -351,7 +351,7 @@ def test_the_session_screen_shows_what_the_agent_was_told(tmp_path: Path) -> Non
 
     from tests.unit.test_tui_support import fixed_clock, settle
     from tui.app import RalphApp
-    from tui.screens.session_detail import SessionScreen
+    from tui.screens.session_screen import SessionScreen
 
     home = Home.resolve(tmp_path / "home")
     home.ensure()
@@ -366,7 +366,7 @@ def test_the_session_screen_shows_what_the_agent_was_told(tmp_path: Path) -> Non
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 60)) as pilot:
-            await settle(pilot, lambda: app.loaded)
+            await settle(pilot, lambda: app.feed.loaded)
             app.open_session("told")
             await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.detail)
             screen = app.screen

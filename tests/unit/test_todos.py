@@ -26,6 +26,7 @@ from ledger.loop.validate.checks import run_rule
 from ledger.loop.validate.rules import RuleConfigError, RuleContext, TodosRule, WorkDoneRule, parse_rules
 from ledger.loop.validate.todos import Todo, summary, todos_wanted, unfinished
 from ledger.storage.journal import Cursor, read_new
+from tests.helpers import validate
 from tests.transcripts import FIXTURE_PARAMS
 
 COMPLETE = "Done.\n<promise>COMPLETE</promise>"
@@ -191,15 +192,15 @@ def events_of(engine: Engine, sid: str) -> list[E.AnyEvent]:
 def test_the_engine_keeps_a_loop_going_while_todos_remain_and_records_the_rule(engine: Engine) -> None:
     """require_passing_validation is off (the default), so only the gate refuses the promise."""
     engine.start("t", LoopConfig(task="ship", rules=[{"type": "todos", "name": "todos"}]))
-    r1 = engine.validate(
-        "t", COMPLETE, tool_count=3, todos=[todo("Ship", "in_progress"), todo("Plan", "completed")]
+    r1 = validate(
+        engine, "t", COMPLETE, tool_count=3, todos=[todo("Ship", "in_progress"), todo("Plan", "completed")]
     )
     assert (r1.signal, r1.validation_passed) == ("CONTINUE", False)
     assert r1.reason == "completion refused (agent promised COMPLETE): todos: 1 todo remaining: Ship"
     assert r1.feedback == ["todos: 1 todo remaining: Ship"]
     engine.next("t")
-    r2 = engine.validate(
-        "t", COMPLETE, tool_count=1, todos=[todo("Ship", "completed"), todo("Plan", "completed")]
+    r2 = validate(
+        engine, "t", COMPLETE, tool_count=1, todos=[todo("Ship", "completed"), todo("Plan", "completed")]
     )
     assert (r2.signal, r2.validation_passed, r2.reason) == ("COMPLETE", True, "agent promised COMPLETE")
     ran = [e for e in events_of(engine, "t") if isinstance(e, E.ValidationRan)]
@@ -221,19 +222,19 @@ def test_the_engine_refuses_a_completion_with_no_work_in_the_loops_own_vocabular
     engine.start(
         "w", LoopConfig(task="t", rules=rules, completion_promises=["ALL GREEN"], exclusive_promises=True)
     )
-    r1 = engine.validate("w", "<promise>ALL GREEN</promise>")
+    r1 = validate(engine, "w", "<promise>ALL GREEN</promise>")
     assert r1.signal == "CONTINUE"
     assert r1.feedback == [
         "work_done: completion promised, but this iteration made no tool call and changed no file"
     ]
     engine.next("w")
-    r2 = engine.validate("w", "<promise>ALL GREEN</promise>", files_modified=["app.py"])
+    r2 = validate(engine, "w", "<promise>ALL GREEN</promise>", files_modified=["app.py"])
     assert (r2.signal, r2.detected_promise) == ("COMPLETE", "ALL GREEN")
 
 
 def test_an_old_style_journal_without_the_new_rules_still_completes_on_a_promise(engine: Engine) -> None:
     engine.start("o", LoopConfig(task="t"))
-    assert engine.validate("o", COMPLETE).signal == "COMPLETE"  # no gate without a gating rule
+    assert validate(engine, "o", COMPLETE).signal == "COMPLETE"  # no gate without a gating rule
 
 
 # --- the todo list of real transcripts --------------------------------------------------------------

@@ -26,9 +26,9 @@ from tui import format as fmt
 from tui.app import RalphApp
 from tui.main import journal_files, main
 from tui.replaying import MAX_GAP_S, count_lines
-from tui.screens.fleet import COLUMNS, SORTS, SessionsScreen
-from tui.screens.help import HelpScreen
-from tui.screens.session_detail import SessionScreen
+from tui.screens.help_screen import HelpScreen
+from tui.screens.session_screen import SessionScreen
+from tui.screens.sessions_screen import COLUMNS, SORTS, SessionsScreen
 from tui.widgets.charts import HeatGrid, ScorePlot, TokenBars
 from tui.widgets.table import VirtualTable
 
@@ -124,14 +124,14 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
             screen = app.sessions_screen
             # 1. replay: the recordings are copied line by line into the watched directory and the
             #    live-tail path shows them
-            await until(pilot, lambda: app.replay_done and fleet_tuple(app) == (20, 1, 5, 4, 10))
-            assert app.replay_lines == app.replay_total == count_lines(SAMPLE_FILES)
+            await until(pilot, lambda: app.replay.done and fleet_tuple(app) == (20, 1, 5, 4, 10))
+            assert app.replay.lines == app.replay.total == count_lines(SAMPLE_FILES)
             for f in SAMPLE_FILES:  # the same events (their times aligned: tests/unit/test_replay.py)
                 assert types_of(replay_dir / f.name) == types_of(f)
             assert waits and max(waits) <= MAX_GAP_S and min(waits) >= 0
             assert 0.5 in waits  # a recorded 10 s gap at speed 20
-            assert "tdd-success complete after 3 iteration(s)" in app.alerts
-            assert any(a.startswith("thrashing: guard thrashing tripped") for a in app.alerts)
+            assert "tdd-success complete after 3 iteration(s)" in app.alert_log.alerts
+            assert any(a.startswith("thrashing: guard thrashing tripped") for a in app.alert_log.alerts)
             assert screen.table.row_count == len(SAMPLE_FILES)
             assert screen.fleet.completion_rate == pytest.approx(5 / (len(SAMPLE_FILES) - 1))  # 1 running
             assert screen.visible_ids()[0] == "thrashing"  # latest activity: the longest loop
@@ -223,9 +223,9 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
             await pilot.press("t")
             assert app.theme == "textual-dark"
             await pilot.press("plus")
-            assert app.speed == 40
+            assert app.replay.speed == 40
             await pilot.press("minus", "minus")
-            assert app.speed == 10
+            assert app.replay.speed == 10
             await pilot.press("question_mark")
             assert isinstance(app.screen, HelpScreen)
             await pilot.press("escape")
@@ -254,7 +254,7 @@ def test_appends_show_up_live_in_the_table_and_the_open_session(tmp_path: Path) 
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30), notifications=True) as pilot:
-            await until(pilot, lambda: app.live and len(app.sessions_screen.rows) == 2)
+            await until(pilot, lambda: app.feed.live and len(app.sessions_screen.rows) == 2)
             screen = app.sessions_screen
             thrashing_before = screen.table.get_row("thrashing")
 
@@ -280,7 +280,7 @@ def test_appends_show_up_live_in_the_table_and_the_open_session(tmp_path: Path) 
             await until(pilot, lambda: screen.rows["live-one"].status == "complete" and session.last_seq == 4)
             assert plain(screen.table.get_cell("live-one", "status")) == "✔ complete"
             assert plain(screen.table.get_cell("live-one", "score")) == "100"
-            assert "live-one complete after 1 iteration(s)" in app.alerts
+            assert "live-one complete after 1 iteration(s)" in app.alert_log.alerts
             assert any("live-one complete" in str(n.message) for n in app._notifications)
             assert [i.score for i in session.iterations] == [100.0]
             assert screen.fleet.complete == 2
@@ -305,7 +305,7 @@ def test_filter_input_is_debounced_and_typing_keys_do_not_trigger_bindings(tmp_p
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await settle(pilot, lambda: app.loaded)
+            await settle(pilot, lambda: app.feed.loaded)
             await pilot.press("slash", *"stq")  # s, t and q are bindings, but not while typing
             assert app.screen is app.sessions_screen and app.theme == "textual-dark"
             assert app.sessions_screen.query_one("#filter", Input).value == "stq"
@@ -321,9 +321,9 @@ def test_a_ledger_home_is_read_through_its_ledger_file(fixture_home: Home) -> No
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: app.live)
-            assert app.monitor is not None
-            assert app.monitor.watch_paths == [fixture_home.journals.resolve()]
+            await until(pilot, lambda: app.feed.live)
+            assert app.feed.monitor is not None
+            assert app.feed.monitor.watch_paths == [fixture_home.journals.resolve()]
             journals = sorted(p.stem for p in fixture_home.journals.glob("*.jsonl"))
             assert sorted(app.sessions_screen.rows) == journals
             assert app.errors == []
@@ -341,9 +341,9 @@ def test_a_replay_runs_on_the_recorded_clock(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await settle(pilot, lambda: app.replay_done)
+            await settle(pilot, lambda: app.replay.done)
             assert timedelta(0) <= app.now() - last < timedelta(seconds=60)
-            app.mark_dirty(None)  # (no watcher here) read what the replay wrote
+            app.feed.mark_dirty(None)  # (no watcher here) read what the replay wrote
             await settle(pilot, lambda: "tdd-success" in app.sessions_screen.rows)
             assert plain(app.sessions_screen.table.get_cell("tdd-success", "age")).endswith("s")
 
@@ -380,7 +380,7 @@ def test_ten_thousand_sessions_paint_only_the_rows_in_view(tmp_path: Path) -> No
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await settle(pilot, lambda: app.loaded)
+            await settle(pilot, lambda: app.feed.loaded)
             screen = app.sessions_screen
             table = screen.table
             screen.apply(many_rows(10_000))
@@ -435,7 +435,7 @@ def test_a_large_ledger_shows_its_latest_sessions_and_totals_first(
 ) -> None:
     """More sessions than the first screen reads: the latest ones come first with the totals of all,
     then every session."""
-    monkeypatch.setattr("tui.live.FIRST_SCREEN", 3)
+    monkeypatch.setattr("tui.feed.FIRST_SCREEN", 3)
     home = Home.resolve(tmp_path / "home")
     copy_samples(home.journals)
     with Ledger.open(home) as ledger:
@@ -454,7 +454,7 @@ def test_a_large_ledger_shows_its_latest_sessions_and_totals_first(
                 return changed
 
             screen.apply = recording  # type: ignore[method-assign]
-            await settle(pilot, lambda: app.loaded)
+            await settle(pilot, lambda: app.feed.loaded)
             assert screen.table.row_count == len(SAMPLE_FILES)
 
     asyncio.run(scenario())
@@ -485,7 +485,7 @@ def test_a_fresh_home_shows_the_empty_state_then_its_first_session(tmp_path: Pat
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: app.live)
+            await until(pilot, lambda: app.feed.live)
             screen = app.sessions_screen
             welcome = screen.query_one("#welcome")
             assert welcome.display and welcome.has_class("shown") and not screen.table.display
@@ -507,7 +507,9 @@ def test_the_command_line_watches_the_default_home_or_home_even_before_it_exists
     """``ralph-tui`` with no ./.ralph, ``--home DIR`` and $RALPH_HOME start the app on that home
     (as ralph-ledger resolves it) instead of exiting 1."""
     opened: list[tuple[list[Path], list[Path]]] = []
-    monkeypatch.setattr(RalphApp, "run", lambda self, **kw: opened.append((self.sources, self.homes)))
+    monkeypatch.setattr(
+        RalphApp, "run", lambda self, **kw: opened.append((self.feed.sources, self.feed.homes))
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RALPH_HOME", raising=False)
     assert main([]) == 0
@@ -559,10 +561,10 @@ def test_bad_lines_found_at_start_up_are_reported(tmp_path: Path, ingested: bool
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30), notifications=True) as pilot:
-            await settle(pilot, lambda: app.loaded)
+            await settle(pilot, lambda: app.feed.loaded)
             journal = home.journals / "tdd-success.jsonl"
             line = journal.read_text().count("\n")
-            assert [b.split(": ")[0] for b in app.bad_lines] == [f"{journal}:{line}"]
+            assert [b.split(": ")[0] for b in app.alert_log.bad_lines] == [f"{journal}:{line}"]
             assert [n.title for n in app._notifications] == ["bad journal line"]
 
     asyncio.run(scenario())
@@ -575,17 +577,19 @@ def test_a_journal_rewritten_or_emptied_while_watched_is_announced(tmp_path: Pat
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30), notifications=True) as pilot:
-            await until(pilot, lambda: app.live and len(app.sessions_screen.rows) == 2)
+            await until(pilot, lambda: app.feed.live and len(app.sessions_screen.rows) == 2)
             screen = app.sessions_screen
             assert screen.rows["thrashing"].status == "blocked"
             lines = path.read_text().splitlines(keepends=True)
             path.write_text("".join(lines[:3]))  # rewritten shorter: the session went back in time
             await until(pilot, lambda: screen.rows["thrashing"].status == "running")
-            assert len(app.resets) == 1 and app.resets[0].startswith(f"{path} was truncated or rewritten")
+            assert len(app.alert_log.resets) == 1 and app.alert_log.resets[0].startswith(
+                f"{path} was truncated or rewritten"
+            )
             assert any(n.title == "journal rewritten" and str(path) in n.message for n in app._notifications)
             path.write_text("")  # emptied: the session is gone
             await until(pilot, lambda: "thrashing" not in screen.rows)
-            assert len(app.resets) == 2 and screen.visible_ids() == ["tdd-success"]
+            assert len(app.alert_log.resets) == 2 and screen.visible_ids() == ["tdd-success"]
 
     asyncio.run(scenario())
 
@@ -595,7 +599,7 @@ def test_ctrl_c_quits(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, lambda: app.loaded)
+            await settle(pilot, lambda: app.feed.loaded)
             await pilot.press("ctrl+c")
             await pilot.pause()
             assert not app.is_running
@@ -626,7 +630,7 @@ def test_ctrl_c_quits_from_every_screen_and_dialog(tmp_path: Path, where: str) -
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await settle(pilot, lambda: app.loaded)
+            await settle(pilot, lambda: app.feed.loaded)
             for key in OPEN[where]:
                 await pilot.press(key)
                 await settle(pilot, lambda: True)
@@ -657,7 +661,7 @@ def test_a_screenshot_goes_to_a_folder_that_exists_and_says_where(
 
     async def scenario() -> None:
         async with app.run_test(size=(80, 24), notifications=True) as pilot:
-            await settle(pilot, lambda: app.loaded)
+            await settle(pilot, lambda: app.feed.loaded)
             app.action_screenshot()
             await pilot.pause()
             assert len(app.screenshots) == 1 and app.screenshots[0].parent == tmp_path
@@ -678,7 +682,7 @@ def test_tokens_are_one_number_in_the_chart_the_timeline_the_title_and_the_table
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 40)) as pilot:
-            await settle(pilot, lambda: app.loaded and CC_SAMPLE in app.sessions_screen.rows)
+            await settle(pilot, lambda: app.feed.loaded and CC_SAMPLE in app.sessions_screen.rows)
             app.open_session(CC_SAMPLE)
             await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.loads > 0)
             session = app.screen
@@ -734,7 +738,7 @@ def test_the_session_screen_follows_a_live_session(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: app.live and "live" in app.sessions_screen.rows)
+            await until(pilot, lambda: app.feed.live and "live" in app.sessions_screen.rows)
             app.open_session("live")
             await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.detail)
             session = app.screen
@@ -780,7 +784,7 @@ def test_the_session_panels_grow_with_the_terminal(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await settle(pilot, lambda: app.loaded)
+            await settle(pilot, lambda: app.feed.loaded)
             app.open_session("thrashing")
             await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.loads > 0)
             session = app.screen

@@ -51,7 +51,7 @@ def test_each_alert_rings_once_and_sends_one_desktop_notification(tmp_path: Path
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30), notifications=True) as pilot:
-            await until(pilot, lambda: app.live and len(app.sessions_screen.rows) == 1)
+            await until(pilot, lambda: app.feed.live and len(app.sessions_screen.rows) == 1)
             assert app._driver is not None
             write = app._driver.write
 
@@ -68,7 +68,7 @@ def test_each_alert_rings_once_and_sends_one_desktop_notification(tmp_path: Path
             await until(pilot, lambda: "live-one" in app.sessions_screen.rows)
             assert written == []  # a loop that starts is no alert
             journal.append(E.SessionCompleted(session_id="live-one", ts=t0, iteration=1, total_iterations=1))
-            await until(pilot, lambda: len(app.alerts) == 1)
+            await until(pilot, lambda: len(app.alert_log.alerts) == 1)
             await pilot.pause()
             assert written == [
                 "\a\x1b]777;notify;ralph-tui: completed;live-one complete after 1 iteration(s)\a"
@@ -83,7 +83,7 @@ def test_each_alert_rings_once_and_sends_one_desktop_notification(tmp_path: Path
                     session_id="live-two", ts=t0, iteration=1, guard="stall", reason="stalled"
                 ),
             )
-            await until(pilot, lambda: len(app.alerts) == 3)
+            await until(pilot, lambda: len(app.alert_log.alerts) == 3)
             await pilot.pause()
             assert len(written) == 3 and all(w.count("\a") == 2 for w in written)
             assert [w.split(";")[2] for w in written[1:]] == ["ralph-tui: guard", "ralph-tui: escalated"]
@@ -99,14 +99,14 @@ def test_without_the_options_an_alert_writes_nothing_to_the_terminal(tmp_path: P
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: app.live and len(app.sessions_screen.rows) == 1)
+            await until(pilot, lambda: app.feed.live and len(app.sessions_screen.rows) == 1)
             assert app._driver is not None
             app._driver.write = written.append  # type: ignore[method-assign,assignment]
             journal.append(
                 E.SessionStarted(session_id="live-one", ts=NOW, task="t", agent="bot"),
                 E.SessionCompleted(session_id="live-one", ts=NOW, iteration=1, total_iterations=1),
             )
-            await until(pilot, lambda: len(app.alerts) == 1)
+            await until(pilot, lambda: len(app.alert_log.alerts) == 1)
             await pilot.pause()
             assert not [w for w in written if "\a" in w or "\x1b]" in w]
 

@@ -16,10 +16,11 @@ from textual.widgets import Input, OptionList, TextArea
 
 from tests.unit.test_tui_support import SAMPLE_FILES, copy_samples, fixed_clock, screen_text, settle, until
 from tui.app import RalphApp
-from tui.screens.fleet import SessionsScreen
-from tui.screens.query import MAX_ROWS, SqlScreen
-from tui.screens.query_dialogs import ExportDialog, ValueViewer
-from tui.screens.session_detail import SessionScreen
+from tui.screens.export_dialog import ExportDialog
+from tui.screens.session_screen import SessionScreen
+from tui.screens.sessions_screen import SessionsScreen
+from tui.screens.sql_screen import MAX_ROWS, SqlScreen
+from tui.screens.value_viewer import ValueViewer
 
 SLOW = "SELECT count(*) FROM range(100000000000) a"
 LONG = "SELECT repeat('abc', 100) AS long, 42 AS n, NULL AS nothing, [1, 2] AS l"
@@ -41,7 +42,7 @@ def console_app(tmp_path: Path) -> RalphApp:
 async def open_console(pilot: Pilot[Any]) -> SqlScreen:
     app = pilot.app
     assert isinstance(app, RalphApp)
-    await settle(pilot, lambda: app.loaded)
+    await settle(pilot, lambda: app.feed.loaded)
     await pilot.press("s")
     await pilot.pause()
     return app.sql_screen

@@ -15,8 +15,8 @@ from tests.unit.test_monitor_dataset import SOURCES, add_session, export, home_o
 from tests.unit.test_tui_support import SAMPLE_FILES, fixed_clock, settle, until
 from tui.app import RalphApp
 from tui.main import main
-from tui.screens.fleet import COLUMNS
-from tui.screens.session_detail import SessionScreen
+from tui.screens.session_screen import SessionScreen
+from tui.screens.sessions_screen import COLUMNS
 
 
 def plain(value: object) -> str:
@@ -33,7 +33,7 @@ def test_a_dataset_of_three_homes_live(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with app.run_test(size=(140, 30)) as pilot:
             screen = app.sessions_screen
-            await until(pilot, lambda: app.live and screen.table.row_count == len(SAMPLE_FILES))
+            await until(pilot, lambda: app.feed.live and screen.table.row_count == len(SAMPLE_FILES))
             # every source's sessions, each with its source, in a column after the session's id
             assert [c.key for c in screen.table.columns][:3] == ["status", "session", "source"]
             by_source = {name: {f.stem for f in SAMPLE_FILES[i::3]} for i, name in enumerate(SOURCES)}
@@ -58,9 +58,9 @@ def test_a_dataset_of_three_homes_live(tmp_path: Path) -> None:
             # the steering keys (pause, steer, unblock) say in one line where the session's home is
             for n, (key, action) in enumerate((("P", "pause"), ("g", "steer"), ("u", "unblock")), 1):
                 await pilot.press(key)
-                await until(pilot, lambda: len(app.steered) >= n)  # noqa: B023 (awaited here)
+                await until(pilot, lambda: len(app.steering.steered) >= n)  # noqa: B023 (awaited here)
                 assert isinstance(app.screen, SessionScreen)  # no dialog: nothing to steer here
-                line = app.steered[-1]
+                line = app.steering.steered[-1]
                 assert "\n" not in line and "steering needs the session's own home" in line
                 assert f"ralph-ledger --home {homes['gamma'].root} {action} {sid}" in line
             assert (homes["gamma"].journals / f"{sid}.jsonl").read_bytes() == (
@@ -73,7 +73,7 @@ def test_a_dataset_of_three_homes_live(tmp_path: Path) -> None:
             await asyncio.to_thread(export, homes["beta"], dest, "beta")
             await until(pilot, lambda: "beta-late" in screen.rows)
             assert screen.rows["beta-late"].source == "beta"
-            assert any(a.startswith("beta-late complete") for a in app.alerts)
+            assert any(a.startswith("beta-late complete") for a in app.alert_log.alerts)
 
     try:
         asyncio.run(scenario())
@@ -86,7 +86,7 @@ def test_a_local_home_has_no_source_column(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: app.loaded)
+            await until(pilot, lambda: app.feed.loaded)
             assert [c.key for c in app.sessions_screen.table.columns] == [c.key for c in COLUMNS]
 
     try:

@@ -44,7 +44,7 @@ def test_the_replay_runs_every_loop_side_by_side_with_ages_in_seconds(tmp_path: 
                 pilot,
                 lambda: len(screen.rows) == len(SAMPLE_FILES) and app.now() >= START + timedelta(seconds=40),
             )
-            assert not app.replay_done
+            assert not app.replay.done
             running = [r.session_id for r in screen.rows.values() if r.status == "running"]
             assert len(running) >= len(SAMPLE_FILES) - 1, running
             # the ages are measured on the replayed timeline: seconds, for every loop
@@ -52,8 +52,8 @@ def test_the_replay_runs_every_loop_side_by_side_with_ages_in_seconds(tmp_path: 
             shown = ages(app)
             assert all(re.fullmatch(r"\d+s", age) for age in shown.values()), shown
             # the first loops end (the three one-iteration agents, 80 s long): alerts while the others run
-            await until(pilot, lambda: len(app.alerts) >= 3)
-            assert any("agent-claude" in a for a in app.alerts), app.alerts
+            await until(pilot, lambda: len(app.alert_log.alerts) >= 3)
+            assert any("agent-claude" in a for a in app.alert_log.alerts), app.alert_log.alerts
             assert screen.fleet.running >= len(SAMPLE_FILES) // 2, screen.fleet
             assert all(re.fullmatch(r"\d+s|1m", age) for age in ages(app).values()), ages(app)
 
@@ -69,7 +69,7 @@ def test_the_ages_at_the_end_of_a_sequential_or_an_aligned_replay(tmp_path: Path
     async def scenario() -> None:
         async with app.run_test(size=(120, 30)) as pilot:
             screen = app.sessions_screen
-            await until(pilot, lambda: app.replay_done and len(screen.rows) == len(SAMPLE_FILES))
+            await until(pilot, lambda: app.replay.done and len(screen.rows) == len(SAMPLE_FILES))
             await until(pilot, lambda: screen.fleet.running == 1)  # the torn recording never ends
             oldest = min(r.updated_at for r in screen.rows.values() if r.updated_at is not None)
             if sequential:

@@ -31,10 +31,10 @@ from textual.pilot import Pilot
 
 from tests.unit.test_tui_support import ROOT, copy_samples, fixed_clock, settle
 from tui.app import RalphApp
-from tui.screens.alerts import AlertEntry, AlertsScreen
-from tui.screens.help import HelpScreen
-from tui.screens.query_dialogs import ValueViewer
-from tui.screens.session_detail import SessionScreen
+from tui.screens.alerts_screen import AlertEntry, AlertsScreen
+from tui.screens.help_screen import HelpScreen
+from tui.screens.session_screen import SessionScreen
+from tui.screens.value_viewer import ValueViewer
 
 
 class SvgSnapshots(SingleFileSnapshotExtension):
@@ -56,7 +56,7 @@ def svg(snapshot: SnapshotAssertion) -> SnapshotAssertion:
 @pytest.fixture(autouse=True)
 def still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """A SQL query takes no time (its elapsed time is on screen)."""
-    monkeypatch.setattr("tui.screens.query.clock", lambda: 0.0)
+    monkeypatch.setattr("tui.screens.sql_screen.clock", lambda: 0.0)
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def shoot(app: RalphApp, size: tuple[int, int], steps: Any = None) -> str:
 
     async def scenario() -> None:
         async with app.run_test(size=size) as pilot:
-            await settle(pilot, lambda: app.loaded)
+            await settle(pilot, lambda: app.feed.loaded)
             if steps is not None:
                 await steps(pilot)
             await settle(pilot, lambda: True)
@@ -203,7 +203,7 @@ def test_alert_history(journals: Path, svg: SnapshotAssertion) -> None:
 
     async def steps(pilot: Pilot[Any]) -> None:
         at = datetime(2026, 4, 1, 9, 4, tzinfo=UTC)
-        app.alert_history += [
+        app.alert_log.history += [
             AlertEntry(at, "tdd-success", "completed", "tdd-success complete after 3 iteration(s)"),
             AlertEntry(
                 at + timedelta(minutes=31), "thrashing", "guard", "thrashing: guard thrashing tripped"

@@ -23,10 +23,10 @@ from tests.unit.test_tui_support import (
 from tui.app import RalphApp
 from tui.commands import MAX_SPEED, MIN_SPEED
 from tui.main import main
-from tui.messages import ReplayProgress
-from tui.screens.alerts import AlertsScreen
-from tui.screens.fleet import SessionsScreen
-from tui.screens.session_detail import SessionScreen
+from tui.messages import ReplayProgress, Watching
+from tui.screens.alerts_screen import AlertsScreen
+from tui.screens.session_screen import SessionScreen
+from tui.screens.sessions_screen import SessionsScreen
 
 SAMPLES = SAMPLE_FILES[0].parent
 
@@ -56,9 +56,9 @@ def test_the_replay_progress_line_never_clips(tmp_path: Path, size: tuple[int, i
 
     async def scenario() -> None:
         async with app.run_test(size=size) as pilot:
-            await until(pilot, lambda: app.replay_total > 0)
+            await until(pilot, lambda: app.replay.total > 0)
             app.post_message(ReplayProgress(33, 263, False))
-            await until(pilot, lambda: app.replay_lines == 33)
+            await until(pilot, lambda: app.replay.lines == 33)
             await pilot.pause()
             lines = [line for line in screen_text(app) if "33/263" in line]
             assert len(lines) == 1, screen_text(app)
@@ -78,14 +78,14 @@ def test_p_pauses_the_replay_and_its_clock_then_resumes(tmp_path: Path) -> None:
             first = len(SAMPLE_FILES)  # every recording's first line: they start together
             await until(pilot, lambda: written_lines(replay_dir) == first)
             await pilot.press("p")
-            assert app.paused
+            assert app.replay.paused
             gate.set()  # the worker would go on now, but the replay is paused
             clock = app.now()
             await pilot.pause(0.4)
             assert written_lines(replay_dir) == first and app.now() == clock
             assert any("paused (p resumes) ×20: " in line for line in screen_text(app))
             await pilot.press("p")
-            await until(pilot, lambda: app.replay_done)
+            await until(pilot, lambda: app.replay.done)
             assert written_lines(replay_dir) == sum(f.read_bytes().count(b"\n") for f in SAMPLE_FILES)
             assert app.now() > clock
 
@@ -98,18 +98,18 @@ def test_replay_speeds_are_bounded(tmp_path: Path, capsys: pytest.CaptureFixture
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: app.replay_total > 0)
+            await until(pilot, lambda: app.replay.total > 0)
             seen = []
             for _ in range(15):
                 await pilot.press("plus")
-                seen.append(app.speed)
+                seen.append(app.replay.speed)
             assert seen[:3] == [40, 80, 160] and seen[-1] == 0 and max(seen) <= MAX_SPEED
             assert seen[seen.index(0) :] == [0] * (len(seen) - seen.index(0))
             await pilot.press("minus")
-            assert app.speed == MAX_SPEED
+            assert app.replay.speed == MAX_SPEED
             for _ in range(30):
                 await pilot.press("minus")
-            assert app.speed == MIN_SPEED
+            assert app.replay.speed == MIN_SPEED
             assert any("replaying ×0.25:" in line for line in screen_text(app))
             gate.set()
 
@@ -126,13 +126,13 @@ def test_alerts_are_kept_in_a_history_screen_and_enter_opens_the_session(tmp_pat
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 40)) as pilot:  # tall enough to show every alert
-            await until(pilot, lambda: app.replay_done and len(app.sessions_screen.rows) == len(SAMPLE_FILES))
-            await until(pilot, lambda: any("tdd-success complete" in a for a in app.alerts))
+            await until(pilot, lambda: app.replay.done and len(app.sessions_screen.rows) == len(SAMPLE_FILES))
+            await until(pilot, lambda: any("tdd-success complete" in a for a in app.alert_log.alerts))
             await pilot.press("a")
             screen = app.screen
             assert isinstance(screen, AlertsScreen)
             table = screen.query_one("#alerts", DataTable)
-            assert table.row_count == len(app.alerts) >= 5
+            assert table.row_count == len(app.alert_log.alerts) >= 5
             # newest first, each with the time it was recorded, the session and what happened
             times = [e.at for e in screen.shown]
             assert times == sorted(times, reverse=True)
@@ -164,7 +164,7 @@ def test_the_alert_history_says_when_there_are_none_and_fills_live(tmp_path: Pat
 
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: app.live)
+            await until(pilot, lambda: app.feed.live)
             await pilot.press("a")
             assert isinstance(app.screen, AlertsScreen)
             assert any("No alerts yet" in line for line in screen_text(app))
@@ -218,7 +218,9 @@ def test_status_colours_are_readable_on_the_cursor_row_and_in_both_themes(tmp_pa
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 30)) as pilot:
-            await settle(pilot, lambda: app.loaded and len(app.sessions_screen.rows) == len(SAMPLE_FILES))
+            await settle(
+                pilot, lambda: app.feed.loaded and len(app.sessions_screen.rows) == len(SAMPLE_FILES)
+            )
             screen = app.sessions_screen
             table = screen.table
             by_status: dict[str, str] = {}
@@ -254,7 +256,7 @@ def test_status_colours_come_from_the_theme(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 30)) as pilot:
-            await settle(pilot, lambda: app.loaded and len(app.sessions_screen.rows) == 2)
+            await settle(pilot, lambda: app.feed.loaded and len(app.sessions_screen.rows) == 2)
             app.sessions_screen.table.move_to("thrashing")
             for theme in ("textual-dark", "nord", "gruvbox", "solarized-light"):
                 app.theme = theme
@@ -268,3 +270,14 @@ def test_status_colours_come_from_the_theme(tmp_path: Path) -> None:
 
     asyncio.run(scenario())
     assert len(set(painted.values())) == 4, painted
+
+
+def test_a_later_replay_count_or_watching_waiting_supersedes_the_earlier() -> None:
+    """Messages that repeat coalesce (``can_replace``): a later replay count supersedes an earlier one
+    waiting, but never the last (``done``); a second ``Watching`` says what the first says."""
+    assert ReplayProgress(10, 263, False).can_replace(ReplayProgress(40, 263, False))
+    assert ReplayProgress(10, 263, False).can_replace(ReplayProgress(263, 263, True))
+    assert not ReplayProgress(263, 263, True).can_replace(ReplayProgress(263, 263, True))
+    assert not ReplayProgress(10, 263, False).can_replace(Watching())
+    assert Watching().can_replace(Watching())
+    assert not Watching().can_replace(ReplayProgress(10, 263, False))

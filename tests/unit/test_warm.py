@@ -11,7 +11,7 @@ import pytest
 
 from ledger.core.home import Home
 from ledger.drivers.claude_code.stop import hook as stop_hook
-from ledger.drivers.claude_code.stop.stop_event import HookOutcome
+from ledger.drivers.claude_code.stop.stop_input import HookOutcome
 from ledger.drivers.claude_code.stop.warm import Reply, Request, code_stamp, recv, recv_exact, send
 from ledger.drivers.claude_code.stop.warm_worker import _serve_one
 
@@ -74,7 +74,7 @@ def test_a_drop_in_stop_whose_hook_is_gone_decides_nothing(tmp_path: Path) -> No
     its iteration and the journal gets an ``error_recorded``, no decision (as a ledger-native one)."""
     from ledger import events as E
     from ledger.drivers.claude_code.stop.plugin import read_state
-    from ledger.drivers.claude_code.stop.stop_event import served_for
+    from ledger.drivers.claude_code.stop.requester import served_for
     from ledger.storage.journal import Cursor, read_new
 
     project = tmp_path / "project"

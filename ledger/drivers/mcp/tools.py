@@ -33,10 +33,10 @@ from ledger.loop.config.loop_config import (
     source_of,
 )
 from ledger.loop.decide.stop_policies import NO_HOOKS, AgentContext, Registry, decided_events
+from ledger.loop.decision import Turn
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError, SessionView, ValidateResult
-from ledger.loop.prompt.next_prompt import next_prompt
-from ledger.loop.steering.state import is_paused, pending_guidance
+from ledger.loop.step import LoopSession
 from ledger.loop.validate.completion import (
     ValidationParams,
     ValidationResult,
@@ -150,13 +150,9 @@ class Tools:
         """Run the iteration's rules and guards on what it produced; the signal to act on."""
         files = _inside(self.project, a.files_modified)
         task = str(self.engine.view(a.task_id).row["task"] or "")
-        result = self.engine.validate(
-            a.task_id, a.agent_output, files_modified=files, tool_count=a.tool_count, todos=a.todos
-        )
-        events = self.engine.view(a.task_id).events  # a person's pause and guidance (``steering``)
-        going = result.signal == "CONTINUE"
-        prompt = next_prompt(task, result, guidance=pending_guidance(events)) if going else ""
-        return _validated(result, prompt, paused=is_paused(events))
+        turn = Turn(a.agent_output, files_modified=files, tool_count=a.tool_count, todos=a.todos)
+        checked = LoopSession(self.engine, a.task_id, task).check(turn)
+        return _validated(checked.result, checked.prompt, paused=checked.paused)
 
     def iteration_next(self, a: s.NextArgs) -> s.Step:
         """Begin the next iteration (refused, in one sentence, while a person has paused the loop)."""
@@ -267,7 +263,7 @@ class Tools:
         evals = Registry.from_events(view.events).evaluate(ctx)
         decided = decided_events([e for e in evals if e is not NO_HOOKS], session_id=a.task_id, iteration=n)
         if decided:
-            self.engine.journal(a.task_id).append(*decided)
+            self.engine.append(a.task_id, *decided)
         last = evals[-1]
         return s.HookDecision(
             hook_id=last.hook_id,
@@ -314,7 +310,7 @@ class Tools:
         params = ValidationParams(stop_reason=a.stop_reason, tool_count=a.tool_count, retry_count=retries)
         decision = decide_stop(loop_validator, params)
         if view.status == "running":
-            self.engine.journal(a.task_id).append(*to_events(decision, session_id=a.task_id, iteration=n))
+            self.engine.append(a.task_id, *to_events(decision, session_id=a.task_id, iteration=n))
         return s.CompletionResult(complete=decision.decision == "allow", reason=decision.reason)
 
     def _running(self, task_id: str) -> SessionView:

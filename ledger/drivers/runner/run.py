@@ -61,7 +61,7 @@ from typing import Final, TextIO
 import msgspec
 
 from ledger import events as ev
-from ledger.core.errors import no_session, one_line
+from ledger.core.errors import one_line
 from ledger.drivers.runner.agent_process import (
     AgentRun,
     Interrupted,
@@ -75,12 +75,12 @@ from ledger.drivers.runner.formats.report import AgentReport, by_model
 from ledger.drivers.runner.limits import MAX_LIMITED_RUNS, RateLimit, rate_limit, wait_s
 from ledger.drivers.runner.worktrees import Worktree
 from ledger.loop.config.loop_config import LoopConfig
+from ledger.loop.decision import Turn
 from ledger.loop.engine import Engine
-from ledger.loop.engine_types import EngineError, Turn
+from ledger.loop.engine_types import EngineError
 from ledger.loop.steering.state import validated
 from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
 from ledger.notify import reporting
-from ledger.storage.journal import Cursor, read_new
 
 EXIT_COMPLETE: Final = 0
 
@@ -110,29 +110,18 @@ class RunResult:
 
 
 # ----------------------------------------------------------------------------- the loop
-def _started(engine: Engine, session_id: str) -> ev.SessionStarted:
-    """The session's ``session_started`` event (its last); ``EngineError`` when there is no such session."""
-    path = engine.journal(session_id).path
-    if not path.exists():
-        raise EngineError(no_session(session_id, engine.home.root))
-    started = [e for e in read_new(path, Cursor()).events if isinstance(e, ev.SessionStarted)]
-    if not started:
-        raise EngineError(no_session(session_id, engine.home.root, path))
-    return started[-1]
-
-
 def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
     """The prompt and the agent command the session recorded when it started (a session that
     recorded no prompt answers its task; no command, ``[]``). Raises ``EngineError`` when there is
     no such session."""
-    started = _started(engine, session_id)
+    started = LoopSession(engine, session_id, "").started()
     return started.prompt or started.task, list(started.command)
 
 
 def recorded_worktree(engine: Engine, session_id: str) -> tuple[str, str]:
     """The git worktree (its root) and branch the session recorded it runs in, ``("", "")`` for
     one in the project's own checkout. Raises ``EngineError`` when there is no such session."""
-    started = _started(engine, session_id)
+    started = LoopSession(engine, session_id, "").started()
     return started.worktree, started.branch
 
 
@@ -176,9 +165,9 @@ def run_loop(
         if ev.session_status(row["status"]) != "running":
             raise EngineError(f"session {session_id!r} is {row['status']}; only a running session resumes")
         n, max_it = int(row["iteration"]), int(row["max_iterations"] or config.effective_max_iterations())
-        events = read_new(engine.journal(session_id).path, Cursor()).events
-        stdin_text = LoopSession(engine, session_id, prompt).prompt_of(n)  # its summary and guidance
-        advance = validated(events, n)  # validated and paused: the next iteration comes next
+        session = LoopSession(engine, session_id, prompt)
+        stdin_text = session.prompt_of(n)  # with its summary and guidance
+        advance = validated(session.events(), n)  # validated and paused: the next comes next
     else:
         config = msgspec.structs.replace(
             config,
@@ -236,7 +225,7 @@ class _Loop:
         self.before: dict[str, str] | None = None  # the work tree before the agent's run
         self.unrecorded: tuple[AgentRun, list[str], AgentReport | None] | None = None  # the agent's
         # run, files and report, until the engine has recorded them
-        self.journal_size = 0
+        self.mark = 0  # the session's events when its turn was about to be taken
         self.env: dict[str, str] | None = None  # the agent's environment (None: this process's)
         self.agent_cmd: list[str] = []  # the agent's command (its model, when its output names none)
         self.session = LoopSession(engine, session_id, "")  # the loop's steps (``ledger.loop.step``)
@@ -286,7 +275,7 @@ class _Loop:
                 self.wait_out(limit, limited - 1, spoken, command_model(agent_cmd))
                 continue
             limited = 0
-            self.unrecorded, self.journal_size = (run, [], spoken), _size(engine.journal(sid).path)
+            self.unrecorded, self.mark = (run, [], spoken), len(self.session.events())
             files = files_changed(before, snapshot(engine.work_dir, engine.home.root))
             files = files or in_project(spoken.files_modified, engine.work_dir)
             self.unrecorded = run, files, spoken
@@ -344,7 +333,7 @@ class _Loop:
         wait = wait_s(limit, now, attempt, self.rate_limit_wait_s)
         sid, n = self.session_id, self.n
         own, others = by_model(spoken)
-        self.engine.journal(sid).append(
+        self.session.record(
             ev.RateLimited(
                 session_id=sid,
                 iteration=n,
@@ -369,13 +358,12 @@ class _Loop:
         engine, sid, n = self.engine, self.session_id, self.n
         signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         reason = interrupted_reason(signum)
-        journal = engine.journal(sid)
         events: list[ev.Event] = []
         turn: tuple[AgentRun, list[str], AgentReport | None] | None = None
         if isinstance(exc, Interrupted) and exc.partial is not None:  # the agent was running
             after = snapshot(engine.work_dir, engine.home.root)
             turn = exc.partial, files_changed(self.before, after), None
-        elif self.unrecorded is not None and _size(journal.path) == self.journal_size:  # rules running
+        elif self.unrecorded is not None and len(self.session.events()) == self.mark:  # rules running
             turn = self.unrecorded
         if turn is not None:
             run, files, report = turn
@@ -401,7 +389,7 @@ class _Loop:
         if n and ev.session_status(engine.status(sid)["status"]) == "running":
             events.append(ev.Override(session_id=sid, iteration=n, kind="interrupted", reason=reason))
         if events:
-            journal.append(*events)
+            self.session.record(*events)
         self.say(f"\n[ralph-ledger] {sid}: {reason}; resume with --resume {sid}\n")
         return RunResult(sid, 128 + signum, "", n, reason)
 
@@ -422,11 +410,3 @@ def _stop_reason(run: AgentRun) -> str:
     if run.interrupted:
         return "interrupted"
     return "timeout" if run.timed_out else f"exit {run.returncode}"
-
-
-def _size(path: Path) -> int:
-    """A journal's size in bytes (0 when it does not exist)."""
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

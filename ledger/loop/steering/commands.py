@@ -38,7 +38,6 @@ from ledger.loop.steering.state import (
     paused_line,
     paused_message,
     pending_guidance,
-    prompt_of,
     validated,
 )
 from ledger.storage.fold import fold
@@ -52,7 +51,6 @@ __all__ = [
     "KINDS",
     "UNBLOCK_ITERATIONS",
     "apply",
-    "halt",
     "is_paused",
     "iteration_guidance",
     "learned",
@@ -61,10 +59,8 @@ __all__ = [
     "paused_line",
     "paused_message",
     "pending_guidance",
-    "prompt_of",
     "resume",
     "steer",
-    "steer_journal",
     "unblock",
     "validated",
 ]
@@ -180,17 +176,6 @@ def unblock(
     return n, max_it
 
 
-def halt(engine: Engine | Path, session_id: str) -> str:
-    """End a paused session that was asked to stop (``ralph-ledger stop``): blocked, as the stop
-    would have been at the next validate. Returns the reason recorded."""
-    s = _seen(engine, session_id)
-    reason = f"manual stop: {s.row['stop_reason'] or ''}".rstrip(": ")
-    _append(
-        engine, session_id, ev.SessionBlocked(session_id=session_id, iteration=s.iteration, reason=reason)
-    )
-    return reason
-
-
 def apply(
     where: Engine | Path, session_id: str, action: str, text: str = "", iterations: int = UNBLOCK_ITERATIONS
 ) -> str:
@@ -209,9 +194,3 @@ def apply(
         n, max_it = unblock(where, sid, text, iterations)
         return f"{sid}: unblocked; iteration {n + 1} of {max_it} comes next"
     raise EngineError(f"unknown steering action {action!r}: expected one of {', '.join(KINDS)}")
-
-
-def steer_journal(journal: Path, action: str, text: str = "", iterations: int = UNBLOCK_ITERATIONS) -> str:
-    """:func:`apply` on the session whose journal is ``journal`` (what a monitor knows of a session,
-    in any home or folder of journals): the line saying what happens next, or ``EngineError``."""
-    return apply(journal.parent, journal.name.removesuffix(".jsonl"), action, text, iterations)

@@ -4,11 +4,10 @@ Claude Code drop-in hook reads them without importing DuckDB."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from ledger import events as ev
-from ledger.loop.prompt.next_prompt import next_prompt
 
 
 def paused_message(session_id: str) -> str:
@@ -71,13 +70,6 @@ def learned(events: Iterable[ev.AnyEvent], iteration: int) -> Learned:
         elif isinstance(e, ev.SignalResolved):
             feedback = list(e.feedback)
     return Learned(iteration, hint, feedback, summary)
-
-
-def prompt_of(task: str, events: Sequence[ev.AnyEvent], iteration: int) -> str:
-    """The prompt iteration ``iteration`` was (or is to be) given, from the journal: what resuming
-    a loop gives the agent again."""
-    before = learned(events, iteration - 1)
-    return next_prompt(task, before, before.summary, guidance=iteration_guidance(events, iteration))
 
 
 def let_go(events: Iterable[ev.AnyEvent]) -> bool:

@@ -14,13 +14,8 @@ import msgspec
 from ledger.core.atomic import atomic_write
 from ledger.core.errors import error_reason
 from ledger.core.home import Home
-from ledger.drivers.claude_code.stop.stop_event import (
-    HookInput,
-    LoopRecord,
-    belongs,
-    loop_session,
-    named_session,
-)
+from ledger.drivers.claude_code.stop.loop_sessions import LoopRecord, belongs, loop_session, named_session
+from ledger.drivers.claude_code.stop.stop_input import HookInput
 
 
 class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,20 +87,20 @@ def claim(
     return claim, record, carry
 
 
-def restore(project: Path, home: Home, sid: str) -> Path | None:
-    """After ``ralph-ledger unblock`` of a ledger-native loop (``sid`` is ``cc-<id>`` or
-    ``cc-<id>-N``), write its loop file again in ``project`` (the loop's end removed it) so that the
-    next stop of its Claude Code session goes on with it; its path, or ``None`` when ``sid`` is not
-    such a loop (a plugin loop, a runner's) or a loop file is there already."""
+def restore(project: Path, journal: Path) -> Path | None:
+    """After an ``unblock`` of a ledger-native loop (its journal ``journal``; its session ``cc-<id>``
+    or ``cc-<id>-N``), write its loop file again in ``project`` (the loop's end removed it) so that
+    the next stop of its Claude Code session goes on with it; its path, or ``None`` when the session
+    is not such a loop (a plugin loop, a runner's) or a loop file is there already."""
     from ledger import events as ev
     from ledger.drivers.claude_code.stop.locate import LOOP_FILE, STATE_FILE
     from ledger.storage.fold import events_of
-    from ledger.storage.journal import journal_path
 
+    sid = journal.name.removesuffix(".jsonl")
     path = project / LOOP_FILE
     if not sid.startswith("cc-") or path.exists() or (project / STATE_FILE).exists():
         return None
-    started = [e for e in events_of(journal_path(home.journals, sid)) if isinstance(e, ev.SessionStarted)]
+    started = [e for e in events_of(journal) if isinstance(e, ev.SessionStarted)]
     if not started or started[-1].config.get("mode") == "ralph-loop":
         return None
     base, _, n = sid[3:].rpartition("-")

@@ -32,7 +32,7 @@ user asked and which ledger session records it; everything else (iteration,
 scores, trips) is that session's. The first stop claims an unclaimed file for
 its session, like the plugin, and names the loop's own ledger session in it
 (``cc-<claude session id>`` for the session's first loop, ``cc-<id>-2``, ...
-after it: ``ledger.drivers.claude_code.stop.stop_event.loop_session``); a stop of any other session never
+after it: ``ledger.drivers.claude_code.stop.loop_sessions.loop_session``); a stop of any other session never
 blocks or touches the loop. Every block starts a new iteration, so seed 002's
 ``max_stop_retries`` (blocks within one iteration) never trips here: the
 iteration guards bound the loop instead (``max_iterations`` is on by default).
@@ -55,6 +55,7 @@ from ledger.core.atomic import sweep_temps
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
 from ledger.drivers.claude_code.stop import block_cap
+from ledger.drivers.claude_code.stop.error_sink import ErrorSink
 from ledger.drivers.claude_code.stop.locate import HookInputError
 from ledger.drivers.claude_code.stop.loop_file import (
     LoopFile,
@@ -63,18 +64,9 @@ from ledger.drivers.claude_code.stop.loop_file import (
     read_loop_file,
     write_loop_file,
 )
-from ledger.drivers.claude_code.stop.stop_event import (
-    ErrorSink,
-    HookInput,
-    HookOutcome,
-    TurnRead,
-    catch_up,
-    decision_point,
-    lagging,
-    read_turn,
-    transcript_of,
-    waiting_reason,
-)
+from ledger.drivers.claude_code.stop.requester import decision_point
+from ledger.drivers.claude_code.stop.stop_input import HookInput, HookOutcome, transcript_of, waiting_reason
+from ledger.drivers.claude_code.stop.turn_wait import LAG, TurnRead, catch_up, lagging, read_turn
 from ledger.drivers.claude_code.transcript.last_todos import find_last_todos
 from ledger.drivers.claude_code.transcript.scan import scan
 from ledger.loop.config.loop_config import (
@@ -85,16 +77,14 @@ from ledger.loop.config.loop_config import (
     find_config,
     source_of,
 )
+from ledger.loop.decision import Turn
 from ledger.loop.engine import Engine
-from ledger.loop.engine_types import Turn
 from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
 from ledger.loop.validate.todos import todos_wanted
 from ledger.notify import notify_events
-from ledger.storage.fold import events_of
-from ledger.storage.journal import Journal, journal_path
+from ledger.storage.journal import journal_path
 
 AGENT: Final = "claude-code"
-LAG: Final = "hook claude-code: transcript"
 
 
 def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
@@ -171,9 +161,9 @@ def _owned_stop(
         loop = claimed
     sid = loop.ledger_session
     engine = Engine(home, work_dir=project, clock=clock, fsync=False, notify=notify_events)  # synced later
-    journal = Journal(journal_path(home.journals, sid), clock=clock)
+    synced = (str(journal_path(home.journals, sid)),)  # the journal synced after the answer
     if sink is not None:
-        sink.use(journal, sid)
+        sink.use_session(home, sid, clock)
     rules = record.config.get("rules") or []
     if not record.started:
         config = loop_config(project, loop)
@@ -185,7 +175,7 @@ def _owned_stop(
         return HookOutcome()
     session = LoopSession(engine, sid, loop.prompt)
     if record.started and not record.ended and session.let_go():  # a person paused or unblocked it
-        return _went_on(session.resume(_resumed(sid)), path, journal)
+        return _went_on(session.resume(_resumed(sid)), path, synced)
     fields = data.stop_fields()
     waiting = data.running_subagents()
     if waiting:  # the client wakes the agent when they end: docs/design/claude-code-stop.md
@@ -195,8 +185,8 @@ def _owned_stop(
         wait = ev.StopDecided(
             session_id=sid, iteration=n, decision="allow", reason=reason, waiting=True, **fields
         )
-        engine.append(sid, wait)  # no agent_turn: the next stop reads this turn with its own
-        return HookOutcome(sync=(str(journal.path),))
+        session.record(wait)  # no agent_turn: the next stop reads this turn with its own
+        return HookOutcome(sync=synced)
     start = record.offset if record.started else carry
     text, read = read_turn(data, start)
     turn = read.turn
@@ -216,7 +206,7 @@ def _owned_stop(
     )
     cap, warning = block_cap.block_cap()
     progress = ev.AgentTurn(session_id=sid, tool_count=said.tool_count)  # this stop's, for the count
-    count = block_cap.cap_reached([*events_of(journal.path), progress], cap)
+    count = block_cap.cap_reached([*session.events(), progress], cap)
     n = record.iteration or 1
     limit = block_cap.trip(sid, n, count, cap) if count else None
 
@@ -232,7 +222,7 @@ def _owned_stop(
     decision = session.take_turn(said, lead, limit=limit)
     outcome = _answer(decision, path, count, cap)
     stderr = outcome.stderr + (warning + "\n" if warning and not isinstance(decision, End) else "")
-    return msgspec.structs.replace(outcome, stderr=stderr, sync=(str(journal.path),))
+    return msgspec.structs.replace(outcome, stderr=stderr, sync=synced)
 
 
 def _late(sid: str, data: HookInput, read: TurnRead, start: int, n: int, *, ending: bool) -> list[ev.Event]:
@@ -310,9 +300,9 @@ def _resumed(sid: str) -> Callable[[Decision], list[ev.Event]]:
     return lead
 
 
-def _went_on(decision: Decision, path: Path, journal: Journal) -> HookOutcome:
+def _went_on(decision: Decision, path: Path, synced: tuple[str, ...]) -> HookOutcome:
     """The answer to the stop of a loop a person let go (``LoopSession.resume``)."""
-    return msgspec.structs.replace(_answer(decision, path, 0, 0), sync=(str(journal.path),))
+    return msgspec.structs.replace(_answer(decision, path, 0, 0), sync=synced)
 
 
 def _answer(decision: Decision, path: Path, count: int, cap: int) -> HookOutcome:

@@ -29,17 +29,13 @@ from msgspec.structs import replace
 from ledger import events as ev
 from ledger.core.home import Home
 from ledger.core.locks import loop_lock
+from ledger.drivers.claude_code.stop.error_sink import ErrorSink
 from ledger.drivers.claude_code.stop.locate import LOOP_FILE, STATE_FILE, HookInputError
 from ledger.drivers.claude_code.stop.loop_file import LoopFileError, claim, read_loop_file, write_loop_file
+from ledger.drivers.claude_code.stop.loop_sessions import state_session
 from ledger.drivers.claude_code.stop.plugin import StateError, plugin_decision, read_state, write_state
-from ledger.drivers.claude_code.stop.stop_event import (
-    ErrorSink,
-    HookInput,
-    HookOutcome,
-    await_turn,
-    lagging,
-    state_session,
-)
+from ledger.drivers.claude_code.stop.stop_input import HookInput, HookOutcome
+from ledger.drivers.claude_code.stop.turn_wait import await_turn, lagging
 from ledger.storage.fold import events_of
 from ledger.storage.journal import Journal, journal_path
 

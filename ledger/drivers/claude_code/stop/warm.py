@@ -102,7 +102,7 @@ class Request:
 
 
 class Reply:
-    """The stop's outcome (``ledger.drivers.claude_code.stop.stop_event.HookOutcome``): what to print, the
+    """The stop's outcome (``ledger.drivers.claude_code.stop.stop_input.HookOutcome``): what to print, the
     exit code, the journals to sync."""
 
     __slots__ = ("exit_code", "stderr", "stdout", "sync")

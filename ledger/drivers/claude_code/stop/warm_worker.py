@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledger import events as ev
 from ledger.core.atomic import pid_gone
-from ledger.drivers.claude_code.stop.stop_event import served_for
+from ledger.drivers.claude_code.stop.requester import served_for
 from ledger.drivers.claude_code.stop.warm import (
     ACCEPT,
     IDLE,
@@ -37,7 +37,7 @@ from ledger.drivers.claude_code.stop.warm import (
 
 if TYPE_CHECKING:
     from ledger.core.home import Home
-    from ledger.drivers.claude_code.stop.stop_event import HookOutcome
+    from ledger.drivers.claude_code.stop.stop_input import HookOutcome
 
 
 def _sweep_sockets(path: Path) -> None:
@@ -169,7 +169,7 @@ def _warm_up(home: Home, native: bool, within: float = 3600.0) -> None:
 
 
 DROP_IN = "ralph-loop"
-"""The ``mode`` a drop-in loop records in its ``session_started`` config (``hook._events``)."""
+"""The ``mode`` a drop-in loop records in its ``session_started`` config (``dropin._events``)."""
 
 
 def _import_engine() -> None:
@@ -202,7 +202,8 @@ def _waiting(conn: socket.socket) -> bool:
 def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
     """One stop: the request, the handshake, the stop run as the hook would, the reply. False when
     the hook runs other code than this worker (then it runs the stop itself)."""
-    from ledger.drivers.claude_code.stop.hook import allowing, run
+    from ledger.drivers.claude_code.stop.error_sink import allowing
+    from ledger.drivers.claude_code.stop.hook import run
 
     try:
         conn.settimeout(5.0)
@@ -225,7 +226,7 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
         with served_for(lambda: _waiting(conn)):
             outcome = run(request.raw, home_arg=request.home_arg)
     except OSError as exc:  # the hook's directory is gone: the stop is allowed, as in-process
-        from ledger.drivers.claude_code.stop.stop_event import HookOutcome
+        from ledger.drivers.claude_code.stop.stop_input import HookOutcome
 
         outcome = HookOutcome(stderr=allowing(exc) + "\n")
     finally:

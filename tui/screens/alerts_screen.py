@@ -4,7 +4,7 @@ journal lines), newest first; Enter opens the alert's session."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Final, NamedTuple
+from typing import Any, ClassVar, Final, NamedTuple
 
 from rich.text import Text
 from textual import on
@@ -14,10 +14,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label
 
 from tui import format as fmt
-from tui.messages import OpenSession, ralph_app
-
-if TYPE_CHECKING:
-    pass
+from tui.messages import OpenSession
 
 KIND_COLOURS: Final = {"completed": fmt.GREEN, "blocked": fmt.AMBER, "guard": fmt.AMBER, "escalated": fmt.RED}
 """Alert kind -> colour (as the notification's severity)."""
@@ -58,8 +55,10 @@ class AlertsScreen(Screen[None]):
     AlertsScreen #alerts-empty.shown { display: block; }
     """
 
-    def __init__(self) -> None:
+    def __init__(self, history: list[AlertEntry]) -> None:
         super().__init__(id="alerts-screen")
+        self.history = history
+        """The app's alert history (oldest first), read again by ``refresh_alerts``."""
         self.shown: list[AlertEntry] = []
         """The alerts in table order (newest first)."""
 
@@ -89,7 +88,7 @@ class AlertsScreen(Screen[None]):
         """Show the app's alert history again (newest first), keeping the cursor on its alert."""
         table: DataTable[Any] = self.query_one("#alerts", DataTable)
         keep = self.shown[table.cursor_row] if self.shown and table.cursor_row > 0 else None
-        self.shown = sorted(reversed(ralph_app(self).alert_history), key=lambda e: e.at, reverse=True)
+        self.shown = sorted(reversed(self.history), key=lambda e: e.at, reverse=True)
         table.clear()
         for entry in self.shown:
             table.add_row(*alert_cells(entry))

@@ -11,9 +11,10 @@ them (``ledger.core.output``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import Any, ClassVar, Final
 
 from rich.text import Text
 from textual import on, work
@@ -28,15 +29,12 @@ from textual.worker import get_current_worker
 
 from ledger import QueryResult, error_reason, output
 from ledger import one_line as first_line
-from ledger.monitor import EXAMPLE_QUERIES
+from ledger.monitor import EXAMPLE_QUERIES, Monitor
 from tui import format as fmt
-from tui.messages import Exported, QueryDone, ralph_app
-from tui.screens.query_dialogs import ExportDialog, ValueViewer, export_format
+from tui.messages import Exported, QueryDone
+from tui.screens.export_dialog import ExportDialog, export_format
+from tui.screens.value_viewer import ValueViewer
 from tui.widgets.results import cell, full_text, row_text
-
-if TYPE_CHECKING:
-    pass
-
 
 MAX_ROWS: Final = 1000
 
@@ -104,8 +102,10 @@ class SqlScreen(Screen[None]):
     SqlScreen #results { height: 1fr; }
     """
 
-    def __init__(self) -> None:
+    def __init__(self, monitor: Callable[[], Monitor | None]) -> None:
         super().__init__(id="sql-screen")
+        self.monitor = monitor
+        """The monitor its queries run on (``None`` while the ledger is opening)."""
         self.result: QueryResult | None = None
         self.result_sql = ""
         self.result_columns: list[str] = []
@@ -214,7 +214,7 @@ class SqlScreen(Screen[None]):
 
     def cancel(self) -> None:
         """Stop the running query (its worker reports back with an error, shown as cancelled)."""
-        monitor = ralph_app(self).monitor
+        monitor = self.monitor()
         if self.running is None or monitor is None:
             return
         self._cancelled = True
@@ -224,7 +224,7 @@ class SqlScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="sql")
     def run_query(self, sql: str) -> None:
         """Run one read-only query on the monitor (errors come back as one line)."""
-        monitor = ralph_app(self).monitor
+        monitor = self.monitor()
         started = clock()
         if monitor is None:
             message = QueryDone(sql, None, "the ledger is still opening; try again in a moment")
@@ -417,7 +417,7 @@ class SqlScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="sql-export")
     def export(self, sql: str, path: Path, kind: str) -> None:
         """Run the query again without a row limit and write every row to ``path``."""
-        monitor = ralph_app(self).monitor
+        monitor = self.monitor()
         try:
             if monitor is None:
                 raise RuntimeError("the ledger is not open")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -12,14 +13,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, RichLog, Static
 from textual.worker import get_current_worker
 
-from ledger.monitor import EventLine, IterationDetail, IterationRow, SessionRow
+from ledger.monitor import EventLine, IterationDetail, IterationRow, Monitor, SessionRow
 from tui import format as fmt
-from tui.messages import DetailLoaded, SessionLoaded, ralph_app
-from tui.steering import SteeringScreen
+from tui.messages import DetailLoaded, SessionLoaded
+from tui.screens.steering_screen import SteeringScreen
 from tui.widgets.charts import HeatGrid, ScorePlot, TokenBars, checkpoints_text
-
-if TYPE_CHECKING:
-    pass
 
 FEEDBACK_LINES = 12
 TIMELINE_TAIL = ("score", "signal", "guards", "promise", "hook", "stop", "tokens", "cost", "ctx", "time")
@@ -179,9 +177,11 @@ class SessionScreen(SteeringScreen):
     }
     """
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, monitor: Callable[[], Monitor | None]) -> None:
         super().__init__()
         self.session_id = session_id
+        self.monitor = monitor
+        """The monitor its workers read (``None`` while the ledger is opening)."""
         self.row: SessionRow | None = None
         self.iterations: list[IterationRow] = []
         self.rule_names: list[str] = []
@@ -228,7 +228,7 @@ class SessionScreen(SteeringScreen):
     @work(thread=True, exclusive=True, group="session")
     def load_session(self) -> None:
         """Read the session's rows from the monitor."""
-        monitor = ralph_app(self).monitor
+        monitor = self.monitor()
         if monitor is None:
             return
         sid = self.session_id
@@ -247,7 +247,7 @@ class SessionScreen(SteeringScreen):
     @work(thread=True, exclusive=True, group="detail")
     def load_detail(self, iteration: int) -> None:
         """Read one iteration's detail."""
-        monitor = ralph_app(self).monitor
+        monitor = self.monitor()
         if monitor is None:
             return
         detail = monitor.detail(self.session_id, iteration)

@@ -19,8 +19,8 @@ from textual.widgets import Footer, Input, Label, ProgressBar, Static
 
 from ledger.monitor import Fleet, SessionRow, SessionStatus, fleet_of
 from tui import format as fmt
-from tui.messages import OpenSession, ralph_app
-from tui.steering import SteeringScreen
+from tui.messages import OpenSession
+from tui.screens.steering_screen import SteeringScreen
 from tui.widgets.table import Column, VirtualTable
 
 NEVER: Final = datetime.min.replace(tzinfo=UTC)
@@ -147,8 +147,10 @@ class SessionsScreen(SteeringScreen):
     SessionsScreen #welcome.shown { display: block; }
     """
 
-    def __init__(self, *, sources: bool = False) -> None:
+    def __init__(self, *, sources: bool = False, now: Callable[[], datetime]) -> None:
         super().__init__(id="sessions-screen")
+        self.now = now
+        """The clock the ages are measured with (the monitor's)."""
         self.columns = (*COLUMNS[:2], Column("source", "source", 12), *COLUMNS[2:]) if sources else COLUMNS
         self.rows: dict[str, SessionRow] = {}
         self.fleet = Fleet(sessions=0, running=0, complete=0, blocked=0, escalated=0, completion_rate=None)
@@ -270,7 +272,7 @@ class SessionsScreen(SteeringScreen):
         """The cells of one session (computed when the row is first painted, then kept)."""
         cached = self.cell_cache.get(sid)
         if cached is None:
-            cached = self.cell_cache[sid] = cells(self.rows[sid], ralph_app(self).now())
+            cached = self.cell_cache[sid] = cells(self.rows[sid], self.now())
         return [cached[c.key] for c in self.columns]
 
     def note(self, text: str) -> None:
