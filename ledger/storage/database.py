@@ -68,7 +68,7 @@ def create_file(path: Path) -> None:
         try:
             con = connect_file(tmp, read_only=False)
             try:
-                Ledger(con, None, path=tmp).con.execute("CHECKPOINT")
+                Ledger(con, None, path=tmp, views=False).con.execute("CHECKPOINT")
             finally:
                 con.close()
             _place(tmp, path)
@@ -110,6 +110,7 @@ class Ledger:
         writable: bool = True,
         path: Path | None = None,
         prices: bool = True,
+        views: bool = True,
     ) -> None:
         self.con = con
         self.prices = prices
@@ -126,7 +127,8 @@ class Ledger:
         if writable:
             with self._private():
                 self._ensure_tables()
-        load_definitions(self.con)
+        if views:  # (not for a file being created: its connection closes at once)
+            load_definitions(self.con)
 
     # -- opening -----------------------------------------------------------
     @classmethod

@@ -25,8 +25,8 @@ from ledger.core.atomic import pid_gone
 from ledger.core.errors import LedgerError, error_reason, one_line, operation
 from ledger.storage.journal import BadLine, Span, count_lines, decode_chunk, locate_new, read_span
 from ledger.storage.schema import (
-    defaulted_columns,
     invalid_rows_predicate,
+    lacking_defaults_predicate,
     normalise_select,
     read_json_columns,
 )
@@ -365,9 +365,13 @@ def _insert(con: duckdb.DuckDBPyConnection, batch: _Batch, *, normalise: bool, e
 def _verify(con: duckdb.DuckDBPyConnection, works: list[_Work], mark: int, *, normalised: bool) -> bool:
     """Would msgspec have accepted every new row, each session's seqs running
     on without gap or repeat to its last line, with every field present (or
-    filled in by ``normalised``)?"""
+    filled in by ``normalised``)? (A row lacking a field with a default fails the
+    fast path as an invalid one does: either way the next mode is tried.)"""
     new = f"FROM events WHERE rowid > {int(mark)}"
-    if _scalar(con, f"SELECT count(*) {new} AND ({invalid_rows_predicate()})"):
+    rejected = invalid_rows_predicate()
+    if not normalised:
+        rejected = f"({rejected}) OR ({lacking_defaults_predicate()})"
+    if _scalar(con, f"SELECT count(*) {new} AND ({rejected})"):
         return False
     got = {
         r[0]: r[1:]
@@ -385,22 +389,7 @@ def _verify(con: duckdb.DuckDBPyConnection, works: list[_Work], mark: int, *, no
         for w in works
         if w.last_seq != w.pos.last_seq
     }
-    return got == want and (normalised or not _lacks_defaults(con, new))
-
-
-def _lacks_defaults(con: duckdb.DuckDBPyConnection, new_rows: str) -> bool:
-    """Do some new rows miss a field that has a default (older vocabulary)?
-    One grouped count per column, compared per event type."""
-    per_tag = defaulted_columns()
-    cols = sorted({c for cs in per_tag.values() for c in cs})
-    counts = ", ".join(f'count("{c}")' for c in cols)
-    for tag, n, *present in con.execute(
-        f'SELECT "type", count(*), {counts} {new_rows} GROUP BY ALL'
-    ).fetchall():
-        have = dict(zip(cols, present, strict=True))
-        if any(have[c] != n for c in per_tag.get(tag, [])):
-            return True
-    return False
+    return got == want
 
 
 def _store_positions(con: duckdb.DuckDBPyConnection, works: list[_Work], bad: list[BadLine]) -> None:

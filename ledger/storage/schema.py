@@ -170,20 +170,34 @@ def normalise_select(source: str) -> str:
 @cache
 def invalid_rows_predicate() -> str:
     """WHERE clause matching rows msgspec would reject: unknown tag, missing
-    required field, a value outside a Literal, a bad envelope."""
-    tags = ", ".join(f"'{c.__struct_config__.tag!s}'" for c in EVENT_TYPES)
-    checks = ["session_id IS NULL", f'"type" IS NULL OR "type" NOT IN ({tags})']
+    required field, a value outside a Literal, a bad envelope. One CASE on the
+    type, so that a row meets only its own type's checks (a chain of
+    ``"type" = tag AND ...`` terms compared every row with every tag: 3x slower)."""
+    whens = []
     for cls in EVENT_TYPES:
-        tag = str(cls.__struct_config__.tag)
+        checks = []
         for f in _struct_fields(cls):
             if f.encode_name in ENVELOPE:
                 continue
             if _default_of(f) is msgspec.NODEFAULT:
-                checks.append(f'("type" = \'{tag}\' AND "{f.encode_name}" IS NULL)')
+                checks.append(f'"{f.encode_name}" IS NULL')
             if isinstance(f.type, mi.LiteralType):
                 allowed = ", ".join(f"'{v}'" for v in f.type.values)
-                checks.append(f'("type" = \'{tag}\' AND "{f.encode_name}" NOT IN ({allowed}))')
-    return " OR ".join(f"({c})" for c in checks)
+                checks.append(f'"{f.encode_name}" NOT IN ({allowed})')
+        whens.append(f"WHEN '{cls.__struct_config__.tag!s}' THEN {' OR '.join(checks) or 'FALSE'}")
+    return f'session_id IS NULL OR CASE "type" {" ".join(whens)} ELSE TRUE END'
+
+
+@cache
+def lacking_defaults_predicate() -> str:
+    """WHERE clause matching rows that miss a field that has a default (``defaulted_columns``):
+    written by an older vocabulary, they need ``normalise_select``."""
+    whens = [
+        f"WHEN '{tag}' THEN {' OR '.join(f'{chr(34)}{c}{chr(34)} IS NULL' for c in cols)}"
+        for tag, cols in defaulted_columns().items()
+        if cols
+    ]
+    return f'CASE "type" {" ".join(whens)} ELSE FALSE END' if whens else "FALSE"
 
 
 @cache
