@@ -107,7 +107,8 @@ class StoreContract(ABC):
         assert [(e[0], e[2]) for e in events] == [(1, 0), (2, 2), (3, 3), (4, 4)] and bad == []
 
     def test_concurrent_appenders_get_unique_gapless_seqs(self, home: Home) -> None:
-        ctx = multiprocessing.get_context("fork")
+        # spawned, not forked: a fork of a test process holding DuckDB's threads may crash (SIGSEGV)
+        ctx = multiprocessing.get_context("spawn")
         procs = [ctx.Process(target=_append_many, args=(str(home.journals), w, 500)) for w in range(8)]
         for p in procs:
             p.start()
