@@ -28,7 +28,7 @@ import duckdb
 from ledger.core.atomic import temp_name
 from ledger.core.errors import LedgerError, LedgerLocked, one_line, operation
 from ledger.core.home import Home
-from ledger.storage.ingest import IngestReport, ingest, sweep_scratch
+from ledger.storage.ingest import BATCH_BYTES, IngestReport, Stored, ingest, sweep_scratch
 from ledger.storage.ledger_file import (
     connect,
     connect_file,
@@ -208,12 +208,24 @@ class Ledger:
         self.con.execute("INSERT OR REPLACE INTO ledger_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
 
     # -- ingest ------------------------------------------------------------
-    def ingest(self, journals: Sequence[Path] | None = None, *, live: bool = False) -> IngestReport:
+    def ingest(
+        self,
+        journals: Sequence[Path] | None = None,
+        *,
+        live: bool = False,
+        batch_bytes: int = BATCH_BYTES,
+        progress: Callable[[Stored], None] | None = None,
+    ) -> IngestReport:
         """Ingest what is new in the journals (all of the home's by default); ``live`` for a tail's
-        small, frequent appends (see ``ledger.storage.ingest.ingest``)."""
+        small, frequent appends; ``progress`` told after each INSERT of about ``batch_bytes`` (see
+        ``ledger.storage.ingest.ingest``)."""
         files = list(journals) if journals is not None else self._journals()
+
+        def work() -> IngestReport:
+            return ingest(self.con, files, self._tmp(), live=live, batch_bytes=batch_bytes, progress=progress)
+
         # (a live tail's frequent small ingests leave the scratch sweep to the others)
-        return self._write(lambda: ingest(self.con, files, self._tmp(), live=live), sweep=not live)
+        return self._write(work, sweep=not live)
 
     def fill_prices(self, report: IngestReport | None = None) -> IngestReport:
         """Add the prices of the models new to the ledger (``ledger.storage.prices``): of the events
