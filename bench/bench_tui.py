@@ -22,7 +22,10 @@ What is measured:
    (the progress bar with the bytes to ingest), then to the repaint after ``LoadDone`` (every event
    ingested, every session in the table). While it loads, a key bound to a no-op action is sent
    through the driver every 50 ms (key -> action latency, the target's probe) and a coroutine
-   sleeps 10 ms again and again (event-loop lag = the overshoot);
+   sleeps 10 ms again and again (event-loop lag = the overshoot). Each run is paired with
+   ``ralph-ledger ingest`` on another fresh copy of the same journals (from ``Popen`` to its exit;
+   the pair's order alternates): the backlog load's median over the CLI's median is the ratio the
+   target bounds (at most 1.5x);
 3. append -> on screen: the app runs on the ingested home, live; a helper process appends one
    ``ValidationRan`` at a time (``Journal(fsync=True)``) to a random session and reports
    ``time.time()`` after ``append`` returns; the app records the repaint after the ``Refreshed``
@@ -74,6 +77,8 @@ RESPONSIVE_TARGET_MS: Final = 250.0
 APPEND_P50_TARGET_MS: Final = 100.0
 APPEND_P95_TARGET_MS: Final = 250.0
 RSS_TARGET_MB: Final = 400.0
+BACKLOG_RATIO_TARGET: Final = 1.5
+"""The backlog load at most this many times ``ralph-ledger ingest`` on the same journals."""
 
 PING_KEY: Final = "f12"
 PING_EVERY_S: Final = 0.05
@@ -752,6 +757,39 @@ def bench_startup(cfg: Config, home: Home) -> list[StartupRun]:
     return runs
 
 
+@dataclass(frozen=True, slots=True)
+class CliIngest:
+    """One ``ralph-ledger ingest`` of a fresh home: Popen -> exit, the seconds it reported itself, the
+    events, its peak RSS."""
+
+    seconds: float
+    reported_s: float
+    events: int
+    maxrss_mb: float
+
+
+def cli_ingest(home: Home) -> CliIngest:
+    """Run ``ralph-ledger --home HOME ingest`` (the installed script beside this interpreter, else
+    ``python -m ledger.cli``) and time it from ``Popen`` to its exit (``os.wait4``: its rusage)."""
+    script = Path(sys.executable).with_name("ralph-ledger")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "ledger.cli"]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.time()
+        proc = subprocess.Popen([*cmd, "--home", str(home.root), "ingest"], stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.time() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text, errors = out.read().decode(), err.read().decode()
+    if proc.returncode != 0:
+        raise RuntimeError(f"ralph-ledger ingest failed: {errors[-2000:]}")
+    # "ingest: N events from J journals in S s (R events/s); B bad lines"
+    words = text.split()
+    events, reported = int(words[1]), float(words[words.index("in") + 1])
+    return CliIngest(seconds, reported, events, usage.ru_maxrss / 1024)
+
+
 @dataclass(slots=True)
 class BacklogRun:
     first_frame_s: float
@@ -763,17 +801,36 @@ class BacklogRun:
     ping_ms: list[float]
     timed: dict[str, list[float]]
     memory: Memory
+    cli: CliIngest
+
+
+def bench_cli_ingest(cfg: Config, journals: Path) -> CliIngest:
+    home = Home.copy(journals, cfg.out)
+    try:
+        cli = cli_ingest(home)
+    finally:
+        home.remove()
+    if cli.events != cfg.total_events:
+        raise SystemExit(f"ralph-ledger ingest stored {cli.events:,} events, expected {cfg.total_events:,}")
+    log(
+        f"ralph-ledger ingest: {cli.seconds:.2f} s from spawn to exit ({cli.reported_s:.2f} s reported, "
+        f"{cli.events / cli.seconds:,.0f} events/s whole process)"
+    )
+    return cli
 
 
 def bench_backlog(cfg: Config, journals: Path) -> list[BacklogRun]:
     runs = []
     for k in range(cfg.backlog_runs):
+        cli = bench_cli_ingest(cfg, journals) if k % 2 == 0 else None  # the pair's order alternates
         home = Home.copy(journals, cfg.out)
         try:
             child = Child("backlog", home.root, "--expect", str(cfg.sessions))
             child.finish()
         finally:
             home.remove()
+        if cli is None:
+            cli = bench_cli_ingest(cfg, journals)
         probes = child.first("probes")
         done = child.first("load_done")
         run = BacklogRun(
@@ -786,6 +843,7 @@ def bench_backlog(cfg: Config, journals: Path) -> list[BacklogRun]:
             ping_ms=[float(x) for x in probes["ping_ms"]],
             timed=child.timed(end=float(done["t"])),
             memory=Memory.of(child),
+            cli=cli,
         )
         log(
             f"backlog run {k + 1}: progress bar on screen {run.opened_s:.2f} s after spawn, "
@@ -993,6 +1051,7 @@ def backlog_rows(k: list[BacklogRun], b: Baselines, m: int) -> list[Row]:
     lags = [p for x in k for p in x.lag_ms]
     worst_ping = med([max(x.ping_ms) for x in k])
     loaded = med([x.loaded_s for x in k])
+    cli = med([x.cli.seconds for x in k])
     applies = [max(x.timed.get("SessionsScreen.apply", [0.0])) for x in k]
     return [
         startup_row(
@@ -1006,6 +1065,21 @@ def backlog_rows(k: list[BacklogRun], b: Baselines, m: int) -> list[Row]:
             f"({k[0].batches} batches)",
             fmt_s(loaded),
             result=f"{m / loaded:,.0f} ev/s",
+        ),
+        Row(
+            f"  ralph-ledger ingest on a copy of the same journals: spawn -> exit (median of {len(k)})",
+            fmt_s(cli),
+            result=f"{m / cli:,.0f} ev/s",
+        ),
+        Row(
+            "  ralph-ledger ingest: peak RSS (wait4's ru_maxrss, max)",
+            f"{max(x.cli.maxrss_mb for x in k):.0f} MB",
+        ),
+        Row(
+            "  backlog load / ralph-ledger ingest (medians)",
+            f"{loaded / cli:.2f}x",
+            f"<= {BACKLOG_RATIO_TARGET:g}x",
+            verdict(loaded / cli <= BACKLOG_RATIO_TARGET),
         ),
         Row(
             "  worker: Ledger.ingest() + Monitor.sessions(), all batches",

@@ -6,8 +6,10 @@ queries and where the default home is.
 from __future__ import annotations
 
 import os
+import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import astuple
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -37,6 +39,7 @@ from ledger.monitor.answers import (
     summary_of,
 )
 from ledger.storage.database import Ledger
+from ledger.storage.ingest import IngestReport, Stored
 from ledger.storage.journal import utc_now
 from ledger.storage.query import QueryResult, ReadOnlyViolation, run_readonly
 from ledger.storage.sql import load_definitions
@@ -50,6 +53,10 @@ at about 280 MB of RSS (the default, 80% of RAM, lets it pass 400 MB)."""
 
 
 BATCH_BYTES: Final = 64 << 20
+
+
+MANY_IDS: Final = 2000
+"""More sessions than this are read by reading them all (``Monitor.sessions``)."""
 
 
 ALERT_TYPES: Final = ("session_completed", "session_blocked", "session_escalated", "guard_tripped")
@@ -94,6 +101,10 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
 def default_home_here(cwd: Path | None = None) -> Path:
     """The home used when none is named, seen from ``cwd`` (``ledger.core.home.default_home``)."""
     return default_home(cwd)
+
+
+class _Stopped(Exception):
+    """A load's generator was closed: its ingest stops and is undone."""
 
 
 class Monitor:
@@ -197,33 +208,61 @@ class Monitor:
         )
 
     def load(self, batch_bytes: int = BATCH_BYTES) -> Iterator[Progress]:
-        """Ingest the backlog in batches of about ``batch_bytes`` new bytes, yielding after each."""
+        """Ingest the backlog with the ledger's bulk ingest (one transaction, as ``ralph-ledger
+        ingest`` does), yielding after each INSERT of about ``batch_bytes`` new bytes, then once it
+        is committed with every session it brought in (``sessions``; the earlier steps name none).
+        Closing the generator early undoes the ingest (after the INSERT under way)."""
         with self._lock:
             offsets = self._offsets()
         work = [(f, max(0, _size(f) - offsets.get(f.name, 0))) for f in self.journal_files()]
         work = [(f, n) for f, n in work if n]
+        if not work:
+            return
         total = sum(n for _, n in work)
-        done = events = 0
-        batch: list[Path] = []
-        size = 0
-        for i, (path, n) in enumerate(work, 1):
-            batch.append(path)
-            size += n
-            if size >= batch_bytes or i == len(work):
+        steps: queue.Queue[Stored | IngestReport | BaseException] = queue.Queue()
+        stop = threading.Event()
+
+        def told(stored: Stored) -> None:
+            if stop.is_set():
+                raise _Stopped
+            steps.put(stored)
+
+        def run() -> None:
+            try:
                 with self._lock:
-                    report = self.ledger.ingest(batch)
-                events += report.events
-                ids = sorted(report.seqs)
-                done += size
-                batch, size = [], 0
-                yield Progress(
-                    files_done=i,
-                    files_total=len(work),
-                    bytes_done=done,
-                    bytes_total=total,
-                    events=events,
-                    sessions=ids,
-                )
+                    files = [f for f, _ in work]
+                    steps.put(self.ledger.ingest(files, batch_bytes=batch_bytes, progress=told))
+            except BaseException as exc:  # handed over to the generator
+                steps.put(exc)
+
+        loader = threading.Thread(target=run, name="ralph-monitor-load", daemon=True)
+        loader.start()
+        seen = Stored(0, 0, 0)
+        try:
+            while not isinstance(item := steps.get(), IngestReport):
+                if isinstance(item, BaseException):
+                    raise item
+                # (a retry in another mode starts from zero again: the bar never goes back)
+                seen = Stored(*map(max, zip(astuple(seen), astuple(item), strict=True)))
+                if seen.bytes < total:
+                    yield Progress(
+                        files_done=min(seen.journals, len(work)),
+                        files_total=len(work),
+                        bytes_done=seen.bytes,
+                        bytes_total=total,
+                        events=seen.events,
+                    )
+            yield Progress(
+                files_done=len(work),
+                files_total=len(work),
+                bytes_done=total,
+                bytes_total=total,
+                events=item.events,
+                sessions=sorted(item.seqs),
+            )
+        finally:
+            stop.set()
+            loader.join()
 
     def bad_lines(self) -> list[str]:
         """Every bad line the ledger holds for these journals (``path:line: reason``, by journal and
@@ -279,8 +318,12 @@ class Monitor:
 
     def sessions(self, ids: Sequence[str] | None = None) -> list[SessionRow]:
         """Sessions (all, or these), most recently active first."""
-        # A literal IN list lets DuckDB push the filter into the views' scans (a subquery does not).
+        # A literal IN list lets DuckDB push the filter into the views' scans (a subquery does not);
+        # a list of thousands (a whole backlog just loaded) costs more than reading every row.
         ids = list(ids) if ids is not None else None
+        if ids is not None and len(ids) > MANY_IDS:
+            wanted = set(ids)
+            return [r for r in self.sessions() if r.session_id in wanted]
         where = f"WHERE session_id IN ({', '.join('?' * len(ids))})" if ids else ""
         if ids is not None and not ids:
             return []

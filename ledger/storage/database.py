@@ -29,7 +29,7 @@ from ledger import events as ev
 from ledger.core.atomic import temp_name
 from ledger.core.errors import LedgerError, LedgerLocked, one_line, operation
 from ledger.core.home import Home
-from ledger.storage.ingest import IngestReport, ingest, insert_events, sweep_scratch
+from ledger.storage.ingest import BATCH_BYTES, IngestReport, Stored, ingest, insert_events, sweep_scratch
 from ledger.storage.ledger_file import (
     connect,
     connect_file,
@@ -211,12 +211,24 @@ class Ledger:
         self.con.execute("INSERT OR REPLACE INTO ledger_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
 
     # -- ingest ------------------------------------------------------------
-    def ingest(self, journals: Sequence[Path] | None = None, *, live: bool = False) -> IngestReport:
+    def ingest(
+        self,
+        journals: Sequence[Path] | None = None,
+        *,
+        live: bool = False,
+        batch_bytes: int = BATCH_BYTES,
+        progress: Callable[[Stored], None] | None = None,
+    ) -> IngestReport:
         """Ingest what is new in the journals (all of the home's by default); ``live`` for a tail's
-        small, frequent appends (see ``ledger.storage.ingest.ingest``)."""
+        small, frequent appends; ``progress`` told after each INSERT of about ``batch_bytes`` (see
+        ``ledger.storage.ingest.ingest``)."""
         files = list(journals) if journals is not None else self._journals()
+
+        def work() -> IngestReport:
+            return ingest(self.con, files, self._tmp(), live=live, batch_bytes=batch_bytes, progress=progress)
+
         # (a live tail's frequent small ingests leave the scratch sweep to the others)
-        return self._write(lambda: ingest(self.con, files, self._tmp(), live=live), sweep=not live)
+        return self._write(work, sweep=not live)
 
     def insert_events(self, events: Sequence[ev.Event]) -> None:
         """Bulk-insert ``events`` in the open transaction (``ledger.storage.ingest.insert_events``)."""

@@ -12,7 +12,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -70,6 +70,17 @@ class IngestReport:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """How far an ingest has come, told after each INSERT (its transaction not yet committed):
+    journals, new bytes and events stored so far by this attempt (a retry in another mode, when the
+    data does not fit the fast path, starts again from zero)."""
+
+    journals: int
+    bytes: int
+    events: int
+
+
 @dataclass(slots=True)
 class _Work:
     """One journal's new lines."""
@@ -93,18 +104,26 @@ class _Batch:
 
 
 def ingest(
-    con: duckdb.DuckDBPyConnection, files: list[Path], tmpdir: Path, *, live: bool = False
+    con: duckdb.DuckDBPyConnection,
+    files: list[Path],
+    tmpdir: Path,
+    *,
+    live: bool = False,
+    batch_bytes: int = BATCH_BYTES,
+    progress: Callable[[Stored], None] | None = None,
 ) -> IngestReport:
     """Ingest what is new in ``files`` (journals named ``<session_id>.jsonl``). ``live`` (a tail
     ingesting a few appended lines at a time) takes the exact path straight away when the new
-    bytes are few; ``exact_batches`` then stays 0, since no data needed it."""
+    bytes are few; ``exact_batches`` then stays 0, since no data needed it. The new lines go in
+    scratch files of about ``batch_bytes``, one INSERT each, all in one transaction; ``progress``
+    is told after each INSERT (an exception it raises undoes the whole ingest)."""
     started = time.perf_counter()
     positions = _positions(con, files)
     report = IngestReport(journals=len(files))
     modes = _modes(files, positions) if live else MODES
     for mode in modes:
         report = IngestReport(journals=len(files), exact_batches=int(mode == "exact" and len(modes) > 1))
-        if _ingest_all(con, files, positions, mode, report, tmpdir):
+        if _ingest_all(con, files, positions, mode, report, tmpdir, batch_bytes, progress):
             break
     report.seconds = time.perf_counter() - started
     return report
@@ -147,13 +166,15 @@ def _ingest_all(
     mode: str,
     report: IngestReport,
     tmpdir: Path,
+    batch_bytes: int = BATCH_BYTES,
+    progress: Callable[[Stored], None] | None = None,
 ) -> bool:
     """One transaction over every batch; False (rolled back) when the data
     does not fit ``mode`` and the next mode should be tried."""
     feed: queue.Queue[_Batch | BaseException | None] = queue.Queue(maxsize=1)
     reader = threading.Thread(
         target=_read_batches,
-        args=(files, positions, mode, report, tmpdir, feed),
+        args=(files, positions, mode, report, tmpdir, feed, batch_bytes),
         name="ralph-ingest",
         daemon=True,
     )
@@ -169,6 +190,8 @@ def _ingest_all(
             loaded.append(item)
             if not _insert(con, item, normalise=mode == "normalise", exact=mode == "exact"):
                 return False
+            if progress is not None:
+                progress(_stored(loaded))
         works = [w for b in loaded for w in b.works]
         if mode != "exact" and not _verify(con, works, mark, normalised=mode == "normalise"):
             return False
@@ -197,6 +220,7 @@ def _read_batches(
     report: IngestReport,
     tmpdir: Path,
     out: queue.Queue[_Batch | BaseException | None],
+    batch_bytes: int = BATCH_BYTES,
 ) -> None:
     """Reader thread: find each journal's new lines, group them into batches."""
     try:
@@ -217,7 +241,7 @@ def _read_batches(
                 continue
             batch.append(_Work(path, path.stem, pos, span))
             size += span.end - span.start
-            if size >= BATCH_BYTES:
+            if size >= batch_bytes:
                 out.put(_prepare(batch, mode, report, tmpdir))
                 batch, size = [], 0
         if batch:
@@ -225,6 +249,11 @@ def _read_batches(
         out.put(None)
     except BaseException as exc:  # handed over to the loading thread
         out.put(exc)
+
+
+def _stored(batches: list[_Batch]) -> Stored:
+    works = [w for b in batches for w in b.works]
+    return Stored(len(works), sum(w.span.end - w.span.start for w in works), sum(b.events for b in batches))
 
 
 def _prepare(works: list[_Work], mode: str, report: IngestReport, tmpdir: Path) -> _Batch:

@@ -98,6 +98,8 @@ def test_tui_bench_runs_in_quick_mode(smoke: Callable[[str], Smoke]) -> None:
     assert "| start-up, ingested (600 events): spawn -> first screen: latest sessions + fleet totals" in out
     assert "|   spawn -> all 30 rows in the table" in out
     assert "| start-up, 600 events to ingest: spawn -> progress bar on screen" in out
+    assert "|   ralph-ledger ingest on a copy of the same journals: spawn -> exit (median of 1)" in out
+    assert "|   backlog load / ralph-ledger ingest (medians)" in out
     assert "append -> on screen, p50 (5 appends" in out
     assert "one at a time (5 appends 300-400 ms apart): p50 / p95" in out
     assert "| sessions table: rows held / lines rendered by a full repaint" in out
@@ -105,7 +107,7 @@ def test_tui_bench_runs_in_quick_mode(smoke: Callable[[str], Smoke]) -> None:
     assert "0 never shown" in out
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in out.splitlines() if line.startswith("| ")]
     verdicts = [row[3] for row in cells[1:] if row[2]]  # the rows with a target
-    assert len(verdicts) == 8 and set(verdicts) <= {"PASS", "FAIL"}
+    assert len(verdicts) == 9 and set(verdicts) <= {"PASS", "FAIL"}
     assert not list(out_dir.glob("tui-home-*")), "the temporary homes are removed"
 
 
