@@ -3,6 +3,8 @@ the Stop hook drives it, in the ledger-native mode and the ``ralph-loop`` drop-i
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ledger.loop.prompt.next_prompt import GUIDANCE_HEADING
 from tests.journeys.conftest import Project
 from tests.journeys.test_claude_code import CLAUDE, Claude, block, ledger_project, start
@@ -77,7 +79,9 @@ def test_native_stop_while_paused_ends_blocked(project: Project) -> None:
     assert not (project.dir / ".claude" / "ralph-ledger.local.json").exists()
 
 
-def test_native_unblock_then_the_next_stop_goes_on(project: Project) -> None:
+def blocked_native_loop(project: Project) -> tuple[Claude, Path]:
+    """A ledger-native loop ("Pick a database", at most 3 iterations) that its agent blocked at
+    iteration 1: its Claude Code stand-in, and where its (removed) loop file goes."""
     ledger_project(project)
     claude = Claude(project)
     start(project, "Pick a database", "--max-iterations", "3")
@@ -86,6 +90,11 @@ def test_native_unblock_then_the_next_stop_goes_on(project: Project) -> None:
     assert claude.stop().stdout.startswith("⛔ Ralph loop blocked at iteration 1")
     loop_file = project.dir / ".claude" / "ralph-ledger.local.json"
     assert not loop_file.exists()
+    return claude, loop_file
+
+
+def test_native_unblock_then_the_next_stop_goes_on(project: Project) -> None:
+    claude, loop_file = blocked_native_loop(project)
     out = ok(project, "unblock", SID, "use sqlite", "--iterations", "2")
     goes_on = "the next stop of its Claude Code session goes on with it"
     assert out == f"{SID}: unblocked; iteration 2 of 3 comes next; {goes_on}\n"

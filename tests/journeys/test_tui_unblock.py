@@ -11,7 +11,8 @@ import pytest
 
 from ledger.loop.prompt.next_prompt import GUIDANCE_HEADING
 from tests.journeys.conftest import Project
-from tests.journeys.test_claude_code import CLAUDE, Claude, block, ledger_project, start
+from tests.journeys.test_claude_code import CLAUDE, block
+from tests.journeys.test_steering_claude_code import blocked_native_loop
 from tests.unit.test_tui_support import until
 from tui.app import RalphApp
 
@@ -21,14 +22,7 @@ SID = f"cc-{CLAUDE}"
 def test_unblock_from_ralph_tui_restarts_a_claude_code_loop(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ledger_project(project)
-    claude = Claude(project)
-    start(project, "Pick a database", "--max-iterations", "3")
-    claude.prompt("go")
-    claude.text("<promise>BLOCKED</promise>\nReason: which database?")
-    assert claude.stop().stdout.startswith("⛔ Ralph loop blocked at iteration 1")
-    loop_file = project.dir / ".claude" / "ralph-ledger.local.json"
-    assert not loop_file.exists()
+    claude, loop_file = blocked_native_loop(project)
 
     monkeypatch.chdir(project.dir)  # ralph-tui started in the project, as a person would
     monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
