@@ -30,7 +30,7 @@ from tui.alert_log import AlertLog
 from tui.attention import Attention
 from tui.colours import ThemeColours
 from tui.commands import RalphCommands
-from tui.feed import BATCH_BYTES, Feed
+from tui.feed import Feed
 from tui.messages import (
     Failed,
     LoadDone,
@@ -102,7 +102,7 @@ class RalphApp(App[None]):
         sequential: bool = False,
         sleep: Callable[[float], object] | None = None,
         now: Callable[[], datetime] | None = None,
-        batch_bytes: int = BATCH_BYTES,
+        batch_bytes: int | None = None,
         watch: bool = True,
         attention: Attention = Attention(),  # noqa: B008 (frozen)
         dataset: Path | None = None,

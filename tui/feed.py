@@ -25,7 +25,6 @@ from ledger import one_line as first_line
 from ledger.monitor import DatasetMonitor, Monitor
 from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, Watching
 
-BATCH_BYTES: Final = 8 << 20
 DEBOUNCE_MS: Final = 50
 POLL_S: Final = 0.5
 """How often a dataset's sources are looked at (``--dataset``): one listing of its folders."""
@@ -44,7 +43,7 @@ class Feed:
         homes: Sequence[Path] = (),
         dataset: Path | None = None,
         clock: Callable[[], datetime],
-        batch_bytes: int = BATCH_BYTES,
+        batch_bytes: int | None = None,
         watch: bool = True,
     ) -> None:
         self._app = app
@@ -54,6 +53,7 @@ class Feed:
         """An exported Parquet dataset read instead of journals (``--dataset``): read-only."""
         self.clock = clock
         self.batch_bytes = batch_bytes
+        """INSERT size of the backlog load; None: the ledger's (one INSERT, as ``ralph-ledger ingest``)."""
         self.watch_files = watch
         self.monitor: Monitor | None = None
         """Set by the app when ``Opened`` arrives (the UI thread's copy)."""
@@ -119,7 +119,8 @@ class Feed:
                 post(Loaded(None, first, monitor.fleet()))
                 post(Loaded(None, monitor.sessions()))
             post(Pending(monitor.pending()))
-            for progress in monitor.load(batch_bytes=self.batch_bytes):
+            sized = {} if self.batch_bytes is None else {"batch_bytes": self.batch_bytes}
+            for progress in monitor.load(**sized):
                 post(Loaded(progress, monitor.sessions(progress.sessions)))
                 if worker.is_cancelled:
                     return

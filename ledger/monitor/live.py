@@ -39,7 +39,7 @@ from ledger.monitor.answers import (
     summary_of,
 )
 from ledger.storage.database import Ledger
-from ledger.storage.ingest import IngestReport, Stored
+from ledger.storage.ingest import BATCH_BYTES, IngestReport, Stored
 from ledger.storage.journal import utc_now
 from ledger.storage.query import QueryResult, ReadOnlyViolation, run_readonly
 from ledger.storage.sql import load_definitions
@@ -48,11 +48,8 @@ SPARK_POINTS: Final = 20
 
 
 MEMORY_LIMIT: Final = "200MB"
-"""DuckDB's memory limit for a file-backed monitor: loading 1M events in 64 MB batches then peaks
-at about 280 MB of RSS (the default, 80% of RAM, lets it pass 400 MB)."""
-
-
-BATCH_BYTES: Final = 64 << 20
+"""DuckDB's memory limit for a file-backed monitor: loading 1M events then peaks at about 330 MB of
+RSS (the default, 80% of RAM, lets it pass 400 MB)."""
 
 
 MANY_IDS: Final = 2000
@@ -208,9 +205,10 @@ class Monitor:
         )
 
     def load(self, batch_bytes: int = BATCH_BYTES) -> Iterator[Progress]:
-        """Ingest the backlog with the ledger's bulk ingest (one transaction, as ``ralph-ledger
-        ingest`` does), yielding after each INSERT of about ``batch_bytes`` new bytes, then once it
-        is committed with every session it brought in (``sessions``; the earlier steps name none).
+        """Ingest the backlog with the ledger's bulk ingest (one transaction and, unless
+        ``batch_bytes`` is smaller, one INSERT, as ``ralph-ledger ingest`` does), yielding as each
+        INSERT goes on (DuckDB's progress of it) and after it, then once it is committed with every
+        session it brought in (``sessions``; the earlier steps name none).
         Closing the generator early undoes the ingest (after the INSERT under way)."""
         with self._lock:
             offsets = self._offsets()
