@@ -54,6 +54,10 @@ RSS (the default, 80% of RAM, lets it pass 400 MB)."""
 
 MANY_IDS: Final = 2000
 """More sessions than this are read by reading them all (``Monitor.sessions``)."""
+FEW_IDS: Final = 8
+"""Up to this many sessions are read one ``session_id = ?`` each (``Monitor.sessions``): DuckDB takes
+an equality into every branch of the ``sessions`` view, an ``IN`` list not (1M events: one session
+13 ms by equality, 90 ms by ``IN``)."""
 
 
 ALERT_TYPES: Final = ("session_completed", "session_blocked", "session_escalated", "guard_tripped")
@@ -322,12 +326,15 @@ class Monitor:
         if ids is not None and len(ids) > MANY_IDS:
             wanted = set(ids)
             return [r for r in self.sessions() if r.session_id in wanted]
-        where = f"WHERE session_id IN ({', '.join('?' * len(ids))})" if ids else ""
         if ids is not None and not ids:
             return []
+        where = f"WHERE session_id IN ({', '.join('?' * len(ids))})" if ids else ""
+        picked = f"SELECT * FROM sessions {where}"
+        if ids and len(ids) <= FEW_IDS:
+            picked = " UNION ALL ".join(["SELECT * FROM sessions WHERE session_id = ?"] * len(ids))
         with self._lock:
             rows = self.ledger.rows(
-                f"""SELECT s.*, sc.scores FROM (SELECT * FROM sessions {where}) s LEFT JOIN (
+                f"""SELECT s.*, sc.scores FROM ({picked}) s LEFT JOIN (
                       SELECT session_id, list(score ORDER BY iteration)[-{SPARK_POINTS}:] AS scores
                       FROM iteration_scores WHERE score IS NOT NULL {where.replace("WHERE", "AND")}
                       GROUP BY session_id) sc
