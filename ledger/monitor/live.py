@@ -47,9 +47,10 @@ from ledger.storage.sql import load_definitions
 SPARK_POINTS: Final = 20
 
 
-MEMORY_LIMIT: Final = "200MB"
-"""DuckDB's memory limit for a file-backed monitor: loading 1M events then peaks at about 330 MB of
-RSS (the default, 80% of RAM, lets it pass 400 MB)."""
+MEMORY_LIMIT: Final = "250MB"
+"""DuckDB's memory limit for a file-backed monitor. Loading 1M events (one INSERT) then peaks at about
+330 MB of RSS, the app included; the default (80% of RAM) lets DuckDB alone reach 800 MB, and 200 MB
+makes that INSERT 25% slower (250 MB: 15%; bench_tui, docs/performance.md)."""
 
 
 MANY_IDS: Final = 2000
