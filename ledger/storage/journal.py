@@ -30,7 +30,7 @@ import msgspec
 
 from ledger import events as ev
 from ledger.core.errors import operation, printable
-from ledger.core.home import JOURNAL_SUFFIX
+from ledger.core.home import JOURNAL_SUFFIX, make_root
 
 SESSION_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 FIRST_BLOCK: Final = 4096  # most lines are shorter: read that much first
@@ -306,7 +306,7 @@ class Journal:
     @contextmanager
     def _locked(self) -> Iterator[int]:
         # The journals directory and the home above it (which will hold the ledger), owner only.
-        self.path.parent.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_root(self.path.parent.parent)
         self.path.parent.mkdir(exist_ok=True, mode=0o700)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
         try:

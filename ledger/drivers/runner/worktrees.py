@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from ledger.core.errors import error_reason, printable
-from ledger.core.home import DEFAULT_HOME, WORKTREES
+from ledger.core.home import DEFAULT_HOME, WORKTREES, make_root
 from ledger.core.locks import LockBusy, loop_lock
 
 BRANCH_PREFIX: Final = "ralph/"
@@ -163,7 +163,7 @@ def ensure(cwd: Path, path: Path, branch: str, *, create_branch: bool = True) ->
     """
     repository = repository_of(cwd)
     try:
-        (repository / DEFAULT_HOME).mkdir(mode=0o700, exist_ok=True)
+        make_root(repository / DEFAULT_HOME)
         with loop_lock(path.parent):  # one creation at a time (two loops starting together)
             return _ensure(cwd, repository, path, branch, create_branch)
     except LockBusy as exc:
