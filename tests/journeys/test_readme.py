@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,6 +79,16 @@ def test_every_block_says_what_it_is() -> None:
 def test_the_readme_opens_with_the_two_commands() -> None:
     first = [body for _, _, body in blocks()][:2]
     assert first == [[SETUP], [TESTS]]
+
+
+def test_the_readme_is_a_landing_page_whose_links_resolve() -> None:
+    """At most 200 lines; every relative link (an image, a page of the manual) names a file that exists."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    targets = [t for t in re.findall(r"\]\(([^)#\s]+)[^)]*\)", text) if not t.startswith("http")]
+    assert targets, "the README links to its manual"
+    missing = [t for t in targets if not (ROOT / urllib.parse.unquote(t)).exists()]
+    assert not missing, missing
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
