@@ -77,7 +77,7 @@ def views_bundle(dialect: str = "duckdb") -> tuple[tuple[str, str], ...]:
     """(file name, SQL) of ``00-events.sql``, ``00-model_prices.sql`` and every view and detector,
     in install order, in ``dialect`` (one of ``DIALECTS``).
 
-    Each view's or detector's file holds one statement, generated from the ``ledger/sql`` file of the
+    Each view's or detector's file holds one statement, generated from the ``ledger/storage/sql`` file of the
     same name (the ``00-*.sql`` files of Spark and Trino hold two: a table, then its view): run them
     in name order in that engine to get the ledger's views over an exported dataset.
     """
