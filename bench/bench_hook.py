@@ -36,7 +36,8 @@ FAR = 100
 
 def fixture() -> Path:
     """The largest Claude Code transcript fixture: ``shared/fixtures`` beside this checkout or any
-    folder above it (a worktree), else ``/work/shared``."""
+    folder above it (a worktree), else ``/work/shared`` (not in this repository:
+    docs/development.md#fixtures-outside-the-repository)."""
     for d in (ROOT, *ROOT.parents):
         path = d / "shared" / FIXTURE_NAME
         if path.exists():
