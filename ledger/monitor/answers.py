@@ -340,7 +340,7 @@ def summary_of(r: dict[str, Any]) -> str:
         "stop_decided": f"stop {r['decision']}: {r['reason'] or ''}",
         "checkpoint_created": f"checkpoint {r['checkpoint_id']} ({r['trigger']})",
         "session_completed": "session complete after "
-        + plural(r["total_iterations"] or r["iteration"], "iteration"),
+        + plural(r["total_iterations"] or r["iteration"] or 0, "iteration"),
         "session_blocked": f"session blocked: {r['reason'] or ''}",
         "session_escalated": f"session escalated: {r['reason'] or r['guard'] or ''}",
         "override": f"override {r['kind']}: {r['reason'] or ''}",

@@ -282,7 +282,7 @@ def test_appends_show_up_live_in_the_table_and_the_open_session(tmp_path: Path) 
             assert plain(screen.table.get_cell("live-one", "status")) == "✔ complete"
             assert plain(screen.table.get_cell("live-one", "score")) == "100"
             assert "live-one complete after 1 iteration" in app.alert_log.alerts
-            assert any("live-one complete" in str(n.message) for n in app._notifications)
+            assert any("live-one: complete after 1 iteration" in str(n.message) for n in app._notifications)
             assert [i.score for i in session.iterations] == [100.0]
             assert screen.fleet.complete == 2
 
