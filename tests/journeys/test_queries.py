@@ -218,6 +218,82 @@ def test_a_read_only_home_is_read_from_its_journals(project: Project) -> None:
     assert _tree(project.home) == before
 
 
+def _other_file_system(path: Path, tmp_path: Path) -> Path | None:
+    """A fresh folder on another file system than ``path`` (a tmpfs: ``/dev/shm``), or None."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK) or shm.stat().st_dev == path.stat().st_dev:
+        return None
+    folder = shm / f"ralph-scratch-{tmp_path.name}-{os.getpid()}"
+    folder.mkdir()
+    return folder
+
+
+def test_a_read_only_home_on_its_own_file_system_is_read(project: Project, tmp_path: Path) -> None:
+    """A read-only home whose journals are on another file system than the temporary folder (where
+    the scratch files of an in-memory ledger go): sessions, show, stats, sql, export and checkpoint
+    list|show|resume all answer from the journals (the kernel cannot copy across file systems: the
+    copy is read and written instead)."""
+    add_sessions(project)
+    Journal.for_session(project.home / "journals", "done-1", fsync=False).append(
+        E.CheckpointCreated(session_id="done-1", iteration=2, checkpoint_id="done-1-cp2", trigger="hook")
+    )
+    prefix = _readonly_runner(project.home)
+    if prefix is None:
+        pytest.skip("running as root, and no read-only bind mount can be made here (unshare -m)")
+    scratch = _other_file_system(project.home, tmp_path)
+    if scratch is None:
+        pytest.skip("no writable /dev/shm on another file system than the home")
+    dest = tmp_path / "fleet"
+    before = _tree(project.home)
+    if not prefix:
+        _chmod_tree(project.home, readonly=True)
+    try:
+        for args in (
+            ["sessions", "--json"],
+            ["show", "done-1"],
+            ["stats"],
+            ["sql", "SELECT count(*) AS n FROM events", "--csv"],
+            ["export", "--parquet", str(dest), "--source", "w"],
+            ["checkpoint", "list", "done-1", "--csv"],
+            ["checkpoint", "show", "done-1", "done-1-cp2", "--json"],
+            ["checkpoint", "resume", "done-1"],
+        ):
+            proc = subprocess.run(
+                [*prefix, script("ralph-ledger"), *args],
+                cwd=project.dir,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=clean_env(TMPDIR=str(scratch)),
+            )
+            assert proc.returncode == 0, (args, proc.stderr)
+            assert "Traceback" not in proc.stderr and "cross-device" not in proc.stderr, proc.stderr
+            if args[0] == "sessions":
+                assert {r["session_id"] for r in strict_json(proc.stdout)} == {"done-1", "stuck-1"}
+            elif args[0] == "show":
+                assert proc.stdout.startswith("session done-1: complete, iteration 2/5")
+            elif args[0] == "sql":
+                assert proc.stdout.splitlines() == ["n", "10"]
+            elif args[0] == "export":
+                assert "10 events of 2 sessions" in proc.stdout, proc.stdout
+            elif args[0] == "stats":
+                assert "loops per agent" in proc.stdout and "bot" in proc.stdout
+            elif args[1] == "list":
+                listed = csv.DictReader(io.StringIO(proc.stdout))
+                assert [r["checkpoint_id"] for r in listed] == ["done-1-cp2"]
+            elif args[1] == "show":
+                assert strict_json(proc.stdout)[0]["trigger"] == "hook"
+            elif args[1] == "resume":
+                resumed = "done-1-cp2 (iteration 2): Resume iteration 2 of 5 of make it green"
+                assert proc.stdout.startswith(resumed)
+        assert list(scratch.iterdir()) == []  # the scratch files are gone
+    finally:
+        if not prefix:
+            _chmod_tree(project.home, readonly=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+    assert _tree(project.home) == before
+
+
 def test_stop_and_set_on_a_read_only_home_say_why(project: Project) -> None:
     """``stop``, ``set`` and ``checkpoint prune`` of a running loop in a home nothing may write to: one
     line naming the session and the home (not an internal scratch file), exit 1, nothing written."""
