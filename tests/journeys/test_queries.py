@@ -78,7 +78,7 @@ def test_every_kind_of_value_in_every_format(project: Project) -> None:
     )
     table = project.cli("sql", query)
     assert table.returncode == 0, table.stderr
-    assert "(1 row)" in table.stdout and "2024-05-01 10:00:00+00:00" in table.stdout
+    assert "(1 row)" in table.stdout and "2024-05-01T10:00:00+00:00" in table.stdout
     assert "1 month" in table.stdout and "NaN" in table.stdout and "-Infinity" in table.stdout
 
     out = project.cli("sql", query, "--json")
@@ -103,6 +103,31 @@ def test_every_kind_of_value_in_every_format(project: Project) -> None:
     fields = dict(zip(rows[0], rows[1], strict=True))
     assert fields["tz"] == "2024-05-01T10:00:00+00:00" and fields["nan"] == "NaN"
     assert json.loads(fields["nest"]) == row["nest"]
+
+
+def test_the_table_and_csv_print_the_same_text(project: Project) -> None:
+    """A timestamp with a fraction and doubles print the same text in the table as in CSV (and as in
+    JSON): the fraction kept, ``100.0`` not ``100``, every digit of a double."""
+    query = (
+        "SELECT TIMESTAMPTZ '2024-05-01 10:00:00.5+00' AS half, TIMESTAMP '2024-05-01 10:00:00' AS whole, "
+        "100::DOUBLE AS score, 0.1::DOUBLE AS tenth, 1234567.891::DOUBLE AS big, 3 AS n"
+    )
+    table = project.cli("sql", query)
+    assert table.returncode == 0, table.stderr
+    header, rule, row, count = table.stdout.splitlines()
+    assert count == "(1 row)" and set(rule) == {"-", " "}
+    rows = list(csv.reader(io.StringIO(project.cli("sql", query, "--csv").stdout)))
+    assert rows[1] == [
+        "2024-05-01T10:00:00.500000+00:00",
+        "2024-05-01T10:00:00+00:00",
+        "100.0",
+        "0.1",
+        "1234567.891",
+        "3",
+    ]
+    assert header.split() == rows[0] and row.split() == rows[1]
+    [as_json] = strict_json(project.cli("sql", query, "--json").stdout)
+    assert [str(v) for v in as_json.values()] == rows[1]
 
 
 def test_ctrl_c_interrupts_a_running_query_and_releases_the_ledger(project: Project) -> None:
