@@ -125,6 +125,23 @@ def test_a_url_that_fails_is_recorded_and_the_others_still_get_it(project: Proje
     assert project.sessions()[0]["status"] == "complete"
 
 
+def test_a_slow_webhook_is_reported_as_a_timeout(project: Project, tmp_path: Path) -> None:
+    """A webhook that answers after the wait ran out: one line saying it timed out, naming the service,
+    its host (no secret: apprise shows it in its private form) and the seconds waited; recorded so."""
+    with receiving(delay_s=3) as receiver:
+        project.write("ralph.toml", notify(receiver.url() + "?rto=0.5"))
+        loop = Loop(project, tmp_path, DONE)
+        proc = loop.run("--session", "t1", "--prompt", "PROMPT.md", "--", *loop.cmd)
+    assert proc.returncode == 0, proc
+    (line,) = proc.stderr.splitlines()
+    assert line == (
+        f"ralph-ledger: notification for t1 not sent: json://127.0.0.1:{receiver.port}: timed out: JSON "
+        "did not answer within 0.5 s (?rto=SECONDS in the URL waits longer)"
+    )
+    (error,) = events(project, "t1", "error_recorded")
+    assert error["message"] == line.split("t1 ", 1)[1]
+
+
 @pytest.mark.parametrize(
     ("table", "message"),
     [
