@@ -5,7 +5,11 @@ trips; the stop never waits for it; a URL that fails is recorded and the loop go
 
 from __future__ import annotations
 
+import os
+import queue
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -140,6 +144,48 @@ def test_a_slow_webhook_is_reported_as_a_timeout(project: Project, tmp_path: Pat
     )
     (error,) = events(project, "t1", "error_recorded")
     assert error["message"] == line.split("t1 ", 1)[1]
+
+
+def test_ctrl_c_while_a_finished_loop_waits_for_its_notification(project: Project, tmp_path: Path) -> None:
+    """A loop that completed waits for its slow webhook: after a few seconds it says so; Ctrl-C then
+    stops the wait, says the loop finished and the notification is not sent yet, and the run exits with
+    the loop's own status (0), its outcome printed. The notification goes on and is recorded."""
+    with receiving(delay_s=6) as receiver:
+        project.write("ralph.toml", notify(receiver.url() + "?rto=30"))
+        loop = Loop(project, tmp_path, DONE)
+        proc = loop.start()
+        err: queue.Queue[str] = queue.Queue()
+        assert proc.stderr is not None
+        threading.Thread(target=lambda: [err.put(line) for line in proc.stderr], daemon=True).start()
+        try:
+            waiting = err.get(timeout=20)
+            said = "ralph-ledger: loop s1 finished (complete); waiting up to "
+            assert waiting.startswith(said), waiting
+            assert waiting.endswith(" s more for 1 notification to be sent (Ctrl-C stops waiting)\n")
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the run's whole process group
+            assert proc.wait(timeout=10) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        (post,) = receiver.wait(timeout_s=30)  # the sender went on in its own session
+    assert (
+        out.splitlines()[-1] == "ralph-ledger run: s1: COMPLETE after 1 iteration(s): agent promised COMPLETE"
+    )
+    time.sleep(0.2)
+    rest = []
+    while not err.empty():
+        rest.append(err.get())
+    assert rest == [
+        "ralph-ledger: loop s1 finished (complete); Ctrl-C stopped the wait: 1 notification not sent yet "
+        "(still on the way in the background; `notification_sent` in the journal says when one went out)\n"
+    ]
+    assert post.body["title"] == "ralph-ledger: s1 completed"
+    sent = wait_for_event(project, "s1", "notification_sent")
+    assert (sent["targets"], sent["failed"]) == (1, 0)
+    assert project.sessions()[0]["status"] == "complete"
 
 
 @pytest.mark.parametrize(
