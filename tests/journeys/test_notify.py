@@ -155,8 +155,14 @@ def test_ctrl_c_while_a_finished_loop_waits_for_its_notification(project: Projec
         loop = Loop(project, tmp_path, DONE)
         proc = loop.start()
         err: queue.Queue[str] = queue.Queue()
-        assert proc.stderr is not None
-        threading.Thread(target=lambda: [err.put(line) for line in proc.stderr], daemon=True).start()
+        stderr = proc.stderr
+        assert stderr is not None
+
+        def read() -> None:
+            for line in stderr:
+                err.put(line)
+
+        threading.Thread(target=read, daemon=True).start()
         try:
             waiting = err.get(timeout=20)
             said = "ralph-ledger: loop s1 finished (complete); waiting up to "
