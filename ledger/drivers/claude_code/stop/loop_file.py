@@ -14,7 +14,13 @@ import msgspec
 from ledger.core.atomic import atomic_write
 from ledger.core.errors import error_reason
 from ledger.core.home import Home
-from ledger.drivers.claude_code.stop.loop_sessions import LoopRecord, belongs, loop_session, named_session
+from ledger.drivers.claude_code.stop.loop_sessions import (
+    LoopRecord,
+    belongs,
+    claude_session_of,
+    loop_session,
+    named_session,
+)
 from ledger.drivers.claude_code.stop.stop_input import HookInput
 
 
@@ -103,9 +109,8 @@ def restore(project: Path, journal: Path) -> Path | None:
     started = [e for e in events_of(journal) if isinstance(e, ev.SessionStarted)]
     if not started or started[-1].config.get("mode") == "ralph-loop":
         return None
-    base, _, n = sid[3:].rpartition("-")
-    claude = base if n.isdigit() and base and belongs(sid, base) else sid[3:]
     first = started[-1]
+    claude = claude_session_of(sid, journal.parent)
     loop = LoopFile(prompt=first.prompt or first.task, claude_session_id=claude, ledger_session=sid)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_loop_file(path, loop)
