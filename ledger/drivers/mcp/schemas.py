@@ -1,8 +1,8 @@
-"""The MCP tools' arguments and results (seed 000 Appendix A, seed 001 "MCP Tools", seed 002), as
-msgspec types: ``tools/list`` gives the JSON schemas generated from them, and each call's arguments
-are decoded with them. Names are the seeds' camelCase (``taskId``, ``completionSignal``), for every
-tool: ``validate_completion`` takes ``stopReason``, ``toolCount`` and ``retryCount``, and still the
-snake_case names of seed 002's own contract, which it took before (``ALIASES``).
+"""The MCP tools' arguments and results (docs/design/mcp-tools.md), as msgspec types: ``tools/list``
+gives the JSON schemas generated from them, and each call's arguments are decoded with them. Names are
+camelCase (``taskId``, ``completionSignal``) for every tool: ``validate_completion`` takes ``stopReason``,
+``toolCount`` and ``retryCount``, and still the snake_case names of its own contract, which it took
+before (``ALIASES``).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class EvaluateArgs(_Args, frozen=True, kw_only=True):
 
 
 class CompletionArgs(_Args, frozen=True, kw_only=True):
-    """validate_completion (seed 002's ``ValidationParams``, and the task)."""
+    """validate_completion (the stop contract's ``ValidationParams``, and the task)."""
 
     stop_reason: Annotated[
         str, Meta(description="Why the agent stops (its API's stop reason: end_turn, max_tokens, ...).")
@@ -138,7 +138,7 @@ class CompletionArgs(_Args, frozen=True, kw_only=True):
         Annotated[int, Meta(ge=0)] | None,
         Meta(
             description="Stops already refused in this iteration; left out, counted from the journal. "
-            "At 3 the stop is allowed with a warning (seed 002's fail-open rule)."
+            "At 3 the stop is allowed with a warning (the fail-open rule)."
         ),
     ] = None
 
@@ -171,7 +171,7 @@ class Step(_Result, frozen=True, kw_only=True):
 
 
 class ValidationReport(_Result, frozen=True, kw_only=True):
-    """The rules of one validation (seed 000 Appendix B's score)."""
+    """The rules of one validation, and its score."""
 
     total_rules: int
     passed_rules: int
@@ -268,7 +268,7 @@ class Checkpoints(_Result, frozen=True, kw_only=True):
 
 
 class Resumed(_Result, frozen=True, kw_only=True):
-    """checkpoint_resume's answer (seed 000 §4.3)."""
+    """checkpoint_resume's answer."""
 
     task_id: str
     checkpoint_id: str
@@ -328,7 +328,7 @@ class HooksCleared(_Result, frozen=True, kw_only=True):
 
 
 class CompletionResult(msgspec.Struct, frozen=True, kw_only=True):
-    """validate_completion's answer (seed 002's ``ValidationResult``)."""
+    """validate_completion's answer (the stop contract's ``ValidationResult``)."""
 
     complete: bool
     reason: str
@@ -381,8 +381,8 @@ TOOLS: Final[dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct], str]]] 
     "validate_completion": (
         CompletionArgs,
         CompletionResult,
-        "Seed 002's stop check: may the agent stop now? Incomplete while the loop goes on. Seed 002's "
-        "names stop_reason, tool_count and retry_count are taken too.",
+        "The stop check: may the agent stop now? Incomplete while the loop goes on. The stop "
+        "contract's own names stop_reason, tool_count and retry_count are taken too.",
     ),
 }
 """Each tool: its arguments, its result and its description."""
