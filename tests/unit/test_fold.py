@@ -265,3 +265,22 @@ def test_catch_up_computes_again_the_memos_a_stop_asked_for(tmp_path: Path) -> N
     fresh.rememo()
     assert runs == [1, 2, 1, 2, 1]
     forget()
+
+
+def test_kept_is_a_memo_at_the_position_read_now(tmp_path: Path) -> None:
+    """``Fold.kept`` answers what ``memo`` computed at the journal's position read now, and nothing
+    once the journal moved on (a step then reads the ``sessions`` row again: ``read_facts``)."""
+    name = "loop-done.jsonl"
+    path = tmp_path / "journals" / name
+    path.parent.mkdir()
+    lines = (SAMPLES / name).read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:6]))
+    forget()
+    read = fold(path)
+    assert read.kept("row") is None
+    assert read.memo("row", lambda: {"iteration": 1}) == {"iteration": 1}
+    assert read.kept("row") == {"iteration": 1}
+    with path.open("ab") as out:
+        out.write(lines[6])
+    assert fold(path).kept("row") is None
+    forget()

@@ -1,11 +1,12 @@
 """Read a session's ``guards.Facts`` from the ledger: views and detectors only.
 
-Two statements (three with a budget guard on and no ``sessions`` row given): what the session's
-events say plainly (its latest ``unblock``, its stop decisions, the circuit breaker's trips), then
-each enabled guard's detector, one scalar subquery each. A guard that is off is not asked for, and
-neither is a windowed detector that cannot hold yet (fewer iterations since the latest ``unblock``
-than it looks over). DuckDB spends a statement's time binding and planning its views, not running
-it on one session's events: docs/performance.md, "The guards' facts".
+At most three statements: the session's ``sessions`` row (only when the caller holds none, or a
+budget guard is on: a step holds it already), what its events say plainly (the latest ``unblock``,
+the stop decisions, the circuit breaker's trips, the validation runs), and the enabled guards'
+detectors as the scalar subqueries of one statement. A guard that is off is not asked for (its
+facts keep their defaults), nor a windowed detector whose window cannot fit since the latest
+``unblock``. DuckDB spends a statement's time binding and planning its views, not running it on
+one session's events: docs/performance.md, "The guards' facts".
 """
 
 from __future__ import annotations
@@ -91,7 +92,10 @@ def read_facts(
     else:
         iteration, max_iterations = known["iteration"], known["max_iterations"]
     n = int(iteration)
-    plain = _one(ledger, _PLAIN, {"s": session_id})
+    windowed = cfg.quality_regression.enabled or cfg.thrashing.enabled or cfg.validation_stall.enabled
+    plain = None
+    if windowed or cfg.max_stop_retries.enabled or cfg.circuit_breaker.enabled:
+        plain = _one(ledger, _PLAIN, {"s": session_id})
     unblocked, unblocked_seq, stop_iterations, stop_decisions, trips, runs = plain or (None, 0, *[None] * 4)
     since = int(unblocked) + 1 if unblocked is not None else 0  # the windowed detectors look from there
     found = _detect(ledger, session_id, cfg, now, n, since)
