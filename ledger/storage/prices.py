@@ -22,7 +22,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ledger.core.errors import one_line
 from ledger.storage.ingest import bulk_insert
@@ -55,12 +55,18 @@ COLUMNS: Final = [
 ]
 
 
-def fill_prices(
-    con: duckdb.DuckDBPyConnection, new: Mapping[str, tuple[int, int]] | None = None
-) -> list[str]:
-    """Add the prices of the models the turns name that ``model_prices`` lacks (one statement);
-    returns one note per model the price library does not know. ``new`` (an ingest's ``seqs``:
-    session -> last seq before and after) narrows the search to those events when they are few."""
+class Priced(NamedTuple):
+    """What ``fill_prices`` added: the models priced (``model_prices`` rows), and one note per
+    model the price library does not know."""
+
+    models: list[str]
+    notes: list[str]
+
+
+def fill_prices(con: duckdb.DuckDBPyConnection, new: Mapping[str, tuple[int, int]] | None = None) -> Priced:
+    """Add the prices of the models the turns name that ``model_prices`` lacks (one statement).
+    ``new`` (an ingest's ``seqs``: session -> last seq before and after) narrows the search to
+    those events when they are few."""
     where = (
         "type IN ('agent_turn', 'subagent_stopped', 'model_tokens', 'rate_limited') AND model <> '' "
         "AND model NOT IN (SELECT model FROM model_prices)"
@@ -68,15 +74,15 @@ def fill_prices(
     params: list[Any] = []
     if new is not None and len(new) <= NARROW_AT_MOST:
         if not new:
-            return []
+            return Priced([], [])
         where += " AND (" + " OR ".join(["(session_id = ? AND seq > ? AND seq <= ?)"] * len(new)) + ")"
         params = [v for sid, (lo, hi) in new.items() for v in (sid, lo, hi)]
     rows = con.execute(f"SELECT DISTINCT model FROM events WHERE {where} ORDER BY model", params).fetchall()
     if not rows:
-        return []
+        return Priced([], [])
     bands = [band for (model,) in rows for band in price_bands(str(model))]
     bulk_insert(con, "INSERT INTO model_prices", bands, COLUMNS)
-    return [str(r[-1]) for r in bands if r[2] is None]
+    return Priced([str(r[0]) for r in rows], [str(r[-1]) for r in bands if r[2] is None])
 
 
 def library() -> str:
