@@ -20,12 +20,11 @@ from textual.app import App
 from textual.worker import get_current_worker
 from watchfiles import Change, awatch
 
-from ledger import is_journal
+from ledger import is_journal, plural
 from ledger import one_line as first_line
 from ledger.monitor import DatasetMonitor, Monitor
 from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, Watching
 
-BATCH_BYTES: Final = 8 << 20
 DEBOUNCE_MS: Final = 50
 POLL_S: Final = 0.5
 """How often a dataset's sources are looked at (``--dataset``): one listing of its folders."""
@@ -44,7 +43,7 @@ class Feed:
         homes: Sequence[Path] = (),
         dataset: Path | None = None,
         clock: Callable[[], datetime],
-        batch_bytes: int = BATCH_BYTES,
+        batch_bytes: int | None = None,
         watch: bool = True,
     ) -> None:
         self._app = app
@@ -54,6 +53,7 @@ class Feed:
         """An exported Parquet dataset read instead of journals (``--dataset``): read-only."""
         self.clock = clock
         self.batch_bytes = batch_bytes
+        """INSERT size of the backlog load; None: the ledger's (one INSERT, as ``ralph-ledger ingest``)."""
         self.watch_files = watch
         self.monitor: Monitor | None = None
         """Set by the app when ``Opened`` arrives (the UI thread's copy)."""
@@ -73,9 +73,10 @@ class Feed:
         """The clock the ages are measured with (the monitor's)."""
         return self.monitor.now() if self.monitor is not None else self.clock()
 
-    def what(self) -> str:
-        """What is ingested, for the progress bar: dataset sources or journals."""
-        return "dataset source(s)" if self.dataset is not None else "journal(s)"
+    def what(self, n: int) -> str:
+        """``n`` of what is ingested, for the progress bar: dataset sources or journals."""
+        counted: str = plural(n, "dataset source" if self.dataset is not None else "journal")
+        return counted
 
     def stop(self) -> None:
         """Stop the watcher and the refresh worker."""
@@ -119,7 +120,8 @@ class Feed:
                 post(Loaded(None, first, monitor.fleet()))
                 post(Loaded(None, monitor.sessions()))
             post(Pending(monitor.pending()))
-            for progress in monitor.load(batch_bytes=self.batch_bytes):
+            sized = {} if self.batch_bytes is None else {"batch_bytes": self.batch_bytes}
+            for progress in monitor.load(**sized):
                 post(Loaded(progress, monitor.sessions(progress.sessions)))
                 if worker.is_cancelled:
                     return
@@ -211,7 +213,7 @@ class Feed:
                     paths = None if self._dirty_all else sorted(self._dirty)
                     self._dirty, self._dirty_all = set(), False
                 update = monitor.refresh(paths)
-                if update.sessions or update.bad_lines:
+                if update.news:
                     rows = monitor.sessions(update.sessions) if update.sessions else []
                     self._app.post_message(Refreshed(update, rows))
         except Exception as exc:

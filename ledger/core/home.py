@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Final
 
 import msgspec
 
@@ -47,6 +48,30 @@ def default_home(cwd: Path | None = None) -> Path:
     return next((d / DEFAULT_HOME for d in walk if (d / DEFAULT_HOME).is_dir()), fallback)
 
 
+GITIGNORE: Final = "# ralph-ledger's home: local state (journals, ledger), not for git\n*\n"
+
+
+def make_root(root: Path) -> None:
+    """Create a home's root directory (mode 0700) where missing. One this call creates gets a
+    ``.gitignore`` of ``*``, so that ``git add -A`` leaves the home out of the project."""
+    try:
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(root, 0o700)
+        except FileExistsError:
+            return
+    try:
+        fd = os.open(root / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return  # (a home is of use without it)
+    with os.fdopen(fd, "w") as f:
+        f.write(GITIGNORE)
+
+
 class Home(msgspec.Struct, frozen=True):
     """A ledger home: ``root`` holds ``journals/``, ``ledger.duckdb`` and ``tmp/``."""
 
@@ -80,5 +105,6 @@ class Home(msgspec.Struct, frozen=True):
 
     def ensure(self) -> None:
         """Create the root, journals and tmp directories (mode 0700) where missing."""
-        for d in (self.root, self.journals, self.tmp):
-            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_root(self.root)
+        for d in (self.journals, self.tmp):
+            d.mkdir(exist_ok=True, mode=0o700)

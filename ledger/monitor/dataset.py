@@ -23,10 +23,11 @@ import msgspec
 
 from ledger.core.errors import LedgerError, one_line
 from ledger.monitor.answers import Progress, SessionRow, Update
-from ledger.monitor.live import BATCH_BYTES, Monitor
+from ledger.monitor.live import Monitor
 from ledger.storage.database import Ledger
 from ledger.storage.dialects import PRICES
 from ledger.storage.export import MANIFEST
+from ledger.storage.ingest import BATCH_BYTES
 from ledger.storage.journal import utc_now
 
 SOURCE_PREFIX: Final = "source="

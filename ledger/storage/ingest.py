@@ -39,6 +39,8 @@ BATCH_BYTES: Final = 1024 * 1024 * 1024
 MODES: Final = ("fast", "normalise", "exact")
 SMALL_FILES: Final = 8
 SMALL_BYTES: Final = 64 * 1024
+WATCH_S: Final = 0.1
+"""How often a running INSERT's progress is looked at, when a caller wants it (``_watched``)."""
 SCRATCH_NAME: Final = re.compile(r"ingest-(\d+)-[0-9a-f]{32}\.jsonl")  # see _scratch_path
 
 
@@ -191,8 +193,9 @@ def _ingest_all(
         while (item := feed.get()) is not None:
             if isinstance(item, BaseException):
                 raise item
+            watch = None if progress is None else _partial(loaded, item, progress)
             loaded.append(item)
-            if not _insert(con, item, normalise=mode == "normalise", exact=mode == "exact"):
+            if not _insert(con, item, normalise=mode == "normalise", exact=mode == "exact", watch=watch):
                 return False
             if progress is not None:
                 progress(_stored(loaded))
@@ -260,6 +263,25 @@ def _read_batches(
 def _stored(batches: list[_Batch]) -> Stored:
     works = [w for b in batches for w in b.works]
     return Stored(len(works), sum(w.span.end - w.span.start for w in works), sum(b.events for b in batches))
+
+
+def _partial(
+    done: list[_Batch], batch: _Batch, progress: Callable[[Stored], None]
+) -> Callable[[float], None]:
+    """Tell ``progress`` how far the INSERT of ``batch`` has come (a fraction), after ``done``."""
+    before = _stored(done)
+    now = _stored([batch])
+
+    def told(fraction: float) -> None:
+        progress(
+            Stored(
+                before.journals + int(now.journals * fraction),
+                before.bytes + int(now.bytes * fraction),
+                before.events + int(now.events * fraction),
+            )
+        )
+
+    return told
 
 
 def _prepare(works: list[_Work], mode: str, report: IngestReport, tmpdir: Path) -> _Batch:
@@ -376,9 +398,17 @@ def _removed_on_error(path: Path) -> Iterator[None]:
         raise
 
 
-def _insert(con: duckdb.DuckDBPyConnection, batch: _Batch, *, normalise: bool, exact: bool) -> bool:
+def _insert(
+    con: duckdb.DuckDBPyConnection,
+    batch: _Batch,
+    *,
+    normalise: bool,
+    exact: bool,
+    watch: Callable[[float], None] | None = None,
+) -> bool:
     """Bulk-insert one scratch file; False if DuckDB cannot read it (``LedgerError`` on the exact
-    path, where that can only be a resource problem)."""
+    path, where that can only be a resource problem). ``watch`` is told the INSERT's progress (a
+    fraction) while it runs (``_watched``)."""
     for w in batch.works:
         if w.span.truncated:
             con.execute("DELETE FROM events WHERE session_id = ?", [w.session_id])
@@ -387,7 +417,8 @@ def _insert(con: duckdb.DuckDBPyConnection, batch: _Batch, *, normalise: bool, e
     src = f"read_json('{path}', format='newline_delimited', columns={read_json_columns()})"
     select = normalise_select(src) if normalise else f"SELECT * FROM {src}"
     try:
-        con.execute(f"INSERT INTO events {select}").fetchall()  # complete it before the next statement
+        with _watched(con, watch):
+            con.execute(f"INSERT INTO events {select}").fetchall()  # complete it before the next statement
     except duckdb.Error as exc:
         if exact:  # msgspec wrote these lines: only a resource problem (memory, disk) can refuse them
             raise LedgerError(f"ingest failed, nothing was stored: {one_line(exc)}") from None
@@ -395,6 +426,47 @@ def _insert(con: duckdb.DuckDBPyConnection, batch: _Batch, *, normalise: bool, e
     finally:
         batch.tmp.unlink(missing_ok=True)
     return True
+
+
+@contextlib.contextmanager
+def _watched(con: duckdb.DuckDBPyConnection, watch: Callable[[float], None] | None) -> Iterator[None]:
+    """Tell ``watch`` DuckDB's progress of the statement the block runs (a fraction, every
+    ``WATCH_S``) from a thread, so that one large INSERT still moves a progress bar. An exception
+    ``watch`` raises interrupts the statement and is raised in its place."""
+    if watch is None:
+        yield
+        return
+    stop = threading.Event()
+    raised: list[BaseException] = []
+
+    def poll() -> None:
+        while not stop.wait(WATCH_S):
+            fraction = con.query_progress()
+            if fraction < 0:
+                continue
+            try:
+                watch(min(fraction, 100.0) / 100.0)
+            except BaseException as exc:
+                raised.append(exc)
+                con.interrupt()
+                return
+
+    con.execute("SET enable_progress_bar = true")
+    con.execute("SET enable_progress_bar_print = false")
+    watcher = threading.Thread(target=poll, name="ralph-ingest-progress", daemon=True)
+    watcher.start()
+    try:
+        yield
+    except duckdb.InterruptException:
+        if not raised:
+            raise
+    finally:
+        stop.set()
+        watcher.join()
+        with contextlib.suppress(duckdb.Error):  # (refused in a transaction the interrupt aborted)
+            con.execute("SET enable_progress_bar = false")
+    if raised:
+        raise raised[0]
 
 
 def _verify(con: duckdb.DuckDBPyConnection, works: list[_Work], mark: int, *, normalised: bool) -> bool:

@@ -1,17 +1,10 @@
 """Append-only per-session journals (JSON Lines), the source of truth.
 
-Appending takes an exclusive ``flock`` on the journal, reads the last
-complete line to find the next ``seq``, writes the whole line with one
-``os.write`` on an ``O_APPEND`` descriptor and (by default) fsyncs. The events of one
-append land together or not at all: a short or failed write (a full disk) is cut
-back to the size the file had, under the same lock, before the error is raised. A torn
-last line left by a crash is first closed with a newline, so it stays a
-single bad line (reported by readers) and the next event starts clean; if
-only its newline was missing, it is a whole event and its seq counts.
-
-Reading is incremental from a byte offset and never raises on bad data:
-complete lines are decoded, a partial last line is left for the next read,
-and undecodable lines come back as ``BadLine`` records.
+Appending takes an exclusive ``flock``, finds the next ``seq`` from the last complete line, writes
+the whole append with one ``os.write`` on an ``O_APPEND`` descriptor (cut back to its old size if
+the write fails: all or nothing) and by default fsyncs; a torn last line is first closed with a
+newline. Reading is incremental from a byte offset and never raises on bad data (``BadLine``). The
+rules: docs/ledger.md#journals, docs/reliability.md#one-append-all-or-nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +23,7 @@ import msgspec
 
 from ledger import events as ev
 from ledger.core.errors import operation, printable
-from ledger.core.home import JOURNAL_SUFFIX
+from ledger.core.home import JOURNAL_SUFFIX, make_root
 
 SESSION_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 FIRST_BLOCK: Final = 4096  # most lines are shorter: read that much first
@@ -306,7 +299,7 @@ class Journal:
     @contextmanager
     def _locked(self) -> Iterator[int]:
         # The journals directory and the home above it (which will hold the ledger), owner only.
-        self.path.parent.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_root(self.path.parent.parent)
         self.path.parent.mkdir(exist_ok=True, mode=0o700)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
         try:

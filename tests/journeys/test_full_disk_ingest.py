@@ -46,7 +46,7 @@ def no_false_damage(home: Home) -> None:
     """Nothing was moved aside as corrupt, and no build of a new ledger file was left behind."""
     names = sorted(p.name for p in home.root.iterdir())
     assert [n for n in names if "corrupt" in n] == [], names
-    assert set(names) <= {"journals", "tmp", "ledger.duckdb", "ledger.duckdb.wal"}, names
+    assert set(names) <= {".gitignore", "journals", "tmp", "ledger.duckdb", "ledger.duckdb.wal"}, names
     assert list(home.tmp.iterdir()) == [], list(home.tmp.iterdir())
 
 
@@ -146,7 +146,11 @@ def test_new_ledger_files_that_killed_processes_were_building_are_removed(projec
                 (home.root / name).write_bytes(b"")
             proc = project.cli("--home", str(home.root), "ingest")
             assert proc.returncode == 0 and proc.stderr == "", proc
-            ours = [p for p in home.root.iterdir() if p.name.startswith((".", "ledger.duckdb."))]
+            ours = [
+                p
+                for p in home.root.iterdir()
+                if p.name.startswith((".", "ledger.duckdb.")) and p.name != ".gitignore"
+            ]
             assert sorted(p.name for p in ours) == sorted(kept)
         assert events_in_ledger(project, home) == written
     finally:

@@ -1,4 +1,4 @@
-"""The README's example of an agent's loop over MCP, replayed against ``ralph-ledger mcp``: each
+"""The manual's example of an agent's loop over MCP (docs/mcp.md), replayed against ``ralph-ledger mcp``: each
 ``→ tool {arguments}`` line is called, each ``← {fields}`` line must be in its answer (``← error:``
 the error sentence), and ``# the agent writes FILE`` writes that file."""
 
@@ -14,15 +14,7 @@ import anyio
 from tests.journeys.conftest import Project
 from tests.journeys.mcp_client import connect
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def section(title: str) -> str:
-    """The README's text from ``## title`` to the next ``## ``."""
-    text = README.read_text()
-    start = text.index(f"## {title}\n")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+MCP_DOC = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
 
 
 def fence(text: str, kind: str, holding: str) -> str:
@@ -43,7 +35,7 @@ def contains(answer: Any, shown: Any) -> bool:
 
 
 def test_the_readme_loop_is_what_the_server_answers(project: Project) -> None:
-    text = section("Tools for agents (MCP)")
+    text = MCP_DOC.read_text()
     project.write("ralph.toml", fence(text, "toml", "[[rules]]"))
     steps = fence(text, "text", "→ iteration_start").splitlines()
     checked: list[str] = []

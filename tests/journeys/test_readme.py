@@ -1,10 +1,12 @@
-"""Every example in README.md is run, as written, by this file.
+"""Every example in README.md and in docs/ is run, as written, by this file.
 
-Fences say what a block is: ```sh blocks are commands a user types (every line is run here, in order,
-in one fresh project per block), ```python blocks run, ```toml blocks are loaded as a ``ralph.toml``,
-```text blocks are output, diagrams or synopses (the outputs of ``ralph-ledger run`` it shows are checked
-against what it prints). A block with no kind fails the test, and so does a
-command line that no journey here knows how to run."""
+Each document is followed as a user follows it: top to bottom, in one fresh project. Fences say what a
+block is: ```sh blocks are commands a user types (every line is run, in order), ```python blocks run
+(in the project), ```toml blocks are loaded as a ``ralph.toml`` and written to the project as its
+``ralph.toml`` (the configuration of the commands that follow), ```sql blocks run in DuckDB in the
+dataset the document's commands exported, ```text blocks are output, diagrams or synopses (the outputs
+of ``ralph-ledger run`` they show are checked against what it prints). A block with no kind fails the
+test, and so does a command line that no journey here knows how to run."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,9 +27,13 @@ from tests.journeys.conftest import BIN, Project, Terminal, clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "design").glob("*.md"))]
+"""Every document whose examples run here."""
 SAMPLES = ROOT / "sample_sessions"
 FENCE = re.compile(r"^```([\w-]*)\s*$")
-KINDS = {"sh", "python", "toml", "text"}
+KINDS = {"sh", "python", "toml", "sql", "text"}
+STEERED = "fix-login"
+"""The running loop the README's steering examples name: in the demo, a copy of a running sample."""
 
 SETUP = (
     "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/ralph-tui --replay sample_sessions/"
@@ -37,9 +44,9 @@ TESTS = (
 )
 
 
-def blocks(kind: str | None = None) -> Iterator[tuple[int, str, list[str]]]:
-    """(line number, kind, lines) of each fenced block of README.md (of ``kind`` only, if given)."""
-    lines = README.read_text().splitlines()
+def blocks(kind: str | None = None, doc: Path = README) -> Iterator[tuple[int, str, list[str]]]:
+    """(line number, kind, lines) of each fenced block of ``doc`` (of ``kind`` only, if given)."""
+    lines = doc.read_text(encoding="utf-8").splitlines()
     i = 0
     while i < len(lines):
         m = FENCE.match(lines[i])
@@ -55,24 +62,33 @@ def blocks(kind: str | None = None) -> Iterator[tuple[int, str, list[str]]]:
         i = j + 1
 
 
+def where(doc: Path, line: int) -> str:
+    return f"{doc.relative_to(ROOT)}:{line}"
+
+
 def command(line: str) -> str:
     """A README command line without its trailing ``# comment``."""
     return re.sub(r"\s{2,}#.*$", "", line).strip()
 
 
-def sh_blocks() -> list[tuple[int, list[str]]]:
-    """(line number, command lines) of each ```sh block."""
-    return [(n, [command(x) for x in body if x.strip()]) for n, _, body in blocks("sh")]
-
-
 def test_every_block_says_what_it_is() -> None:
-    bad = [f"README.md:{n}: ```{kind}" for n, kind, _ in blocks() if kind not in KINDS]
+    bad = [f"{where(d, n)}: ```{kind}" for d in DOCS for n, kind, _ in blocks(doc=d) if kind not in KINDS]
     assert not bad, f"fences must be one of {sorted(KINDS)}: {bad}"
 
 
 def test_the_readme_opens_with_the_two_commands() -> None:
     first = [body for _, _, body in blocks()][:2]
     assert first == [[SETUP], [TESTS]]
+
+
+def test_the_readme_is_a_landing_page_whose_links_resolve() -> None:
+    """At most 200 lines; every relative link (an image, a page of the manual) names a file that exists."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    targets = [t for t in re.findall(r"\]\(([^)#\s]+)[^)]*\)", text) if not t.startswith("http")]
+    assert targets, "the README links to its manual"
+    missing = [t for t in targets if not (ROOT / urllib.parse.unquote(t)).exists()]
+    assert not missing, missing
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
@@ -91,6 +107,9 @@ if "stream-json" in args and "--verbose" not in args:
     sys.exit("Error: When using --print, --output-format=stream-json requires --verbose")
 prompt = sys.stdin.read()
 text = "Done: " + prompt.strip().splitlines()[0] + "\\n<promise>COMPLETE</promise>"
+name = "-".join("".join(c for c in w if c.isalnum()) for w in prompt.split()[:3]).lower()
+with open(f"notes-{name}.md", "a") as notes:  # the work: a file of its task changed where it runs
+    notes.write(text.splitlines()[0] + "\\n")
 usage = {"input_tokens": 12, "output_tokens": 34, "cache_creation_input_tokens": 0,
          "cache_read_input_tokens": 0}
 lines = [
@@ -104,7 +123,8 @@ for line in lines:
     print(json.dumps(line), flush=True)
 """
 """A stand-in for the ``claude`` CLI in print mode: it answers the prompt on stdin in Claude Code's
-stream-json format (refusing stream-json without ``--verbose``, as the real one does) and promises."""
+stream-json format (refusing stream-json without ``--verbose``, as the real one does), adds a line to
+a file named for its task where it runs, and promises."""
 
 
 class Demo(Project):
@@ -117,6 +137,10 @@ class Demo(Project):
             folder.mkdir(parents=True)
             for path in SAMPLES.glob("*.jsonl"):
                 shutil.copy(path, folder / path.name)
+        running = (SAMPLES / "torn-last-line.jsonl").read_bytes()
+        steered = running.replace(b'"session_id":"torn-last-line"', f'"session_id":"{STEERED}"'.encode())
+        (self.home / "journals" / f"{STEERED}.jsonl").write_bytes(steered)
+        (self.dir / "test_app.py").write_text("def test_it_works() -> None:\n    assert True\n")
         self.user_home = root.parent / "user-home"
         self.user_home.mkdir(exist_ok=True)
         self.bin = root.parent / "bin"
@@ -128,6 +152,8 @@ class Demo(Project):
     def env(self) -> dict[str, str]:
         """A user's shell: this venv's scripts and ``claude`` on PATH, their own ``$HOME``."""
         env = clean_env(HOME=str(self.user_home))
+        for who in ("AUTHOR", "COMMITTER"):  # a user's git knows who they are
+            env[f"GIT_{who}_NAME"], env[f"GIT_{who}_EMAIL"] = "Demo User", "demo@example.com"
         env["PATH"] = f"{self.bin}:{BIN}:{env.get('PATH', '')}"
         return env
 
@@ -168,9 +194,22 @@ def serve_then_stop(demo: Demo, line: str) -> None:
     port = free_port()
     term = Terminal(["bash", "-c", f"{line} --port {port}"], cwd=demo.dir, env=demo.env())
     try:
-        term.wait_for(f"ralph-tui: serving on http://127.0.0.1:{port}; Ctrl-C stops", 30)
+        said = f"ralph-tui: serving on http://127.0.0.1:{port}"
+        term.wait_for(lambda screen: said in screen and "Ctrl-C stops" in screen, 30)
         page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
         assert "ralph-tui" in page and "/ws" in page, page
+        term.press("C-c")
+        assert term.exit_code(15) == 130, term.screen()
+    finally:
+        term.close()
+
+
+def watch_then_stop(demo: Demo, line: str) -> None:
+    """A command that goes on until Ctrl-C (``export --watch``): it does its first round, then Ctrl-C
+    stops it with 130."""
+    term = Terminal(["bash", "-c", line], cwd=demo.dir, env=demo.env())
+    try:
+        term.wait_for("export: ", 60)
         term.press("C-c")
         assert term.exit_code(15) == 130, term.screen()
     finally:
@@ -254,6 +293,9 @@ def run_line(demo: Demo, tmp: Path, line: str) -> None:
     if line.startswith("ralph-tui"):
         run_tui(demo, line)
         return
+    if "--watch" in shlex.split(line):
+        watch_then_stop(demo, line)
+        return
     cwd = demo.dir
     if line.startswith(".venv/bin/python -m pytest") and "--long" in line:  # the long form takes many
         line, cwd = line + " --collect-only", ROOT  # minutes: check it is a valid run of those suites
@@ -268,29 +310,60 @@ SPECIAL = {SETUP, TESTS}
 """Lines run by their own tests below."""
 
 
-@pytest.mark.parametrize(("start", "lines"), sh_blocks(), ids=[f"line{n}" for n, _ in sh_blocks()])
-def test_readme_commands(start: int, lines: list[str], tmp_path: Path) -> None:
-    demo = Demo(tmp_path / "demo")
-    for line in lines:
-        if line not in SPECIAL:
-            run_line(demo, tmp_path, line)
+def run_python(demo: Demo, tmp: Path, body: list[str], at: str) -> None:
+    """A ```python block, run in the project (``/shared/ralph`` made real as for commands)."""
+    code = "\n".join(rewrite(line, demo, tmp) for line in body)
+    if "pyspark" in code:
+        pytest.importorskip("pyspark")
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=demo.dir,
+        capture_output=True,
+        text=True,
+        env=demo.env(),
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"{at}\n{proc.stderr}"
 
 
-def test_readme_python_examples(tmp_path: Path) -> None:
-    for start, _, body in blocks("python"):
-        proc = subprocess.run(
-            [sys.executable, "-c", "\n".join(body)], cwd=tmp_path, capture_output=True, text=True,
-            env=clean_env(), timeout=120,
-        )  # fmt: skip
-        assert proc.returncode == 0, f"README.md:{start}\n{proc.stderr}"
+def run_sql(demo: Demo, tmp: Path, body: list[str], at: str) -> None:
+    """A ```sql block, run by DuckDB in the dataset the document exported to ``/shared/ralph``."""
+    import duckdb
+
+    dataset = tmp / "shared" / "ralph"
+    assert dataset.is_dir(), f"{at}: no dataset exported before this block"
+    code = f"import duckdb, os, sys; os.chdir({str(dataset)!r}); duckdb.connect().execute(sys.stdin.read())"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], input="\n".join(body), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, f"{at}\n{proc.stderr}"
+    assert duckdb  # (the reader's DuckDB: the one the ledger uses)
 
 
-def test_readme_toml_examples(tmp_path: Path) -> None:
+def load_toml(demo: Demo, body: list[str], at: str) -> None:
+    """A ```toml block: a valid ``ralph.toml``, the project's from here on."""
     from ledger.loop.config.loop_config import LoopConfig, find_config
 
-    for start, _, body in blocks("toml"):
-        (tmp_path / "ralph.toml").write_text("\n".join(body) + "\n")
-        assert find_config(tmp_path) != LoopConfig(), f"README.md:{start}: read as the defaults"
+    (demo.dir / "ralph.toml").write_text("\n".join(body) + "\n")
+    assert find_config(demo.dir) != LoopConfig(), f"{at}: read as the defaults"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
+def test_every_example_runs_as_written(doc: Path, tmp_path: Path) -> None:
+    """The document's examples, top to bottom, in one fresh project, as a reader follows them."""
+    demo = Demo(tmp_path / "demo")
+    for start, kind, body in blocks(doc=doc):
+        at = where(doc, start)
+        if kind == "sh":
+            for line in (command(x) for x in body if x.strip()):
+                if line not in SPECIAL:
+                    run_line(demo, tmp_path, line)
+        elif kind == "python":
+            run_python(demo, tmp_path, body, at)
+        elif kind == "toml":
+            load_toml(demo, body, at)
+        elif kind == "sql":
+            run_sql(demo, tmp_path, body, at)
 
 
 # --- the outputs -------------------------------------------------------------------------------
@@ -313,9 +386,14 @@ RUN_OUTPUTS = {
 """The ``ralph.toml`` behind each error line the README shows for ``ralph-ledger run``."""
 
 
-def text_blocks(*marks: str) -> list[tuple[int, list[str]]]:
-    """(line number, lines) of the ```text blocks holding any of ``marks``."""
-    return [(n, body) for n, _, body in blocks("text") if any(m in line for line in body for m in marks)]
+def text_blocks(*marks: str) -> list[tuple[str, list[str]]]:
+    """(where, lines) of the ```text blocks of every document holding any of ``marks``."""
+    return [
+        (where(d, n), body)
+        for d in DOCS
+        for n, _, body in blocks("text", d)
+        if any(m in line for line in body for m in marks)
+    ]
 
 
 def test_readme_configuration_errors_are_what_run_prints(project: Project, tmp_path: Path) -> None:
@@ -331,7 +409,7 @@ def test_readme_configuration_errors_are_what_run_prints(project: Project, tmp_p
         proc = project.cli("run", "--prompt", "PROMPT.md", "--", "true")
         assert proc.returncode == 1, proc
         printed = proc.stderr.strip().replace(str(project.dir), "/path")
-        assert printed.endswith(line), f"README.md:{start}: {line}\nprinted: {printed}"
+        assert printed.endswith(line), f"{start}: {line}\nprinted: {printed}"
 
 
 def test_readme_prompt_example_is_what_the_agent_gets(project: Project, tmp_path: Path) -> None:
@@ -349,7 +427,7 @@ def test_readme_prompt_example_is_what_the_agent_gets(project: Project, tmp_path
     agent = [sys.executable, str(tmp_path / "agent.py"), str(state)]
     proc = project.cli("run", "--max-iterations", "2", "--prompt", "PROMPT.md", "--", *agent)
     assert proc.returncode == 4, proc
-    assert (state / "prompt2.txt").read_text() == "\n".join(body), f"README.md:{start}"
+    assert (state / "prompt2.txt").read_text() == "\n".join(body), start
 
 
 def test_first_command_on_a_fresh_checkout(tmp_path: Path) -> None:

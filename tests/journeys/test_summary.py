@@ -140,16 +140,16 @@ def test_the_hook_loads_the_summary_only_when_it_is_on(project: Project, on: boo
     assert ("Loop so far" in json.loads(answer)["reason"]) is on
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+RUNNER_DOC = Path(__file__).resolve().parents[2] / "docs" / "runner.md"
 
 
 def test_the_readme_summary_is_what_the_agent_gets(project: Project, tmp_path: Path) -> None:
-    """The README's summary (the ```text block that starts ``Loop so far``) ends, byte for byte, the
-    third prompt of a loop whose tests fail, with the default hook, an agent that changes ``app.py``
-    each time and at most three iterations."""
-    lines = README.read_text(encoding="utf-8").splitlines()
+    """The manual's summary (docs/runner.md: the ```text block that starts ``Loop so far``) ends, byte
+    for byte, the third prompt of a loop whose tests fail, with the default hook, an agent that
+    changes ``app.py`` each time and at most three iterations."""
+    lines = RUNNER_DOC.read_text(encoding="utf-8").splitlines()
     (start,) = [i for i, line in enumerate(lines) if line.startswith("Loop so far:")]
-    assert lines[start - 1] == "```text", f"README.md:{start + 1}"
+    assert lines[start - 1] == "```text", f"docs/runner.md:{start + 1}"
     shown = "\n".join(lines[start : lines.index("```", start)])
     rule = [sys.executable, "-c", "print('2 failed'); raise SystemExit(1)"]
     rules = f"[[rules]]\nname = 'tests'\ntype = 'command'\nargv = {rule!r}\n"
@@ -158,4 +158,4 @@ def test_the_readme_summary_is_what_the_agent_gets(project: Project, tmp_path: P
     proc = loop.run("--max-iterations", "3", "--prompt", "PROMPT.md", "--", *loop.cmd)
     assert proc.returncode == 4, proc
     third = (loop.state / "prompt3.txt").read_text()
-    assert third.endswith("\n\n" + shown), f"README.md:{start + 1}\n{third}"
+    assert third.endswith("\n\n" + shown), f"docs/runner.md:{start + 1}\n{third}"

@@ -335,10 +335,10 @@ def rows(screen: str, status: str) -> bool:
 
 
 def readme_section() -> list[str]:
-    """The README's section on parallel loops, as lines."""
-    lines = (Path(__file__).resolve().parents[2] / "README.md").read_text().splitlines()
+    """The manual's section on parallel loops (docs/runner.md), as lines."""
+    lines = (Path(__file__).resolve().parents[2] / "docs" / "runner.md").read_text().splitlines()
     start = lines.index(next(x for x in lines if x.startswith("### Parallel loops in one repository")))
-    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("#"))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("#")), len(lines))
     return lines[start:end]
 
 
@@ -349,8 +349,9 @@ def fenced(lines: list[str], kind: str) -> list[str]:
 
 
 def test_the_readme_pattern_runs_two_loops_in_their_worktrees(tmp_path: Path) -> None:
-    """The README's commands, run as written (``claude`` a stand-in that promises): two sessions
-    complete, each in its worktree on its branch; the one merged is kept, the one dropped is gone."""
+    """The manual's commands (docs/runner.md), run as written (``claude`` a stand-in that promises):
+    two sessions complete, each in its worktree on its branch; the one merged is kept, the one dropped
+    is gone."""
     from tests.journeys.test_readme import Demo, command, run_line
 
     demo = Demo(tmp_path / "demo")

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ledger import events as E
 from ledger.core.home import Home
 from ledger.storage.database import Ledger
+from ledger.storage.ingest import Stored
 from ledger.storage.journal import Journal
 from tests.unit.test_events import event_strategy
 
@@ -244,3 +245,45 @@ def test_the_report_names_each_session_that_gained_events_with_its_seqs(home: Ho
         report = ledger.ingest(live=live)
         assert report.seqs == {"a": (2, 3)} and len(report.bad_lines) == 1
         assert ledger.ingest(live=live).seqs == {}
+
+
+def _big_home(home: Home, sessions: int = 40, turns: int = 1500) -> int:
+    """Journals large enough that one INSERT of them takes a while (tens of ms or more)."""
+    for k in range(sessions):
+        sid = f"s{k}"
+        turn = E.AgentTurn(session_id=sid, output_excerpt="x" * 300, files_modified=["a.py", "b.py"])
+        Journal.for_session(home.journals, sid, fsync=False).append(*[turn] * turns)
+    return sessions * turns
+
+
+def test_one_large_insert_tells_its_progress_while_it_runs(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ledger.storage.ingest.WATCH_S", 0.002)
+    events = _big_home(home)
+    ledger = Ledger.open(home)
+    told: list[Stored] = []
+    report = ledger.ingest(progress=told.append)
+    assert report.events == events
+    assert len(told) > 2  # during the one INSERT, not only after it
+    assert any(0 < s.events < events for s in told)
+    assert [s.bytes for s in told] == sorted(s.bytes for s in told)
+    assert told[-1].events == events
+    assert ledger.rows("SELECT count(*) AS n FROM events")[0]["n"] == events
+
+
+def test_progress_that_raises_during_the_insert_undoes_the_ingest(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ledger.storage.ingest.WATCH_S", 0.002)
+    _big_home(home)
+    ledger = Ledger.open(home)
+
+    def closed(stored: Stored) -> None:
+        raise KeyboardInterrupt  # what a load closed early, or Ctrl-C, does to its progress
+
+    with pytest.raises(KeyboardInterrupt):
+        ledger.ingest(progress=closed)
+    assert ledger.rows("SELECT count(*) AS n FROM events")[0]["n"] == 0
+    assert ledger.rows("SELECT count(*) AS n FROM ingest_positions")[0]["n"] == 0
+    assert ledger.ingest().events > 0  # the connection still works, and the next ingest stores it all

@@ -1,17 +1,10 @@
 """A loop's own git worktree: ``ralph-ledger run --worktree NAME``.
 
-Several loops on one repository each run in a worktree of their own, so their edits never meet:
-
-- the worktree is ``<repository>/.ralph/worktrees/NAME`` (the main work tree's ``.ralph``, the
-  home every loop of the repository shares), on the branch ``ralph/NAME``, created from the
-  current ``HEAD`` the first time and reused afterwards (a branch that exists is checked out as it
-  is; a worktree removed with ``git worktree remove`` is made again from its branch);
-- ``.ralph/worktrees/.gitignore`` ignores everything there, so ``git add -A`` in the main checkout
-  never takes a worktree in as an embedded repository;
-- one loop at a time works in a worktree: ``hold`` keeps an exclusive ``flock`` on its folder while
-  the loop runs (released by the kernel when the loop's process dies).
-
-Every refusal is a ``WorktreeError``: one line, with the exit status the command should use.
+The worktree is ``<repository>/.ralph/worktrees/NAME`` on the branch ``ralph/NAME``, created from
+``HEAD`` the first time and reused afterwards; ``.ralph/worktrees/.gitignore`` keeps it out of the
+main checkout; ``hold`` keeps an exclusive ``flock`` on it while a loop runs. Every refusal is a
+``WorktreeError``: one line, with the exit status the command should use. The rules:
+docs/runner.md (Parallel loops in one repository).
 """
 
 from __future__ import annotations
@@ -27,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from ledger.core.errors import error_reason, printable
-from ledger.core.home import DEFAULT_HOME, WORKTREES
+from ledger.core.home import DEFAULT_HOME, WORKTREES, make_root
 from ledger.core.locks import LockBusy, loop_lock
 
 BRANCH_PREFIX: Final = "ralph/"
@@ -163,7 +156,7 @@ def ensure(cwd: Path, path: Path, branch: str, *, create_branch: bool = True) ->
     """
     repository = repository_of(cwd)
     try:
-        (repository / DEFAULT_HOME).mkdir(mode=0o700, exist_ok=True)
+        make_root(repository / DEFAULT_HOME)
         with loop_lock(path.parent):  # one creation at a time (two loops starting together)
             return _ensure(cwd, repository, path, branch, create_branch)
     except LockBusy as exc:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledger import events as ev
 from ledger.core.atomic import pid_gone
+from ledger.core.home import make_root
 from ledger.drivers.claude_code.stop.requester import served_for
 from ledger.drivers.claude_code.stop.warm import (
     ACCEPT,
@@ -59,7 +60,7 @@ def serve(root: Path, idle: float = IDLE, *, native: bool = False) -> int:
     from ledger.drivers.claude_code.stop import hook  # noqa: F401  (the stop's modules: imported once, now)
 
     home = Home.resolve(root)
-    home.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_root(home.root)
     lock = os.open(home.root / LOCK, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
