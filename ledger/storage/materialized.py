@@ -1,19 +1,8 @@
-"""Views a ledger file keeps as tables: their rows computed once, again only for the sessions whose
-events changed (docs/design/materialized-views.md).
-
-A view in ``MATERIALIZED`` is read whole and often (the TUI's session list, ``ralph-ledger
-sessions``) and costs ~100 ms to compute over a million events. A ledger file keeps its rows in the
-table ``materialized_<view>``, as its one definition (``sql/views/<view>.sql``) computes them, each
-with the position it reflects (``last_seq``: its session's journal position, ``ingest_positions``),
-and the view of that name reads the table. An ingest computes again the rows of the sessions it
-changed inside its own transaction, after the prices of new models: the events, the prices and the
-rows commit together. In-memory ledgers (the Stop hook's, a ``Fold``'s, whose ``pending`` events are
-rolled back) compute the views as defined; so do Spark and Trino (``ledger.storage.dialects``).
-
-The table is derived, never a source of truth. It carries the ``VERSION`` of the definitions that
-made it: a ledger opened for writing makes it again under other definitions, and computes again
-the rows whose position is not their journal's; a ledger opened read-only then reads the views as
-defined instead.
+"""Views a ledger file keeps as tables (``MATERIALIZED``): ``materialized_<view>`` holds the rows
+the view's one definition computes, each with the journal position it reflects (``last_seq``), and
+the view reads the table. An ingest computes again the rows of the sessions it changed, last in its
+own transaction; a file opened for writing under other definitions makes the tables again. In-memory
+ledgers, Spark and Trino compute the views. The rules: docs/design/materialized-views.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The prices of the models the ledger's turns name: the ``model_prices`` table.
 
-:func:`fill_prices` adds, after an ingest, one row per price band of each model the turns name that
-the table does not hold yet, read from the maintained ``genai-prices`` library (never a table typed
-by hand); a model it does not know gets NULL rates and a note, never a guess. The table is derived
-like the rest of the ledger. Cost is defined once, in the ``turn_costs`` view. How the rates are
-read, long-context tiers and import time: docs/cost.md.
+:func:`fill_prices` adds, last in an ingest's transaction, one row per price band of each model
+the turns name that the table does not hold yet, read from the maintained ``genai-prices`` library
+(never a table typed by hand); a model it does not know gets NULL rates and a note, never a guess.
+The table is derived like the rest of the ledger. Cost is defined once, in the ``turn_costs`` view.
+How the rates are read, long-context tiers and import time: docs/cost.md.
 """
 
 from __future__ import annotations
