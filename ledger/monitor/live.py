@@ -42,7 +42,6 @@ from ledger.storage.database import Ledger
 from ledger.storage.ingest import BATCH_BYTES, IngestReport, Stored
 from ledger.storage.journal import utc_now
 from ledger.storage.query import QueryResult, ReadOnlyViolation, run_readonly
-from ledger.storage.sql import load_definitions
 
 SPARK_POINTS: Final = 20
 
@@ -544,7 +543,7 @@ class Monitor:
             with self._lock:
                 if self._query_con is None:
                     self._query_con = self.ledger.con.cursor()
-                    load_definitions(self._query_con)
+                    self.ledger.views_on(self._query_con)
                 con = self._query_con
             timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
             if timer is not None:

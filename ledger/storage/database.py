@@ -25,6 +25,7 @@ from ledger import events as ev
 from ledger.core.atomic import temp_name
 from ledger.core.errors import LedgerError, LedgerLocked, one_line, operation
 from ledger.core.home import Home
+from ledger.storage import materialized
 from ledger.storage.ingest import BATCH_BYTES, IngestReport, Stored, ingest, insert_events, sweep_scratch
 from ledger.storage.ledger_file import (
     connect,
@@ -35,7 +36,7 @@ from ledger.storage.ledger_file import (
     sweep_builds,
     unwritable,
 )
-from ledger.storage.prices import MODEL_PRICES_TABLE, fill_prices
+from ledger.storage.prices import MODEL_PRICES_TABLE, Priced, fill_prices
 from ledger.storage.schema import SCHEMA_VERSION as EVENTS_VERSION
 from ledger.storage.schema import create_events_sql
 from ledger.storage.sql import load_definitions
@@ -116,6 +117,10 @@ class Ledger:
         self.writable = writable
         self.scratch: Path | None = None
         """Where ingest writes its scratch files (``_tmp``: chosen by the first ingest)."""
+        self.materialized = False
+        """Whether the views of ``materialized.MATERIALIZED`` read the tables this ledger file keeps
+        (and its writes keep them in step), or compute as defined (in memory; a file read-only
+        whose tables are out of date)."""
         con.execute("SET TimeZone = 'UTC'")  # the ledger's times are UTC, and shown as such
         # Rows are always read back ordered by (session_id, seq), so DuckDB may
         # insert in parallel without keeping file order: ~1.6x faster ingest.
@@ -125,6 +130,16 @@ class Ledger:
                 self._ensure_tables()
         if views:  # (not for a file being created: its connection closes at once)
             load_definitions(self.con)
+            if path is not None:
+                with self._private():
+                    self.materialized = materialized.install(con, writable=writable)
+
+    def views_on(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Install the views and detectors on another connection to this ledger (a cursor), as
+        this ledger reads them."""
+        load_definitions(con)
+        if self.materialized:
+            materialized.point(con)
 
     # -- opening -----------------------------------------------------------
     @classmethod
@@ -199,6 +214,7 @@ class Ledger:
         if row is not None and row[0] != SCHEMA_VERSION:
             for table in ("events", "ingest_positions", "ingest_errors", "model_prices"):
                 self.con.execute(f"DROP TABLE IF EXISTS {table}")
+            materialized.drop(self.con)
         for ddl in TABLES[1:]:
             self.con.execute(ddl)
         self.con.execute(create_events_sql())
@@ -219,7 +235,15 @@ class Ledger:
         files = list(journals) if journals is not None else self._journals()
 
         def work() -> IngestReport:
-            return ingest(self.con, files, self._tmp(), live=live, batch_bytes=batch_bytes, progress=progress)
+            return ingest(
+                self.con,
+                files,
+                self._tmp(),
+                live=live,
+                batch_bytes=batch_bytes,
+                progress=progress,
+                settle=self._settle,
+            )
 
         # (a live tail's frequent small ingests leave the scratch sweep to the others)
         return self._write(work, sweep=not live)
@@ -227,18 +251,40 @@ class Ledger:
     def insert_events(self, events: Sequence[ev.Event]) -> None:
         """Bulk-insert ``events`` in the open transaction (``ledger.storage.ingest.insert_events``)."""
         insert_events(self.con, events, self._tmp())
+        if self.materialized:
+            materialized.refresh(self.con, {e.session_id for e in events})
 
-    def fill_prices(self, report: IngestReport | None = None) -> IngestReport:
-        """Add the prices of the models new to the ledger (``ledger.storage.prices``): of the events
-        ``report``'s ingest added, or of all; the notes on models without a known price go to it."""
-        if report is None:
-            report = IngestReport()
-            report.notes.extend(fill_prices(self.con))
-        elif not report.reset:  # (a journal read again from its start: look at every event)
-            report.notes.extend(fill_prices(self.con, report.seqs))
-        else:
-            report.notes.extend(fill_prices(self.con))
+    def fill_prices(self) -> IngestReport:
+        """Add the prices of the models new to the ledger (``ledger.storage.prices``), of every
+        event; the notes on models without a known price go to the report returned. The rows a
+        ledger file keeps then cost the turns at them (in one transaction: call it outside one)."""
+        report = IngestReport()
+        if not self.materialized:
+            report.notes.extend(fill_prices(self.con).notes)
+            return report
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            priced = fill_prices(self.con)
+            if priced.models:
+                materialized.refresh(self.con)
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+        report.notes.extend(priced.notes)
         return report
+
+    def _settle(self, report: IngestReport) -> None:
+        """Last in an ingest's transaction: the prices of the models new to the ledger (of the
+        events it added, or of all when a journal was read again from its start), then the kept
+        rows of the sessions it changed (of all when it priced a model: their turns' cost)."""
+        priced = Priced([], [])
+        if self.prices:
+            priced = fill_prices(self.con, None if report.reset else report.seqs)
+            report.notes.extend(priced.notes)
+        if self.materialized:
+            changed = {*report.seqs, *(Path(name).stem for name in report.reset)}
+            materialized.refresh(self.con, None if priced.models else changed)
 
     def rebuild(self) -> IngestReport:
         """Forget everything ingested and read every journal again."""
@@ -250,8 +296,10 @@ class Ledger:
             con.execute("DELETE FROM ingest_positions")
             con.execute("DELETE FROM ingest_errors")
             con.execute("DELETE FROM model_prices")
+            if self.materialized:
+                materialized.refresh(con)  # (no events: no rows)
             con.execute("COMMIT")
-            return ingest(self.con, self._journals(), self._tmp())
+            return ingest(self.con, self._journals(), self._tmp(), settle=self._settle)
 
         return self._write(empty_then_ingest, sweep=True)
 
@@ -280,8 +328,7 @@ class Ledger:
                 sweep_builds(self.path)
         where = f"ingesting into {self.path}" if self.path is not None else "ingesting"
         with operation(where), self._private():
-            report = self._mending(work)
-            return self.fill_prices(report) if self.prices else report
+            return self._mending(work)
 
     def _private(self) -> contextlib.AbstractContextManager[None]:
         """``owner_only()`` around writes to a ledger file (they may create its WAL)."""
@@ -303,8 +350,9 @@ class Ledger:
                 self.con.close()
             if not set_aside(self.path, exc):
                 raise
-            self.con = self._open_file(self.home).con
-        return ingest(self.con, self.home.journal_files(), self.home.tmp)
+            mended = self._open_file(self.home)
+            self.con, self.materialized = mended.con, mended.materialized
+        return ingest(self.con, self.home.journal_files(), self.home.tmp, settle=self._settle)
 
     # -- queries -----------------------------------------------------------
     def query(

@@ -114,19 +114,22 @@ def ingest(
     live: bool = False,
     batch_bytes: int = BATCH_BYTES,
     progress: Callable[[Stored], None] | None = None,
+    settle: Callable[[IngestReport], None] | None = None,
 ) -> IngestReport:
     """Ingest what is new in ``files`` (journals named ``<session_id>.jsonl``). ``live`` (a tail
     ingesting a few appended lines at a time) takes the exact path straight away when the new
     bytes are few; ``exact_batches`` then stays 0, since no data needed it. The new lines go in
     scratch files of about ``batch_bytes``, one INSERT each, all in one transaction; ``progress``
-    is told after each INSERT (an exception it raises undoes the whole ingest)."""
+    is told after each INSERT (an exception it raises undoes the whole ingest), and ``settle``, with
+    the report, last before the commit (what the ledger derives from the new events: prices, the
+    rows it keeps)."""
     started = time.perf_counter()
     positions = _positions(con, files)
     report = IngestReport(journals=len(files))
     modes = _modes(files, positions) if live else MODES
     for mode in modes:
         report = IngestReport(journals=len(files), exact_batches=int(mode == "exact" and len(modes) > 1))
-        if _ingest_all(con, files, positions, mode, report, tmpdir, batch_bytes, progress):
+        if _ingest_all(con, files, positions, mode, report, tmpdir, batch_bytes, progress, settle):
             break
     report.seconds = time.perf_counter() - started
     return report
@@ -180,6 +183,7 @@ def _ingest_all(
     tmpdir: Path,
     batch_bytes: int = BATCH_BYTES,
     progress: Callable[[Stored], None] | None = None,
+    settle: Callable[[IngestReport], None] | None = None,
 ) -> bool:
     """One transaction over every batch; False (rolled back) when the data
     does not fit ``mode`` and the next mode should be tried."""
@@ -209,12 +213,14 @@ def _ingest_all(
         if mode != "exact" and not _verify(con, works, mark, normalised=mode == "normalise"):
             return False
         _store_positions(con, works, [bad for b in loaded for bad in b.bad])
-        con.execute("COMMIT")
-        ok = True
         report.events = sum(b.events for b in loaded)
         report.seqs = {
             w.session_id: (w.pos.last_seq, w.last_seq) for w in works if w.last_seq > w.pos.last_seq
         }
+        if settle is not None:
+            settle(report)
+        con.execute("COMMIT")
+        ok = True
         return True
     finally:
         if not ok:

@@ -1,10 +1,10 @@
 """The prices of the models the ledger's turns name: the ``model_prices`` table.
 
-:func:`fill_prices` adds, after an ingest, one row per price band of each model the turns name that
-the table does not hold yet, read from the maintained ``genai-prices`` library (never a table typed
-by hand); a model it does not know gets NULL rates and a note, never a guess. The table is derived
-like the rest of the ledger. Cost is defined once, in the ``turn_costs`` view. How the rates are
-read, long-context tiers and import time: docs/cost.md.
+:func:`fill_prices` adds, last in an ingest's transaction, one row per price band of each model
+the turns name that the table does not hold yet, read from the maintained ``genai-prices`` library
+(never a table typed by hand); a model it does not know gets NULL rates and a note, never a guess.
+The table is derived like the rest of the ledger. Cost is defined once, in the ``turn_costs`` view.
+How the rates are read, long-context tiers and import time: docs/cost.md.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ledger.core.errors import one_line
 from ledger.storage.ingest import bulk_insert
@@ -45,12 +45,18 @@ COLUMNS: Final = [
 ]
 
 
-def fill_prices(
-    con: duckdb.DuckDBPyConnection, new: Mapping[str, tuple[int, int]] | None = None
-) -> list[str]:
-    """Add the prices of the models the turns name that ``model_prices`` lacks (one statement);
-    returns one note per model the price library does not know. ``new`` (an ingest's ``seqs``:
-    session -> last seq before and after) narrows the search to those events when they are few."""
+class Priced(NamedTuple):
+    """What ``fill_prices`` added: the models priced (``model_prices`` rows), and one note per
+    model the price library does not know."""
+
+    models: list[str]
+    notes: list[str]
+
+
+def fill_prices(con: duckdb.DuckDBPyConnection, new: Mapping[str, tuple[int, int]] | None = None) -> Priced:
+    """Add the prices of the models the turns name that ``model_prices`` lacks (one statement).
+    ``new`` (an ingest's ``seqs``: session -> last seq before and after) narrows the search to
+    those events when they are few."""
     where = (
         "type IN ('agent_turn', 'subagent_stopped', 'model_tokens', 'rate_limited') AND model <> '' "
         "AND model NOT IN (SELECT model FROM model_prices)"
@@ -58,15 +64,15 @@ def fill_prices(
     params: list[Any] = []
     if new is not None and len(new) <= NARROW_AT_MOST:
         if not new:
-            return []
+            return Priced([], [])
         where += " AND (" + " OR ".join(["(session_id = ? AND seq > ? AND seq <= ?)"] * len(new)) + ")"
         params = [v for sid, (lo, hi) in new.items() for v in (sid, lo, hi)]
     rows = con.execute(f"SELECT DISTINCT model FROM events WHERE {where} ORDER BY model", params).fetchall()
     if not rows:
-        return []
+        return Priced([], [])
     bands = [band for (model,) in rows for band in price_bands(str(model))]
     bulk_insert(con, "INSERT INTO model_prices", bands, COLUMNS)
-    return [str(r[-1]) for r in bands if r[2] is None]
+    return Priced([str(r[0]) for r in rows], [str(r[-1]) for r in bands if r[2] is None])
 
 
 def library() -> str:
