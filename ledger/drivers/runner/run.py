@@ -14,6 +14,8 @@ work tree) and its output go to ``Engine.validate``; the signal decides:
 | 130  | interrupted by Ctrl-C (SIGINT); the session stays running, resumable |
 | 143  | interrupted by SIGTERM (128 + 15), likewise                          |
 | 129  | interrupted by SIGHUP (128 + 1: the terminal closed), likewise       |
+| 141  | stdout closed (128 + 13, as SIGPIPE; e.g. piped to ``head``): the    |
+|      | turn under way ran to its end and was recorded; likewise             |
 | 2    | bad usage (the ``run`` command line; see ``ledger.cli``)             |
 | 1    | a configuration that would fail, a session that cannot start/resume  |
 
@@ -48,7 +50,6 @@ session recorded its prompt and agent command when it started (``recorded``).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
@@ -56,7 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Final
 
 import msgspec
 
@@ -65,6 +66,8 @@ from ledger.core.errors import one_line
 from ledger.drivers.runner.agent_process import (
     AgentRun,
     Interrupted,
+    Output,
+    Writer,
     interrupted_reason,
     interrupts,
     run_agent,
@@ -92,6 +95,11 @@ EXIT_ESCALATED: Final = 4
 
 EXIT_INTERRUPTED: Final = 130
 
+EXIT_OUTPUT_CLOSED: Final = 128 + signal.SIGPIPE
+
+OUTPUT_CLOSED: Final = "interrupted (stdout closed)"
+"""The reason recorded when the loop ended because its output was closed (``| head``)."""
+
 PAUSE_POLL_S: Final = 0.5
 """How often a paused loop reads its journal for a resume or a stop, in seconds."""
 
@@ -118,11 +126,12 @@ def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
     return started.prompt or started.task, list(started.command)
 
 
-def recorded_worktree(engine: Engine, session_id: str) -> tuple[str, str]:
+def recorded_place(engine: Engine, session_id: str) -> tuple[str, str, str]:
     """The git worktree (its root) and branch the session recorded it runs in, ``("", "")`` for
-    one in the project's own checkout. Raises ``EngineError`` when there is no such session."""
+    one in the project's own checkout, and the folder its agent works in (``""``: not recorded).
+    Raises ``EngineError`` when there is no such session."""
     started = LoopSession(engine, session_id, "").started()
-    return started.worktree, started.branch
+    return started.worktree, started.branch, started.work_dir
 
 
 def run_loop(
@@ -133,7 +142,7 @@ def run_loop(
     prompt: str,
     *,
     iteration_timeout_s: float,
-    out: TextIO,
+    out: Writer,
     resume: bool = False,
     timer: Callable[[], float] = time.monotonic,
     rate_limit_wait_s: float = 60.0,
@@ -157,6 +166,9 @@ def run_loop(
     ``worktree`` (``ledger.drivers.runner.worktrees``; the engine's ``work_dir`` is in it) records it when it
     starts, and its agent runs with ``RALPH_HOME`` naming the engine's home, so a Stop hook or a
     ``ralph-ledger`` the agent runs records there too, never in a home of the worktree's own.
+    A new session records the engine's ``work_dir``, where a resume works again. Once ``out`` is
+    gone (``Output``: its reader went away), the turn under way runs to its end and is recorded, and
+    the loop ends there (``EXIT_OUTPUT_CLOSED``) unless that turn ended it.
     """
     if not agent_cmd:
         raise ValueError("run_loop needs an agent command")
@@ -171,16 +183,24 @@ def run_loop(
     else:
         config = msgspec.structs.replace(
             config,
-            task=config.task or prompt,
+            task=config.task or prompt.strip(),  # a label: not the prompt file's last newline
             agent=config.agent or Path(agent_cmd[0]).name,
             # the default of the configured agent; "auto" is chosen by the engine (ledger.loop.decide.limits)
             max_iterations="auto" if config.max_iterations == "auto" else config.effective_max_iterations(),
         )
         where = (str(worktree.path), worktree.branch) if worktree else ("", "")
-        started = engine.start(session_id, config, prompt=prompt, command=agent_cmd, worktree=where)
+        started = engine.start(
+            session_id,
+            config,
+            prompt=prompt,
+            command=agent_cmd,
+            worktree=where,
+            work_dir=str(engine.work_dir),
+        )
         n, max_it = started.iteration, started.max_iterations
         stdin_text, advance = prompt, False
-    loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
+    output = out if isinstance(out, Output) else Output(out)
+    loop = _Loop(engine, session_id, output, rate_limit_wait_s, agent_format or detect(agent_cmd))
     loop.session = LoopSession(engine, session_id, prompt)
     loop.agent_cmd = agent_cmd
     if not resume and config.max_iterations == "auto":  # say how the limit was chosen
@@ -216,7 +236,7 @@ class _Loop:
     """One ``run_loop``: the iterations, and what an interruption records at each step."""
 
     def __init__(
-        self, engine: Engine, session_id: str, out: TextIO, rate_limit_wait_s: float, fmt: AgentFormat
+        self, engine: Engine, session_id: str, out: Output, rate_limit_wait_s: float, fmt: AgentFormat
     ) -> None:
         self.engine, self.session_id, self.out, self.fmt = engine, session_id, out, fmt
         self.sidecar = fmt.sidecar()  # what the format reads beside stdout, for this loop
@@ -232,9 +252,8 @@ class _Loop:
 
     def say(self, text: str) -> None:
         """Write one ``[ralph-ledger]`` line to ``out`` (a terminal gone after SIGHUP is ignored)."""
-        with contextlib.suppress(OSError, ValueError):
-            self.out.write(text)
-            self.out.flush()
+        self.out.write(text)
+        self.out.flush()
 
     def iterate(
         self,
@@ -250,6 +269,8 @@ class _Loop:
         limited = 0  # rate-limited runs in a row
         while True:
             self.n = n
+            if self.out.gone:  # nobody reads what the next iteration would say
+                return self.output_closed()
             self.say(f"[ralph-ledger] {sid}: iteration {n} of {max_it}\n")
             self.before = before = snapshot(engine.work_dir, engine.home.root)
             with self.sidecar.run(agent_cmd) as side:  # e.g. Copilot's usage file
@@ -309,6 +330,9 @@ class _Loop:
         prompt, or how the loop ended. While the session is paused, wait, polling the journal, for a
         resume (or a stop: the loop ends blocked)."""
         sid = self.session_id
+        if isinstance(decision, Wait) and self.out.gone:  # no one would see the pause, nor resume it
+            self.n = n
+            return self.output_closed()
         if isinstance(decision, Wait):
             self.say(
                 f"[ralph-ledger] {sid}: paused after iteration {n}; resume it with "
@@ -351,6 +375,15 @@ class _Loop:
             f"until {until}, then iteration {self.n} again (Ctrl-C stops; --resume goes on)\n"
         )
         time.sleep(wait)
+
+    def output_closed(self) -> RunResult:
+        """End the loop after its output was closed: an ``interrupted`` override at the current
+        iteration (its turn, if it ran, is recorded); the session stays running and resumable."""
+        sid, n = self.session_id, self.n
+        if ev.session_status(self.engine.status(sid)["status"]) == "running":
+            override = ev.Override(session_id=sid, iteration=n, kind="interrupted", reason=OUTPUT_CLOSED)
+            self.session.record(override)
+        return RunResult(sid, EXIT_OUTPUT_CLOSED, "", n, OUTPUT_CLOSED)
 
     def interrupted(self, exc: KeyboardInterrupt) -> RunResult:
         """Record an interruption: the agent's (partial) turn if the engine has not recorded it, then
