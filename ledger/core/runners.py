@@ -82,8 +82,9 @@ def running(home: Home, session_id: str) -> Iterator[None]:
             break
         os.close(fd)  # its runner ended and removed it meanwhile: take the new one
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        with contextlib.suppress(OSError):  # (a full disk: the lock holds all the same, unnamed)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
         with contextlib.suppress(OSError):

@@ -61,9 +61,13 @@ class AgentRun:
 class Writer(Protocol):
     """Where a run's output goes (a text stream: ``sys.stdout``, ``io.StringIO``, ``Output``)."""
 
-    def write(self, text: str, /) -> int: ...
+    def write(self, text: str, /) -> int:
+        """Write ``text``; its length."""
+        ...
 
-    def flush(self) -> None: ...
+    def flush(self) -> None:
+        """Write out what is buffered."""
+        ...
 
 
 class Output:
