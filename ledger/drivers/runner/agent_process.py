@@ -75,13 +75,13 @@ class Output:
     or the stream was closed, ``gone`` is set and later writes are dropped, so the agent's output is
     still read and recorded and the loop ends after its turn (``ledger.drivers.runner.run``)."""
 
-    def __init__(self, stream: Writer) -> None:
-        self.stream = stream
+    def __init__(self, stream: Writer | None) -> None:
+        self.stream = stream  # None: nowhere (``sys.stdout`` of a process started with it closed)
         self.gone = False
 
     def write(self, text: str, /) -> int:
         """Write ``text`` (dropped once the stream is gone); its length."""
-        if not self.gone:
+        if self.stream is not None and not self.gone:
             try:
                 self.stream.write(text)
             except (OSError, ValueError):
@@ -90,7 +90,7 @@ class Output:
 
     def flush(self) -> None:
         """Flush the stream (nothing once it is gone)."""
-        if not self.gone:
+        if self.stream is not None and not self.gone:
             try:
                 self.stream.flush()
             except (OSError, ValueError):
