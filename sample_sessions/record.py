@@ -24,7 +24,8 @@ against a fresh recording.
 Every scenario checks how its session ended (signal, iterations, the guard
 that tripped and no other) and raises ``ScenarioError`` if it did not end as
 intended. The Claude Code scenario replays a transcript from
-``../shared/fixtures/claude-code``; without it, that scenario is skipped.
+``../shared/fixtures/claude-code`` (not in this repository:
+docs/development.md#fixtures-outside-the-repository); without it, that scenario is skipped.
 """
 
 from __future__ import annotations

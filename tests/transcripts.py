@@ -1,5 +1,6 @@
 """The real Claude Code transcripts the tests read (``shared/fixtures/claude-code`` beside this checkout
-or a folder above it), as pytest parameters; skipped where they are not."""
+or a folder above it: not in this repository, docs/development.md#fixtures-outside-the-repository), as
+pytest parameters; skipped where they are not."""
 
 from __future__ import annotations
 

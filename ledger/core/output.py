@@ -1,19 +1,9 @@
 """Query results as an aligned table, CSV or JSON, for every DuckDB type.
 
 Values reach Python through ``fetch``, which casts the types Python cannot take as they are to
-DuckDB's text in SQL, nested or not, and reads that text back (``restore``): a ``TIMESTAMPTZ``
-would need ``pytz``, an ``INTERVAL`` would lose its months, and DuckDB gives Python an infinite
-timestamp or date as 9999-12-31 / 0001-01-01, which are real ones too. Timestamps come back as
-aware datetimes (UTC), infinite ones as ``infinity`` / ``-infinity``, dates and intervals as text.
-Then one text per value in every format:
-
-- NULL: ``-`` in the table, an empty field in CSV, ``null`` in JSON;
-- NaN and infinities: ``NaN``, ``Infinity``, ``-Infinity`` (JSON strings: RFC 8259 has no such numbers);
-- timestamps: ISO 8601 with their zone, always UTC (``2024-01-01T10:00:00+00:00``; the ledger's
-  times are UTC); infinite ones ``infinity`` / ``-infinity``;
-- HUGEINT and DECIMAL: exact (JSON numbers written digit for digit);
-- BLOB: DuckDB's escaped text (``ab\\x00``), UUID its text;
-- STRUCT, MAP, LIST and ARRAY: JSON (compact in the table and CSV), MAP keys as JSON strings.
+DuckDB's text in SQL, nested or not, and reads that text back (``restore``); then each value has one
+text in every format (NULL, NaN and infinities, UTC timestamps, exact HUGEINT and DECIMAL, BLOB,
+nested types as JSON). The text of each type: docs/cli.md (Output).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The loop engine: start / validate / next / complete / status (seed 000 §3-5). It keeps no state of
+"""The loop engine: start / validate / next / complete / status. It keeps no state of
 its own: each step folds what the journal gained since it last read (``ledger.storage.fold``), decides
 and appends events, so a process that dies between two steps loses nothing; a new ``Engine`` on the
 same home carries on where the last one stopped."""
@@ -395,7 +395,7 @@ class Engine:
         message = f"Completed after {s.iteration} iteration(s)"
         return CompleteResult(session_id, s.iteration, final, history, now, message), events
 
-    # -- hooks (seed 001 hook_register / hook_list / hook_clear) ---------------
+    # -- hooks (hook_register / hook_list / hook_clear: docs/design/stop-hooks.md) --
     def hook_register(
         self, session_id: str, hook_type: str, *, enabled: bool = True, metadata: dict[str, Any] | None = None
     ) -> str:
@@ -436,7 +436,7 @@ class Engine:
             )
         return len(ids)
 
-    # -- overrides (seed 000 §5.4) --------------------------------------------
+    # -- overrides (a person's stop, pause and steering: docs/steering.md) ------
     def escalate(self, session_id: str, reason: str, guard: str = "", lead: Sequence[ev.Event] = ()) -> None:
         """End a running session as escalated (e.g. ``next`` refused); ``lead`` lands first, same append."""
         s = self._running(session_id)

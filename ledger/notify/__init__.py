@@ -1,18 +1,11 @@
 """Notifications that reach people: ``[notify]`` in the configuration (``ledger.loop.config.loop_config``).
 
 Every path that decides a loop's fate appends its deciding events and then calls
-:func:`notify_events` with them: the engine (``Engine._append``: the runner, the ledger-native
-Claude Code hook, the MCP tools) and the drop-in Claude Code hook (``dropin._commit``). When the events
-complete, block or escalate a session, or a guard tripped, and ``[notify]`` asks for it, the
-notification is handed to a detached sender process (``python -m ledger.notify``, :mod:`.send`),
-which composes it from the session's row, sends it with apprise and records a ``notification_sent``
-event (and an ``error_recorded`` of component ``notify`` for each URL that failed) in the session's
-journal. The caller never waits for a network: a stop of the Claude Code hook returns while the
-notification is on its way. Nothing here raises: a configuration that cannot be read, or a sender
-that cannot start, is an ``error_recorded`` too.
-
-This module imports only the standard library and the vocabulary at import time, so the Stop hook
-can import it; what it needs to send is imported once there is something to send.
+:func:`notify_events` with them; when ``[notify]`` asks for it, the notification is handed to a
+detached sender (``python -m ledger.notify``, :mod:`.send`), which composes, sends and records it,
+so the caller never waits for a network. Nothing here raises. This module imports only the standard
+library and the vocabulary at import time, so the Stop hook can import it. The rules:
+docs/notifications.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The DuckDB ledger: opening it (locks, fallback, rebuild), and its views.
 
-The ``events`` table is derived from the vocabulary (``ledger.storage.schema``),
-filled by ``ledger.storage.ingest``, and read through the views and detectors of
-``ledger.storage.sql``. The file can be deleted at any time: it is rebuilt from the
-journals. A file DuckDB cannot read (corrupt, truncated) is moved aside as
-``ledger.duckdb.corrupt-<timestamp>`` and rebuilt the same way.
-
-A new ledger file is created whole or not at all (``create_file``): a full disk never leaves a
-half-made file that the next command would take for a damaged one. A write that fails later (an
-ingest's commit on a full disk) is undone by DuckDB and leaves the file as it was.
+The ``events`` table is derived from the vocabulary (``ledger.storage.schema``), filled by
+``ledger.storage.ingest`` and read through the views and detectors of ``ledger.storage.sql``. The
+file can be deleted at any time: it is rebuilt from the journals; a damaged one is moved aside and
+rebuilt; a new one is created whole or not at all (``create_file``). The rules:
+docs/ledger.md#the-duckdb-ledger, docs/reliability.md#full-disk-during-ingest.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The MCP tools' arguments and results (seed 000 Appendix A, seed 001 "MCP Tools", seed 002), as
-msgspec types: ``tools/list`` gives the JSON schemas generated from them, and each call's arguments
-are decoded with them. Names are the seeds' camelCase (``taskId``, ``completionSignal``); seed 002's
-``validate_completion`` keeps its own snake_case contract (``stop_reason``, ``tool_count``,
-``retry_count``).
+"""The MCP tools' arguments and results (docs/design/mcp-tools.md), as msgspec types: ``tools/list``
+gives the JSON schemas generated from them, and each call's arguments are decoded with them. Names are
+camelCase (``taskId``, ``completionSignal``); ``validate_completion`` keeps the snake_case of its own
+contract (``stop_reason``, ``tool_count``, ``retry_count``).
 """
 
 from __future__ import annotations
@@ -118,7 +117,7 @@ class EvaluateArgs(_Args, frozen=True, kw_only=True):
 
 
 class CompletionArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """validate_completion (seed 002's ``ValidationParams``, and the task)."""
+    """validate_completion (the stop contract's ``ValidationParams``, and the task)."""
 
     task_id: TaskId = msgspec.field(name="taskId")
     stop_reason: str = "end_turn"
@@ -144,7 +143,7 @@ class Step(_Result, frozen=True, kw_only=True):
 
 
 class ValidationReport(_Result, frozen=True, kw_only=True):
-    """The rules of one validation (seed 000 Appendix B's score)."""
+    """The rules of one validation, and its score."""
 
     total_rules: int
     passed_rules: int
@@ -241,7 +240,7 @@ class Checkpoints(_Result, frozen=True, kw_only=True):
 
 
 class Resumed(_Result, frozen=True, kw_only=True):
-    """checkpoint_resume's answer (seed 000 §4.3)."""
+    """checkpoint_resume's answer."""
 
     task_id: str
     checkpoint_id: str
@@ -301,7 +300,7 @@ class HooksCleared(_Result, frozen=True, kw_only=True):
 
 
 class CompletionResult(msgspec.Struct, frozen=True, kw_only=True):
-    """validate_completion's answer (seed 002's ``ValidationResult``)."""
+    """validate_completion's answer (the stop contract's ``ValidationResult``)."""
 
     complete: bool
     reason: str
@@ -354,7 +353,7 @@ TOOLS: Final[dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct], str]]] 
     "validate_completion": (
         CompletionArgs,
         CompletionResult,
-        "Seed 002's stop check: may the agent stop now? Incomplete while the loop goes on.",
+        "The stop check: may the agent stop now? Incomplete while the loop goes on.",
     ),
 }
 """Each tool: its arguments, its result and its description."""

@@ -285,10 +285,10 @@ class Tools:
         """Clear the task's hooks."""
         return s.HooksCleared(task_id=a.task_id, cleared_count=self.engine.hook_clear(a.task_id))
 
-    # -- seed 002 --------------------------------------------------------------------
+    # -- the stop contract (docs/design/validation.md#validate_completion) -----------
     def validate_completion(self, a: s.CompletionArgs) -> s.CompletionResult:
         """May the agent stop now: yes once the loop has ended or its iteration validated as COMPLETE,
-        BLOCKED or ESCALATE; no while it goes on (seed 002's fail-open rules apply). Recorded as a
+        BLOCKED or ESCALATE; no while it goes on (the stop contract's fail-open rules apply). Recorded as a
         ``stop_decided`` event while the loop runs."""
         view = self.engine.view(a.task_id)
         n = view.iteration

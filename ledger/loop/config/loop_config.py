@@ -1,12 +1,12 @@
 """Loop configuration: ``ralph.toml`` (or ``[tool.ralph]`` in ``pyproject.toml``)
-and the ``iteration:`` block of agent markdown frontmatter (seed 000 §2.3).
+and the ``iteration:`` block of agent markdown frontmatter (docs/design/agent-definitions.md).
 
 Everything is validated with msgspec; an unknown key or a wrong type is a
 ``ConfigError`` whose message is one line naming the file, the key and what
 was expected, e.g. ``ralph.toml: guards.thrashing.min_iterations: expected
 int, got str``.
 
-Per-agent default iteration limits (seed 000 §6.1; ``docs/seeds.md``).
+Per-agent default iteration limits: docs/design/iteration-limits.md#per-agent-defaults.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
 
 class AgentIteration(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
-    """The ``iteration:`` block of an agent's frontmatter (seed 000 §2.3)."""
+    """The ``iteration:`` block of an agent's frontmatter (docs/design/agent-definitions.md)."""
 
     enabled: bool = False
     max_iterations: int | Literal["auto"] | None = None  # "auto": as max_iterations in ralph.toml

@@ -1,44 +1,12 @@
 """Ledger-native Claude Code loops: the project's rules and every guard, driven by the Stop hook.
 
-``ralph-ledger loop start "PROMPT"`` in a project with a ralph configuration
-(``ralph.toml`` or ``[tool.ralph]``) writes ``.claude/ralph-ledger.local.json``
-instead of the ``ralph-loop`` plugin's state file. From then on every stop of
-the Claude Code session that owns the loop is one iteration of the loop
-engine (``ledger.loop.engine``): the turn is stdin's ``last_assistant_message`` and what the
-transcript says it did (once it holds it: docs/design/claude-code-stop.md), and, when a ``todos``
-rule is configured, the agent's todo list (its task list or its last ``TodoWrite``); the
-configured validation rules run in the project, promises are detected, the
-guards and hooks are evaluated and the signal table decides:
-
-| signal    | the hook                                                            |
-|-----------|---------------------------------------------------------------------|
-| CONTINUE  | blocks the stop; the reason is the prompt plus the validation       |
-|           | feedback (and, with ``summary = true``, the summary of the loop so   |
-|           | far), the system message the iteration, score and failures          |
-| COMPLETE  | allows the stop, completes the session, removes the loop file        |
-| BLOCKED   | allows the stop (the session is blocked), removes the loop file      |
-| ESCALATE  | allows the stop (the session is escalated), removes the loop file    |
-
-A person steers the loop with ``ralph-ledger pause`` / ``resume`` / ``steer`` / ``unblock``
-(``ledger.loop.steering.commands``): a paused loop's next stop is validated as usual and then allowed
-("paused"; the loop file stays); the stops after it are allowed, unrecorded, until ``resume``; the
-first stop after ``resume`` begins the next iteration and blocks with its prompt (the person's own
-turns in between are not iterations). ``unblock`` writes the loop file again, and its next stop
-likewise begins the next iteration and blocks with its prompt. Guidance given with ``steer``
-is added once to the next iteration's prompt.
-
-The loop file only says which Claude Code session owns the loop, what the
-user asked and which ledger session records it; everything else (iteration,
-scores, trips) is that session's. The first stop claims an unclaimed file for
-its session, like the plugin, and names the loop's own ledger session in it
-(``cc-<claude session id>`` for the session's first loop, ``cc-<id>-2``, ...
-after it: ``ledger.drivers.claude_code.stop.loop_sessions.loop_session``); a stop of any other session never
-blocks or touches the loop. Every block starts a new iteration, so seed 002's
-``max_stop_retries`` (blocks within one iteration) never trips here: the
-iteration guards bound the loop instead (``max_iterations`` is on by default).
-
-This mode imports DuckDB (the guards read their facts with SQL); the plugin
-drop-in mode does not.
+``ralph-ledger loop start`` in a project with a ralph configuration writes
+``.claude/ralph-ledger.local.json``; from then on every stop of the Claude Code session that owns
+the loop is one iteration of the loop step (``ledger.loop.step``): CONTINUE blocks the stop with the
+next prompt, an ending allows it and removes the loop file. The loop file says only which session
+owns the loop, what the user asked and which ledger session records it. What each signal does, and
+steering: docs/claude-code.md, docs/steering.md; what a stop decides from:
+docs/design/claude-code-stop.md. This mode imports DuckDB (the guards read their facts with SQL).
 """
 
 from __future__ import annotations
