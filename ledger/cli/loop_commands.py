@@ -185,7 +185,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
                 print(
                     f"[ralph-ledger] {session}: worktree {worktree.path} on branch {worktree.branch} ({made})"
                 )
-            if args.resume and engine.work_dir != Path.cwd():
+            if args.resume and os.path.realpath(engine.work_dir) != os.path.realpath(Path.cwd()):
                 print(f"[ralph-ledger] {session}: resuming in {engine.work_dir}, where it ran")
             if args.resume and args.max_iterations is not None:
                 engine.set_max_iterations(session, args.max_iterations, "run --resume --max-iterations")
@@ -239,7 +239,7 @@ def _recorded_folder(folder: str, inside: Path | None = None) -> Path | None:
     session in a worktree, in the worktree ``inside``); ``None`` otherwise."""
     if not folder or not Path(folder).is_dir():
         return None
-    if inside is not None and not Path(folder).is_relative_to(inside):
+    if inside is not None and not Path(os.path.realpath(folder)).is_relative_to(os.path.realpath(inside)):
         return None
     return Path(folder)
 

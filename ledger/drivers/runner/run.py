@@ -90,10 +90,20 @@ def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
 
 def recorded_place(engine: Engine, session_id: str) -> tuple[str, str, str]:
     """The git worktree (its root) and branch the session recorded it runs in, ``("", "")`` for
-    one in the project's own checkout, and the folder its agent works in (``""``: not recorded).
-    Raises ``EngineError`` when there is no such session."""
+    one in the project's own checkout, and the folder its agent works in, absolute (``""``: not
+    recorded). Raises ``EngineError`` when there is no such session."""
     started = LoopSession(engine, session_id, "").started()
-    return started.worktree, started.branch, started.work_dir
+    folder = os.path.join(engine.home.root.parent, started.work_dir) if started.work_dir else ""
+    return started.worktree, started.branch, os.path.normpath(folder) if folder else ""
+
+
+def work_dir_record(engine: Engine) -> str:
+    """The engine's work folder as a session records it: relative to the folder holding the home
+    (the project, for its own ``.ralph``: a project moved with its home resumes where it ran),
+    absolute when outside that folder."""
+    base, here = os.path.realpath(engine.home.root.parent), os.path.realpath(engine.work_dir)
+    relative = os.path.relpath(here, base)
+    return here if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
 
 
 def run_loop(
@@ -128,7 +138,8 @@ def run_loop(
     ``worktree`` (``ledger.drivers.runner.worktrees``; the engine's ``work_dir`` is in it) records it when it
     starts, and its agent runs with ``RALPH_HOME`` naming the engine's home, so a Stop hook or a
     ``ralph-ledger`` the agent runs records there too, never in a home of the worktree's own.
-    A new session records the engine's ``work_dir``, where a resume works again. Once ``out`` is
+    A new session records the engine's ``work_dir`` (``work_dir_record``), where a resume works
+    again. Once ``out`` is
     gone (``Output``: its reader went away), the turn under way runs to its end and is recorded, and
     the loop ends there (``EXIT_OUTPUT_CLOSED``) unless that turn ended it.
     """
@@ -157,7 +168,7 @@ def run_loop(
             prompt=prompt,
             command=agent_cmd,
             worktree=where,
-            work_dir=str(engine.work_dir),
+            work_dir=work_dir_record(engine),
         )
         n, max_it = started.iteration, started.max_iterations
         stdin_text, advance = prompt, False
