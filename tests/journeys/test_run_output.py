@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.journeys.conftest import Project, clean_env, script
 from tests.journeys.test_run import Loop, resume, wait_for_file
 
@@ -27,16 +29,18 @@ if n == 2:
 LEADER = r"""
 import signal, subprocess, sys
 signal.signal(signal.SIGINT, lambda *a: None)  # a shell survives the Ctrl-C; its jobs may not
-out = sys.argv[1]
-run = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=open(out + ".err", "w"))
+out, both = sys.argv[1], sys.argv[2] == "2>&1"
+errors = subprocess.STDOUT if both else open(out + ".err", "w")
+run = subprocess.Popen(sys.argv[3:], stdout=subprocess.PIPE, stderr=errors)
 tee = subprocess.Popen(["tee", out + ".tee"], stdin=run.stdout, stdout=subprocess.DEVNULL)
 run.stdout.close()
 code = run.wait()
 tee.wait()
 open(out + ".rc", "w").write(str(code))
 """
-"""A shell's pipeline ``ralph-ledger run ... | tee OUT.tee``, in the foreground process group that
-Ctrl-C reaches: the runner's exit status in ``OUT.rc``, its stderr in ``OUT.err``."""
+"""A shell's pipeline ``ralph-ledger run ... [2>&1] | tee OUT.tee``, in the foreground process group
+that Ctrl-C reaches: the runner's exit status in ``OUT.rc``, its stderr in ``OUT.err`` (without
+``2>&1``)."""
 
 
 def test_a_reader_that_goes_away_ends_the_loop_after_its_turn_is_recorded(
@@ -84,23 +88,29 @@ def test_a_reader_that_goes_away_ends_the_loop_after_its_turn_is_recorded(
     assert project.sessions()[0]["status"] == "complete"
 
 
-def test_ctrl_c_on_a_pipeline_through_tee_exits_130(project: Project, tmp_path: Path) -> None:
+@pytest.mark.parametrize("redirect", ["", "2>&1"], ids=["stdout", "stdout-and-stderr"])
+def test_ctrl_c_on_a_pipeline_through_tee_exits_130(project: Project, tmp_path: Path, redirect: str) -> None:
     """``run ... | tee f`` and Ctrl-C (SIGINT to the whole pipeline): tee dies with it, and ``run``
-    still exits 130 with its one line, the agent's turn recorded as interrupted."""
+    still exits 130, the agent's turn recorded as interrupted. With ``2>&1`` its last line has no
+    reader either: it exited 1, failing to print it."""
     loop = Loop(project, tmp_path, "print('agent-started', flush=True)\ntime.sleep(60)\n")
     out = str(tmp_path / "pipeline")
     argv = [script("ralph-ledger"), "run", "--session", "s1", "--prompt", "PROMPT.md", "--", *loop.cmd]
     shell = subprocess.Popen(
-        [sys.executable, "-c", LEADER, out, *argv], cwd=project.dir, env=clean_env(), start_new_session=True
+        [sys.executable, "-c", LEADER, out, redirect or "-", *argv],
+        cwd=project.dir,
+        env=clean_env(),
+        start_new_session=True,
     )
     wait_for_file(loop.state / "count", shell)
     time.sleep(0.5)  # the agent has said it started
     os.killpg(shell.pid, signal.SIGINT)
     assert shell.wait(timeout=30) == 0
     assert Path(out + ".rc").read_text() == "130"
-    assert Path(out + ".err").read_text().splitlines() == [
-        "ralph-ledger run: s1: interrupted after 1 iteration(s): interrupted (Ctrl-C)"
-    ]
+    if not redirect:
+        assert Path(out + ".err").read_text().splitlines() == [
+            "ralph-ledger run: s1: interrupted after 1 iteration(s): interrupted (Ctrl-C)"
+        ]
     turn, override = project.journal("s1")[-2:]
     assert (turn["type"], turn["stop_reason"], override["reason"]) == (
         "agent_turn",
