@@ -182,11 +182,11 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
                 worktree, engine.work_dir = found
                 _check_agent(agent_cmd, engine.work_dir)
                 made = worktree.made or "reused"
-                print(
-                    f"[ralph-ledger] {session}: worktree {worktree.path} on branch {worktree.branch} ({made})"
-                )
+                where = f"worktree {worktree.path} on branch {worktree.branch}"
+                out.write(f"[ralph-ledger] {session}: {where} ({made})\n")
             if args.resume and os.path.realpath(engine.work_dir) != os.path.realpath(Path.cwd()):
-                print(f"[ralph-ledger] {session}: resuming in {engine.work_dir}, where it ran")
+                out.write(f"[ralph-ledger] {session}: resuming in {engine.work_dir}, where it ran\n")
+            out.flush()
             if args.resume and args.max_iterations is not None:
                 engine.set_max_iterations(session, args.max_iterations, "run --resume --max-iterations")
             with hold(worktree.path) if worktree else contextlib.nullcontext():  # one loop per worktree
