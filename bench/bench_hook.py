@@ -35,17 +35,8 @@ FAR = 100
 
 
 def fixture() -> Path:
-    """The largest Claude Code transcript fixture: ``shared/fixtures`` beside this checkout or any
-    folder above it (a worktree), else ``/work/shared`` (not in this repository:
-    docs/development.md#fixtures-outside-the-repository)."""
-    for d in (ROOT, *ROOT.parents):
-        path = d / "shared" / FIXTURE_NAME
-        if path.exists():
-            return path
-    path = Path("/work/shared") / FIXTURE_NAME
-    if path.exists():
-        return path
-    raise SystemExit(f"fixture not found: shared/{FIXTURE_NAME} beside {ROOT} or above it")
+    """The largest real Claude Code transcript of ``tests/fixtures/claude-code/``."""
+    return ROOT / "tests" / FIXTURE_NAME
 
 
 def compact(value: object) -> str:

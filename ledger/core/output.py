@@ -291,8 +291,10 @@ def _decimal_text(value: Decimal) -> str:
 
 
 def text(value: Any) -> str:
-    """One value as text, the same in the table and in CSV (NULL aside): nested values as compact
-    JSON, floats in full (``repr``), the rest as in JSON without quotes."""
+    """One value as text, the same in the table and in CSV (NULL aside; ``cell`` only keeps a table's
+    cell on one line and short): nested values as compact JSON, floats in full (``repr``: ``100.0``,
+    ``0.1``, as DuckDB and JSON write them), timestamps in ISO 8601 with their zone and their fraction
+    when it is not zero (``2024-05-01T10:00:00.500000+00:00``), the rest as in JSON without quotes."""
     value = plain(value)
     if isinstance(value, dict | list):
         return to_json(value)
@@ -304,17 +306,11 @@ def text(value: Any) -> str:
 
 
 def cell(value: Any) -> str:
-    """Text of one table cell: NULL as '-', floats compact, one line (line breaks as spaces, other
-    unprintable characters escaped), long text cut."""
+    """Text of one table cell: NULL as '-', else ``text`` (what CSV prints), on one line (line breaks
+    as spaces, other unprintable characters escaped), long text cut."""
     if value is None:
         return "-"
-    if isinstance(value, float) and math.isfinite(value):
-        shown = f"{value:g}"
-    elif isinstance(value, datetime):
-        shown = (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat(sep=" ", timespec="seconds")
-    else:
-        shown = text(value)
-    shown = printable(shown.replace("\r\n", " ").replace("\n", " "))
+    shown = printable(text(value).replace("\r\n", " ").replace("\n", " "))
     return shown if len(shown) <= MAX_CELL else shown[: MAX_CELL - 1] + "…"
 
 

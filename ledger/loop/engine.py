@@ -247,8 +247,11 @@ class Engine:
                 ),
             ]
         )
-        with fold(self._path(session_id)).pending(self.home, first) as ledger:
-            facts = read_facts(ledger, session_id, s.config.guards, self.clock())
+        read = fold(self._path(session_id))
+        with read.pending(self.home, first) as ledger:  # the row, if the journal did not move since
+            row = read.kept("sessions")
+            known = row if isinstance(row, dict) else None
+            facts = read_facts(ledger, session_id, s.config.guards, self.clock(), known=known)
         trips = check(facts, s.config.guards)
         evals = self._hooks(s, session_id, n, files_modified, results, detection.promises, agent_output)
         decision = evals[-1]

@@ -127,6 +127,12 @@ class Fold:
         self._computes[name] = (self._ledger, compute)
         return value
 
+    def kept(self, name: str) -> object | None:
+        """The value :meth:`memo` holds for ``name`` at the position read now; None when it holds
+        none there (never computed, or the journal moved on since)."""
+        kept = self._memo.get(name)
+        return kept[1] if kept is not None and kept[0] == (self.generation, self.cursor.offset) else None
+
     def rememo(self) -> None:
         """Compute again, at the position read now, each value :meth:`memo` was last asked for and
         no longer holds (a worker, between stops: the next stop finds it computed). A value whose

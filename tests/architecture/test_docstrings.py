@@ -42,8 +42,6 @@ EXAMPLES: Final[dict[str, str]] = {
     "ledger/cli/*_commands.py": "the pattern of the CLI's command modules (docs/design/architecture.md)",
     "tests/fixtures/clients/<client>-<version>/": "a client's captures (docs/design/clients.md)",
     "tests/stop-hook.test.sh": "a file of the official ralph-loop plugin's repository, not of this one",
-    "shared/fixtures/claude-code/": "real transcripts kept beside the checkout, named on one page: "
-    "docs/development.md#fixtures-outside-the-repository",
 }
 """Paths named as patterns or as files of another repository, and why each may not exist here."""
 

@@ -17,6 +17,7 @@ from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Label, ProgressBar, Static
 
+from ledger import plural
 from ledger.monitor import Fleet, SessionRow, SessionStatus, fleet_of
 from tui import format as fmt
 from tui.messages import OpenSession
@@ -96,7 +97,7 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
     stop += Text(" ⏸", style=fmt.AMBER) if row.paused and row.status == "running" else ""
     fails = row.consecutive_failures
     return {
-        "status": fmt.status_text(row.status) + stop,
+        "status": fmt.row_status_text(row) + stop,
         "session": Text(row.session_id, no_wrap=True),
         "source": Text(fmt.truncate(row.source, 12)),
         "iter": Text(iteration, justify="right"),
@@ -117,7 +118,8 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
 def matches(row: SessionRow, needle: str) -> bool:
     """Whether the filter text is a substring of the session's id, agent, task, status, branch or source."""
     needle, r = needle.lower(), row
-    return any(needle in f.lower() for f in (r.session_id, r.agent, r.task, r.status, r.branch, r.source))
+    fields = (r.session_id, r.agent, r.task, r.status, r.branch, r.source, "stalled" if r.stalled else "")
+    return any(needle in f.lower() for f in fields)
 
 
 class SessionsScreen(SteeringScreen):
@@ -164,6 +166,8 @@ class SessionsScreen(SteeringScreen):
         self.cell_cache: dict[str, dict[str, Text]] = {}
         self.status_counts: Counter[SessionStatus] = Counter()
         """Sessions per status, kept as rows change (the fleet totals are counted from it)."""
+        self.stalled = 0
+        """Running sessions that nothing drives, kept as rows change."""
         self.table = VirtualTable(self.columns, self.render_row, id="sessions")
         self._filter_timer: Timer | None = None
         self._fleet_line: Text | None = None
@@ -234,14 +238,16 @@ class SessionsScreen(SteeringScreen):
                 continue
             if old is not None:
                 counts[old.status] -= 1
+                self.stalled -= old.stalled
             counts[row.status] += 1
+            self.stalled += row.stalled
             self.rows[sid] = row
             self.cell_cache.pop(sid, None)
             changed.append(sid)
         if fleet is not None:
             self.fleet = fleet
         elif changed:
-            self.fleet = fleet_of(counts)
+            self.fleet = fleet_of(counts, self.stalled)
         if changed:
             self.table.invalidate(changed)
             if len(changed) <= MOVE_AT_MOST and self.table.row_count:
@@ -252,13 +258,15 @@ class SessionsScreen(SteeringScreen):
         return len(changed)
 
     def drop(self, ids: Iterable[str]) -> None:
-        """Drop these sessions (their journals were emptied)."""
+        """Drop these sessions (their journals were emptied or deleted)."""
         gone = [sid for sid in ids if sid in self.rows]
         for sid in gone:
-            self.status_counts[self.rows.pop(sid).status] -= 1
+            row = self.rows.pop(sid)
+            self.status_counts[row.status] -= 1
+            self.stalled -= row.stalled
             self.cell_cache.pop(sid, None)
         if gone:
-            self.fleet = fleet_of(self.status_counts)
+            self.fleet = fleet_of(self.status_counts, self.stalled)
             self.resort()
             self.show_fleet()
 
@@ -285,7 +293,7 @@ class SessionsScreen(SteeringScreen):
         """The header line: fleet totals, completion rate, sort and filter."""
         f = self.fleet
         line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(f"{f.sessions} sessions ", style="bold")
+        line.append(f"{plural(f.sessions, 'session')} ", style="bold")
         counts: tuple[tuple[SessionStatus, int], ...] = (
             ("running", f.running),
             ("complete", f.complete),
@@ -295,6 +303,9 @@ class SessionsScreen(SteeringScreen):
         for status, count in counts:
             symbol, colour = fmt.STATUS[status]
             line.append(f"{symbol} {count} {status} ", style=colour)
+            if status == "running" and f.stalled:
+                symbol, colour = fmt.STALLED
+                line.append(f"{symbol} {f.stalled} stalled ", style=colour)
         line.append(f"· completion {fmt.percent(f.completion_rate)}")
         sort = SORTS[self.sort_index]
         line.append(f"  · sort {sort.name} {'↓' if self.descending else '↑'}", style=fmt.GREY)

@@ -356,3 +356,13 @@ def recorded_config(config: LoopConfig) -> dict[str, Any]:
             del recorded[key]
     del recorded["notify"]  # its URLs may hold secrets: read from the configuration when sent
     return recorded
+
+
+def changed_settings(recorded: dict[str, Any], current: LoopConfig) -> list[str]:
+    """The settings of ``current`` (the configuration as a loop's start would read it now) that differ
+    from ``recorded`` (what the loop's ``session_started`` recorded), by name, the task aside: what an
+    edit of the configuration file since the start would change, were the loop to take it (it does
+    not: docs/design/loop-config.md)."""
+    now = recorded_config(current)
+    keys = (now.keys() | recorded.keys()) - {"task"}
+    return sorted(k for k in keys if now.get(k) != recorded.get(k))
