@@ -91,7 +91,9 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     ``worktree`` and ``branch`` the git worktree (its root) and branch it runs in (``run --worktree``),
     empty when it runs in the project's own checkout. ``task_kind`` is the configured kind of task
     (``kind``; "" when none); ``max_iterations_reason`` says how ``max_iterations`` was chosen when the
-    configuration asked for ``"auto"`` ("" otherwise)."""
+    configuration asked for ``"auto"`` ("" otherwise). ``work_dir`` is the folder a runner's agent works
+    in, relative to the folder holding the home (absolute outside it): ``run --resume`` works there
+    again, wherever it is typed ("" for loops driven otherwise, and before it was recorded)."""
 
     task: str = ""
     task_id: str = ""
@@ -106,6 +108,7 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     branch: str = ""
     task_kind: str = ""
     max_iterations_reason: str = ""
+    work_dir: str = ""
 
 
 class HookRegistered(Event, frozen=True, kw_only=True, gc=False, tag="hook_registered"):

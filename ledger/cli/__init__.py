@@ -148,45 +148,55 @@ def _main(argv: Sequence[str]) -> int:
         if args.command not in ("hook", "run"):  # (the runner has exit codes of its own)
             emit("")  # what print() left in the buffer: an error writing it names the output here
     except CliError as exc:
-        print(exc, file=sys.stderr)
+        _error(exc)
         return exc.code
     except LedgerLocked as exc:
-        print(f"ralph-ledger: {exc}; try again, or pass --wait SECONDS", file=sys.stderr)
+        _error(f"ralph-ledger: {exc}; try again, or pass --wait SECONDS")
         return 1
     except (LedgerError, JournalError) as exc:
-        print(f"ralph-ledger: {exc}", file=sys.stderr)
+        _error(f"ralph-ledger: {exc}")
         return 1
     except BrokenPipeError:
         _drop_stdout()
         return 0
     except KeyboardInterrupt:
-        print("ralph-ledger: interrupted", file=sys.stderr)
+        _error("ralph-ledger: interrupted")
         return 130
     except OSError as exc:
         from ledger.core.errors import os_error
 
         command = _command_of(argv)
         doing = f"running `ralph-ledger {command}`" if command else "running ralph-ledger"
-        print(f"ralph-ledger: {os_error(exc, doing)}", file=sys.stderr)
+        _error(f"ralph-ledger: {os_error(exc, doing)}")
         return 1
     except Exception as exc:
         if interrupts.interrupted():  # DuckDB reports Ctrl-C during a statement as its own error
-            print("ralph-ledger: interrupted", file=sys.stderr)
+            _error("ralph-ledger: interrupted")
             return 130
         from ledger.core.errors import one_line
 
-        print(f"ralph-ledger: internal error ({type(exc).__name__}): {one_line(exc, 300)}", file=sys.stderr)
+        _error(f"ralph-ledger: internal error ({type(exc).__name__}): {one_line(exc, 300)}")
         return 1
     return 0
 
 
-def _drop_stdout() -> None:
-    """Point stdout at /dev/null once its reader went away, so that the interpreter's last flush
-    at exit neither fails nor prints a traceback."""
+def _drop_stdout(stream: str = "stdout") -> None:
+    """Point stdout (or ``stream``, ``"stderr"``) at /dev/null once its reader went away, so that the
+    interpreter's last flush at exit neither fails nor prints a traceback."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, getattr(sys, stream).fileno())
         os.close(devnull)
+
+
+def _error(line: object) -> None:
+    """Say ``line`` on stderr; one whose reader went away (``2>&1 | tee`` ended by Ctrl-C) is pointed
+    at /dev/null instead, so that the exit status stays the command's (it was 1: an error printing the
+    error)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        _drop_stdout("stderr")
 
 
 # The commands that read a home: one given with --home or $RALPH_HOME must exist (a typo is not a new,

@@ -75,15 +75,19 @@ def _read_prompt(path: str | None, *, required: bool = True) -> str:
     return text
 
 
-def _check_agent(agent_cmd: list[str], missing: str) -> None:
-    """``CliError`` (exit 2) when there is no agent command (``missing`` says why) or its program is
-    not found."""
-    import shutil
-
+def _need_agent(agent_cmd: list[str], missing: str) -> None:
+    """``CliError`` (exit 2) when there is no agent command (``missing`` says why)."""
     if not agent_cmd:
         raise CliError(f"ralph-ledger run: {missing} after -- (see --help)", 2)
-    if shutil.which(agent_cmd[0]) is None:
-        raise CliError(f"ralph-ledger run: agent command not found: {agent_cmd[0]}", 2)
+
+
+def _check_agent(agent_cmd: list[str], work_dir: Path) -> None:
+    """``CliError`` (exit 2) when the agent's program cannot run in ``work_dir``, where it will run
+    (``ledger.drivers.runner.agent_path``): not found there, or not executable."""
+    from ledger.drivers.runner.agent_path import agent_problem
+
+    if why := agent_problem(agent_cmd[0], work_dir):
+        raise CliError(f"ralph-ledger run: {why}", 2)
 
 
 def _detach_hung_up() -> None:
@@ -93,9 +97,14 @@ def _detach_hung_up() -> None:
         try:
             os.write(fd, b"")
         except OSError:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, fd)
-            os.close(null)
+            _to_null(fd)
+
+
+def _to_null(fd: int) -> None:
+    """Point the descriptor ``fd`` at ``/dev/null``."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
 
 
 def cmd_run(home: Home, args: argparse.Namespace) -> None:
@@ -103,20 +112,22 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     stdout.
 
     Prints the outcome on completion; any other outcome raises ``CliError`` with the runner's exit
-    code (3 blocked, 4 escalated, 130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP). With
-    ``--resume`` the prompt and the agent command the session recorded are used unless given again.
-    Raises ``CliError`` (exit 2) for bad usage (no agent command, no prompt, an agent program not
-    found), (exit 1) for a configuration that would fail (checked in full before the agent starts)
-    or a session the engine refuses to start or resume. With ``--worktree NAME`` (or resuming a
-    session that ran in one) the loop runs in its own git worktree (``ledger.drivers.runner.worktrees``);
-    one that cannot be used is one line (exit 2; exit 1 when another loop holds it).
+    code (3 blocked, 4 escalated, 130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP, 141 when
+    stdout was closed). With ``--resume`` the prompt and the agent command the session recorded are
+    used unless given again, in the folder it recorded. Raises ``CliError`` (exit 2) for bad usage (no
+    agent command, no prompt, an agent program not found or not executable where it will run), (exit
+    1) for a configuration that would fail (checked in full before the agent starts), a session the
+    engine refuses to start or resume, or one another process runs (``ledger.core.runners``). With
+    ``--worktree NAME`` (or resuming a session that ran in one) the loop runs in its own git worktree
+    (``ledger.drivers.runner.worktrees``); one that cannot be used is one line (exit 2; exit 1 when
+    another loop holds it).
     """
-    from datetime import UTC, datetime
-
     import msgspec
 
+    from ledger.core.runners import SessionBusy, running
+    from ledger.drivers.runner.agent_process import Output
     from ledger.drivers.runner.formats import missing_flag, plain_refusal, resolve
-    from ledger.drivers.runner.run import recorded, recorded_worktree, run_loop
+    from ledger.drivers.runner.run import EXIT_OUTPUT_CLOSED, recorded, recorded_place, run_loop
     from ledger.drivers.runner.worktrees import WorktreeError, hold
     from ledger.loop.config.loop_config import ConfigError, LoopConfig, config_path, load_checked
     from ledger.loop.engine import Engine
@@ -129,19 +140,24 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     home = _shared_home(home, args)
     engine = Engine(home, work_dir=Path.cwd(), notify=notify_events)
     agent_cmd = list(args.agent_cmd)
-    place = ("", "")  # the worktree and branch a resumed session runs in
+    place = ("", "", "")  # the worktree, branch and folder a resumed session runs in
     if not args.resume:
-        _check_agent(agent_cmd, "missing the agent command")
+        _need_agent(agent_cmd, "missing the agent command")
+        if args.worktree is None:  # found here, where it will run (in a worktree: checked there)
+            _check_agent(agent_cmd, engine.work_dir)
         prompt = _read_prompt(args.prompt)
     else:  # what is not given again is what the session recorded
         prompt = _read_prompt(args.prompt, required=False)
         try:
             task, command = recorded(engine, args.resume)
-            place = recorded_worktree(engine, args.resume)
+            place = recorded_place(engine, args.resume)
         except EngineError as exc:
             raise CliError(f"ralph-ledger run: {exc}") from None
         prompt, agent_cmd = prompt or task, agent_cmd or command
-        _check_agent(agent_cmd, f"session {args.resume} recorded no agent command: pass it")
+        _need_agent(agent_cmd, f"session {args.resume} recorded no agent command: pass it")
+        if not place[0]:  # the project's own checkout: in the folder the session began in, or here
+            engine.work_dir = _recorded_folder(place[2]) or engine.work_dir
+            _check_agent(agent_cmd, engine.work_dir)
         if not prompt.strip():
             raise CliError(
                 f"ralph-ledger run: session {args.resume} recorded no prompt: pass --prompt FILE", 2
@@ -157,39 +173,75 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
         config = msgspec.structs.replace(config, max_iterations=args.max_iterations)
     if args.kind:
         config = msgspec.structs.replace(config, kind=args.kind)
-    session = args.resume or args.session or f"{args.worktree or 'run'}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-    worktree = None
-    if found := _worktree(args, place):
-        worktree, engine.work_dir = found
-        made = worktree.made or "reused"
-        print(f"[ralph-ledger] {session}: worktree {worktree.path} on branch {worktree.branch} ({made})")
+    session = args.resume or args.session or _new_id(args.worktree or "run")
+    out = Output(sys.stdout)
     try:
-        if args.resume and args.max_iterations is not None:
-            engine.set_max_iterations(session, args.max_iterations, "run --resume --max-iterations")
-        with hold(worktree.path) if worktree else contextlib.nullcontext():  # one loop per worktree
-            result = run_loop(
-                engine,
-                session,
-                config,
-                agent_cmd,
-                prompt,
-                iteration_timeout_s=args.timeout,
-                out=sys.stdout,
-                resume=bool(args.resume),
-                rate_limit_wait_s=args.rate_limit_wait,
-                agent_format=resolve(args.agent_format, agent_cmd),
-                worktree=worktree,
-            )
+        with running(home, session):  # one run of a session at a time, before anything is made
+            worktree = None
+            if found := _worktree(args, place, agent_cmd[0]):
+                worktree, engine.work_dir = found
+                _check_agent(agent_cmd, engine.work_dir)
+                made = worktree.made or "reused"
+                where = f"worktree {worktree.path} on branch {worktree.branch}"
+                out.write(f"[ralph-ledger] {session}: {where} ({made})\n")
+            if args.resume and os.path.realpath(engine.work_dir) != os.path.realpath(Path.cwd()):
+                out.write(f"[ralph-ledger] {session}: resuming in {engine.work_dir}, where it ran\n")
+            out.flush()
+            if args.resume and args.max_iterations is not None:
+                engine.set_max_iterations(session, args.max_iterations, "run --resume --max-iterations")
+            with hold(worktree.path) if worktree else contextlib.nullcontext():  # one loop per worktree
+                result = run_loop(
+                    engine,
+                    session,
+                    config,
+                    agent_cmd,
+                    prompt,
+                    iteration_timeout_s=args.timeout,
+                    out=out,
+                    resume=bool(args.resume),
+                    rate_limit_wait_s=args.rate_limit_wait,
+                    agent_format=resolve(args.agent_format, agent_cmd),
+                    worktree=worktree,
+                )
+    except SessionBusy as exc:
+        raise CliError(f"ralph-ledger run: {exc}") from None
     except EngineError as exc:
         raise CliError(f"ralph-ledger run: {exc}") from None
     except WorktreeError as exc:  # another loop holds the worktree
         raise CliError(f"ralph-ledger run: {exc}", exc.code) from None
     summary = f"{result.session_id}: {result.signal or 'interrupted'} after {result.iterations} iteration(s)"
+    if out.gone:  # its reader went away (| head): the last flush must not fail
+        _to_null(1)
     if not result.signal:
         _detach_hung_up()
+    if result.exit_code == EXIT_OUTPUT_CLOSED:
+        raise CliError(
+            f"ralph-ledger run: {result.session_id}: stopped at iteration {result.iterations}: stdout was "
+            f"closed; resume with --resume {result.session_id}",
+            result.exit_code,
+        )
     if result.exit_code != 0:
         raise CliError(f"ralph-ledger run: {summary}: {result.reason}", result.exit_code)
     print(f"ralph-ledger run: {summary}: {result.reason}")
+
+
+def _new_id(name: str) -> str:
+    """A new session's id when none is given: ``NAME-<UTC time>-<6 random hex digits>``, so that loops
+    started in the same second (in one checkout, or in a fleet sharing a home) never take one id."""
+    import secrets
+    from datetime import UTC, datetime
+
+    return f"{name}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def _recorded_folder(folder: str, inside: Path | None = None) -> Path | None:
+    """The folder a resumed session recorded its agent works in, if it is still there (and, for a
+    session in a worktree, in the worktree ``inside``); ``None`` otherwise."""
+    if not folder or not Path(folder).is_dir():
+        return None
+    if inside is not None and not Path(os.path.realpath(folder)).is_relative_to(os.path.realpath(inside)):
+        return None
+    return Path(folder)
 
 
 # ----------------------------------------------------------------------------- run --worktree
@@ -208,10 +260,14 @@ def _shared_home(home: Home, args: argparse.Namespace) -> Home:
         raise CliError(f"ralph-ledger run: {exc}", exc.code) from None
 
 
-def _worktree(args: argparse.Namespace, place: tuple[str, str]) -> tuple[Worktree, Path] | None:
+def _worktree(
+    args: argparse.Namespace, place: tuple[str, str, str], program: str
+) -> tuple[Worktree, Path] | None:
     """The worktree the loop runs in, made or reused (``ledger.drivers.runner.worktrees``): ``--worktree
     NAME``'s, or the one a resumed session recorded; with the folder of it the loop works in (the
-    current directory's in its checkout). ``None`` for the project's own checkout.
+    one the session recorded, else the current directory's in its checkout). ``None`` for the
+    project's own checkout. A new worktree is not made when the agent's ``program``, a relative
+    path, is not an executable file of the commit it would be made from.
 
     Raises ``CliError`` (exit 2) for a ``--worktree`` a resumed session did not run in, or one
     that cannot be used (``WorktreeError``'s own exit status).
@@ -225,7 +281,7 @@ def _worktree(args: argparse.Namespace, place: tuple[str, str]) -> tuple[Worktre
         work_dir,
     )
 
-    path, branch = place
+    path, branch, folder = place
     if args.worktree is None and not path:
         return None
     if args.resume and (branch_of(args.worktree) if args.worktree else branch) != branch:
@@ -238,8 +294,11 @@ def _worktree(args: argparse.Namespace, place: tuple[str, str]) -> tuple[Worktre
         if path:  # where the session ran, made again from its branch if it was removed
             repository = Path(path).parent.parent.parent  # <repository>/.ralph/worktrees/NAME
             made = ensure(repository if repository.is_dir() else cwd, Path(path), branch, create_branch=False)
+            if (recorded := _recorded_folder(folder, inside=made.path)) is not None:
+                return made, recorded
         else:
-            made = ensure(cwd, folder_of(repository_of(cwd), args.worktree), branch_of(args.worktree))
+            name = args.worktree
+            made = ensure(cwd, folder_of(repository_of(cwd), name), branch_of(name), program=program)
         return made, work_dir(cwd, made.path)
     except WorktreeError as exc:
         raise CliError(f"ralph-ledger run: {exc}", exc.code) from None

@@ -267,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--session",
         type=session_id_arg,
         metavar="ID",
-        help="id of the new session (default: run-<UTC timestamp>; with --worktree, NAME-<UTC timestamp>)",
+        help="id of the new session (default: run-<UTC time>-<6 random hex digits>; --worktree: NAME-...)",
     )
     g.add_argument(
         "--resume",

@@ -83,9 +83,12 @@ class Engine:
         """The session's journal; raises ``JournalError`` for an invalid session id."""
         return Journal(journal_path(self.home.journals, session_id), fsync=self.fsync, clock=self.clock)
 
-    def append(self, session_id: str, *events: ev.Event) -> None:
-        """Append ``events`` to the session's journal, all or none, then tell ``notify``."""
-        self.journal(session_id).append(*events)
+    def append(self, session_id: str, *events: ev.Event, check: Callable[[], None] | None = None) -> None:
+        """Append ``events`` to the session's journal, all or none, then tell ``notify``; ``check`` runs
+        under the journal's lock first (``Journal``)."""
+        journal = self.journal(session_id)
+        journal.check = check
+        journal.append(*events)
         if self.notify is not None:
             self.notify(journal_path(self.home.journals, session_id), events, self.work_dir)
 
@@ -141,11 +144,18 @@ class Engine:
         prompt: str = "",
         command: Sequence[str] = (),
         worktree: tuple[str, str] = ("", ""),
+        work_dir: str = "",
     ) -> NextResult:
-        """iteration_start: record the configuration, what a runner runs and where; begin iteration 1."""
+        """iteration_start: record the configuration, what a runner runs and where; begin iteration 1.
+        Exclusive: of two processes starting one session at once, one starts it and the other gets
+        ``EngineError`` (the check runs again under the journal's lock)."""
         path = journal_path(self.home.journals, session_id)
-        if path.exists() and not only_errors(path):
-            raise EngineError(f"session {session_id!r} already exists")
+
+        def unstarted() -> None:
+            if path.exists() and path.stat().st_size and not only_errors(path):
+                raise EngineError(f"session {session_id!r} already exists")
+
+        unstarted()
         rules = [*parse_rules(config.rules, "configuration"), *self.custom_rules]
         max_it, why = astuple(limit_for(self.home, config))
         hooks = [
@@ -172,6 +182,7 @@ class Engine:
                 config=recorded_config(config),
                 worktree=worktree[0],
                 branch=worktree[1],
+                work_dir=work_dir,
             ),
             *hooks,
             ev.IterationStarted(session_id=session_id, iteration=1, max_iterations=max_it),
@@ -183,6 +194,7 @@ class Engine:
                 phase="iteration",
                 step=1,
             ),
+            check=unstarted,
         )
         return NextResult(session_id, 1, max_it, f"{session_id}-cp1", f"Started iteration 1 of {max_it}")
 

@@ -284,12 +284,22 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class Journal:
-    """One session's append-only journal file."""
+    """One session's append-only journal file. ``check``, when given, runs under the lock before each
+    append: what it raises aborts the append, nothing written (``Engine.start``: a session is started
+    once, however many processes start it at the same time)."""
 
-    def __init__(self, path: Path, *, fsync: bool = True, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        fsync: bool = True,
+        clock: Clock = utc_now,
+        check: Callable[[], None] | None = None,
+    ) -> None:
         self.path = path
         self.fsync = fsync
         self.clock = clock
+        self.check = check
 
     @classmethod
     def for_session(cls, journals_dir: Path, session_id: str, **kw: bool | Clock) -> Journal:
@@ -312,6 +322,8 @@ class Journal:
         """Append events with the next seqs, all or none (see the module docstring); returns them as
         written. Raises ``OSError`` when they could not be written; the journal is then unchanged."""
         with operation(f"appending to the journal {self.path}"), self._locked() as fd:
+            if self.check is not None:
+                self.check()
             rfd = os.open(self.path, os.O_RDONLY)
             try:
                 seq, torn = _last_seq(rfd, os.fstat(rfd).st_size)

@@ -17,6 +17,8 @@ from tests.helpers import AGENT_PREAMBLE
 from tests.journeys.conftest import Project, clean_env, script
 
 TASK = "Make the tests pass.\n"
+LABEL = TASK.strip()
+"""The session's task: the prompt without its last newline (the agent gets the prompt as written)."""
 
 AGENT = "import os\n" + AGENT_PREAMBLE + '(state / f"prompt{n}.txt").write_text(prompt)\n'
 """The start of every scripted agent: it counts its runs (``n``) and keeps each run's prompt."""
@@ -211,13 +213,13 @@ def test_a_session_records_its_prompt_and_command_and_resumes_from_them(
     send(proc, signal.SIGINT)
     assert proc.wait(timeout=20) == 130
     (row,) = project.sessions()
-    assert (row["status"], row["task"], row["agent"]) == ("running", TASK, Path(sys.executable).name)
+    assert (row["status"], row["task"], row["agent"]) == ("running", LABEL, Path(sys.executable).name)
 
     resumed = project.cli("run", "--resume", "s1", input="not the prompt\n")
     assert resumed.returncode == 0, resumed.stderr
     assert (loop.state / "prompt2.txt").read_text() == TASK
     (row,) = project.sessions()
-    assert (row["status"], row["task"], row["agent"]) == ("complete", TASK, Path(sys.executable).name)
+    assert (row["status"], row["task"], row["agent"]) == ("complete", LABEL, Path(sys.executable).name)
 
 
 # ----------------------------------------------------------------------------- stop and set
@@ -290,7 +292,7 @@ def test_a_signal_while_the_agent_runs_ends_it_records_and_resumes(
     assert "agent-started" in turn["output_excerpt"]
     assert (override["type"], override["kind"], override["reason"]) == ("override", "interrupted", reason)
     (row,) = project.sessions()
-    assert (row["status"], row["task"], row["agent"]) == ("running", TASK, Path(sys.executable).name)
+    assert (row["status"], row["task"], row["agent"]) == ("running", LABEL, Path(sys.executable).name)
 
     resumed = resume(project)
     assert resumed.returncode == 0, resumed.stderr

@@ -478,10 +478,10 @@ def test_a_runner_session_records_its_task_agent_and_command(engine: Engine, sta
     loop(engine, cmd, LoopConfig())
     (started,) = [e for e in events_of(engine, "s1") if isinstance(e, E.SessionStarted)]
     assert (started.prompt, started.command) == (PROMPT, cmd)
-    assert (started.task, started.agent) == (PROMPT, Path(sys.executable).name)
+    assert (started.task, started.agent) == (PROMPT.strip(), Path(sys.executable).name)  # a label
     assert recorded(engine, "s1") == (PROMPT, cmd)
     row = engine.status("s1")
-    assert (row["task"], row["agent"]) == (PROMPT, Path(sys.executable).name)
+    assert (row["task"], row["agent"]) == (PROMPT.strip(), Path(sys.executable).name)
 
 
 def test_a_configured_task_and_agent_name_are_kept(engine: Engine, state: Path) -> None:

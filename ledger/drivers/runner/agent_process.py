@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Final, TextIO
+from typing import IO, Any, Final, Protocol
 
 from ledger.core.processes import kill_group
 
@@ -56,6 +56,45 @@ class AgentRun:
             last = next((ln.strip() for ln in reversed(self.output.splitlines()) if ln.strip()), "")
         said = f": {last[:300]}" if last else ""
         return f"agent exited {self.returncode}{said}"
+
+
+class Writer(Protocol):
+    """Where a run's output goes (a text stream: ``sys.stdout``, ``io.StringIO``, ``Output``)."""
+
+    def write(self, text: str, /) -> int:
+        """Write ``text``; its length."""
+        ...
+
+    def flush(self) -> None:
+        """Write out what is buffered."""
+        ...
+
+
+class Output:
+    """The runner's output (its stdout): once a write fails because the reader went away (``| head``)
+    or the stream was closed, ``gone`` is set and later writes are dropped, so the agent's output is
+    still read and recorded and the loop ends after its turn (``ledger.drivers.runner.run``)."""
+
+    def __init__(self, stream: Writer | None) -> None:
+        self.stream = stream  # None: nowhere (``sys.stdout`` of a process started with it closed)
+        self.gone = False
+
+    def write(self, text: str, /) -> int:
+        """Write ``text`` (dropped once the stream is gone); its length."""
+        if self.stream is not None and not self.gone:
+            try:
+                self.stream.write(text)
+            except (OSError, ValueError):
+                self.gone = True
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the stream (nothing once it is gone)."""
+        if self.stream is not None and not self.gone:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError):
+                self.gone = True
 
 
 class Interrupted(KeyboardInterrupt):
@@ -142,7 +181,7 @@ def run_agent(
     *,
     cwd: Path,
     timeout_s: float,
-    out: TextIO,
+    out: Writer,
     timer: Callable[[], float] = time.monotonic,
     env: Mapping[str, str] | None = None,
 ) -> AgentRun:

@@ -5,13 +5,13 @@ on stdin, streams and keeps its output, kills its whole process group past ``ite
 and hands the turn (read in the agent's format, ``ledger.drivers.runner.formats``) to the loop step
 (``ledger.loop.step``), which decides. A pause waits, polling the journal; a signal kills the agent,
 records its turn so far and an ``interrupted`` override, and leaves the session resumable
-(``resume=True`` carries on with its current iteration). Exit codes, prompts, signals and limits:
+(``resume=True`` carries on with its current iteration); a reader of its output that went away
+(``| head``) ends it after the turn under way is recorded. Exit codes, prompts, signals and limits:
 docs/runner.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Final
 
 import msgspec
 
@@ -28,6 +28,8 @@ from ledger.core.errors import one_line
 from ledger.drivers.runner.agent_process import (
     AgentRun,
     Interrupted,
+    Output,
+    Writer,
     interrupted_reason,
     interrupts,
     run_agent,
@@ -55,6 +57,11 @@ EXIT_ESCALATED: Final = 4
 
 EXIT_INTERRUPTED: Final = 130
 
+EXIT_OUTPUT_CLOSED: Final = 128 + signal.SIGPIPE
+
+OUTPUT_CLOSED: Final = "interrupted (stdout closed)"
+"""The reason recorded when the loop ended because its output was closed (``| head``)."""
+
 PAUSE_POLL_S: Final = 0.5
 """How often a paused loop reads its journal for a resume or a stop, in seconds."""
 
@@ -81,11 +88,22 @@ def recorded(engine: Engine, session_id: str) -> tuple[str, list[str]]:
     return started.prompt or started.task, list(started.command)
 
 
-def recorded_worktree(engine: Engine, session_id: str) -> tuple[str, str]:
+def recorded_place(engine: Engine, session_id: str) -> tuple[str, str, str]:
     """The git worktree (its root) and branch the session recorded it runs in, ``("", "")`` for
-    one in the project's own checkout. Raises ``EngineError`` when there is no such session."""
+    one in the project's own checkout, and the folder its agent works in, absolute (``""``: not
+    recorded). Raises ``EngineError`` when there is no such session."""
     started = LoopSession(engine, session_id, "").started()
-    return started.worktree, started.branch
+    folder = os.path.join(engine.home.root.parent, started.work_dir) if started.work_dir else ""
+    return started.worktree, started.branch, os.path.normpath(folder) if folder else ""
+
+
+def work_dir_record(engine: Engine) -> str:
+    """The engine's work folder as a session records it: relative to the folder holding the home
+    (the project, for its own ``.ralph``: a project moved with its home resumes where it ran),
+    absolute when outside that folder."""
+    base, here = os.path.realpath(engine.home.root.parent), os.path.realpath(engine.work_dir)
+    relative = os.path.relpath(here, base)
+    return here if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
 
 
 def run_loop(
@@ -96,7 +114,7 @@ def run_loop(
     prompt: str,
     *,
     iteration_timeout_s: float,
-    out: TextIO,
+    out: Writer,
     resume: bool = False,
     timer: Callable[[], float] = time.monotonic,
     rate_limit_wait_s: float = 60.0,
@@ -120,6 +138,10 @@ def run_loop(
     ``worktree`` (``ledger.drivers.runner.worktrees``; the engine's ``work_dir`` is in it) records it when it
     starts, and its agent runs with ``RALPH_HOME`` naming the engine's home, so a Stop hook or a
     ``ralph-ledger`` the agent runs records there too, never in a home of the worktree's own.
+    A new session records the engine's ``work_dir`` (``work_dir_record``), where a resume works
+    again. Once ``out`` is
+    gone (``Output``: its reader went away), the turn under way runs to its end and is recorded, and
+    the loop ends there (``EXIT_OUTPUT_CLOSED``) unless that turn ended it.
     """
     if not agent_cmd:
         raise ValueError("run_loop needs an agent command")
@@ -134,16 +156,24 @@ def run_loop(
     else:
         config = msgspec.structs.replace(
             config,
-            task=config.task or prompt,
+            task=config.task or prompt.strip(),  # a label: not the prompt file's last newline
             agent=config.agent or Path(agent_cmd[0]).name,
             # the default of the configured agent; "auto" is chosen by the engine (ledger.loop.decide.limits)
             max_iterations="auto" if config.max_iterations == "auto" else config.effective_max_iterations(),
         )
         where = (str(worktree.path), worktree.branch) if worktree else ("", "")
-        started = engine.start(session_id, config, prompt=prompt, command=agent_cmd, worktree=where)
+        started = engine.start(
+            session_id,
+            config,
+            prompt=prompt,
+            command=agent_cmd,
+            worktree=where,
+            work_dir=work_dir_record(engine),
+        )
         n, max_it = started.iteration, started.max_iterations
         stdin_text, advance = prompt, False
-    loop = _Loop(engine, session_id, out, rate_limit_wait_s, agent_format or detect(agent_cmd))
+    output = out if isinstance(out, Output) else Output(out)
+    loop = _Loop(engine, session_id, output, rate_limit_wait_s, agent_format or detect(agent_cmd))
     loop.session = LoopSession(engine, session_id, prompt)
     loop.agent_cmd = agent_cmd
     if not resume and config.max_iterations == "auto":  # say how the limit was chosen
@@ -179,7 +209,7 @@ class _Loop:
     """One ``run_loop``: the iterations, and what an interruption records at each step."""
 
     def __init__(
-        self, engine: Engine, session_id: str, out: TextIO, rate_limit_wait_s: float, fmt: AgentFormat
+        self, engine: Engine, session_id: str, out: Output, rate_limit_wait_s: float, fmt: AgentFormat
     ) -> None:
         self.engine, self.session_id, self.out, self.fmt = engine, session_id, out, fmt
         self.sidecar = fmt.sidecar()  # what the format reads beside stdout, for this loop
@@ -195,9 +225,8 @@ class _Loop:
 
     def say(self, text: str) -> None:
         """Write one ``[ralph-ledger]`` line to ``out`` (a terminal gone after SIGHUP is ignored)."""
-        with contextlib.suppress(OSError, ValueError):
-            self.out.write(text)
-            self.out.flush()
+        self.out.write(text)
+        self.out.flush()
 
     def iterate(
         self,
@@ -213,6 +242,8 @@ class _Loop:
         limited = 0  # rate-limited runs in a row
         while True:
             self.n = n
+            if self.out.gone:  # nobody reads what the next iteration would say
+                return self.output_closed()
             self.say(f"[ralph-ledger] {sid}: iteration {n} of {max_it}\n")
             self.before = before = snapshot(engine.work_dir, engine.home.root)
             with self.sidecar.run(agent_cmd) as side:  # e.g. Copilot's usage file
@@ -272,6 +303,9 @@ class _Loop:
         prompt, or how the loop ended. While the session is paused, wait, polling the journal, for a
         resume (or a stop: the loop ends blocked)."""
         sid = self.session_id
+        if isinstance(decision, Wait) and self.out.gone:  # no one would see the pause, nor resume it
+            self.n = n
+            return self.output_closed()
         if isinstance(decision, Wait):
             self.say(
                 f"[ralph-ledger] {sid}: paused after iteration {n}; resume it with "
@@ -314,6 +348,15 @@ class _Loop:
             f"until {until}, then iteration {self.n} again (Ctrl-C stops; --resume goes on)\n"
         )
         time.sleep(wait)
+
+    def output_closed(self) -> RunResult:
+        """End the loop after its output was closed: an ``interrupted`` override at the current
+        iteration (its turn, if it ran, is recorded); the session stays running and resumable."""
+        sid, n = self.session_id, self.n
+        if ev.session_status(self.engine.status(sid)["status"]) == "running":
+            override = ev.Override(session_id=sid, iteration=n, kind="interrupted", reason=OUTPUT_CLOSED)
+            self.session.record(override)
+        return RunResult(sid, EXIT_OUTPUT_CLOSED, "", n, OUTPUT_CLOSED)
 
     def interrupted(self, exc: KeyboardInterrupt) -> RunResult:
         """Record an interruption: the agent's (partial) turn if the engine has not recorded it, then

@@ -146,9 +146,11 @@ def _short(ref: str) -> str:
     return ref.removeprefix("refs/heads/") if ref else "a detached HEAD"
 
 
-def ensure(cwd: Path, path: Path, branch: str, *, create_branch: bool = True) -> Worktree:
+def ensure(cwd: Path, path: Path, branch: str, *, create_branch: bool = True, program: str = "") -> Worktree:
     """The worktree at ``path`` on ``branch``, made if it is missing (from ``branch`` if it exists,
-    else, if ``create_branch``, as a new branch from ``cwd``'s ``HEAD``).
+    else, if ``create_branch``, as a new branch from ``cwd``'s ``HEAD``). A ``program`` given by a
+    relative path (the agent's: it runs from the worktree's folder matching ``cwd``) must be an
+    executable file of the commit the worktree is made from, or it is not made.
 
     Refused (``WorktreeError``, exit 2) when ``path`` is a worktree on another branch, ``branch`` is
     checked out elsewhere, ``path`` holds something else, or the repository has no commit yet;
@@ -158,14 +160,16 @@ def ensure(cwd: Path, path: Path, branch: str, *, create_branch: bool = True) ->
     try:
         make_root(repository / DEFAULT_HOME)
         with loop_lock(path.parent):  # one creation at a time (two loops starting together)
-            return _ensure(cwd, repository, path, branch, create_branch)
+            return _ensure(cwd, repository, path, branch, create_branch, program)
     except LockBusy as exc:
         raise WorktreeError(f"--worktree: {exc}", 1) from None
     except OSError as exc:
         raise WorktreeError(f"--worktree: cannot make {path}: {error_reason(exc)}", 1) from None
 
 
-def _ensure(cwd: Path, repository: Path, path: Path, branch: str, create_branch: bool) -> Worktree:
+def _ensure(
+    cwd: Path, repository: Path, path: Path, branch: str, create_branch: bool, program: str
+) -> Worktree:
     """``ensure``'s work, under the lock of the worktrees' folder."""
     ignore = path.parent / ".gitignore"
     if not ignore.exists():
@@ -196,6 +200,8 @@ def _ensure(cwd: Path, repository: Path, path: Path, branch: str, create_branch:
     prefix = _prefix(cwd)  # the loop works in this folder of the worktree: it must have it
     if prefix and _git(cwd, "cat-file", "-e", f"{ref if has_branch else 'HEAD'}:{prefix}").returncode != 0:
         raise WorktreeError(_lacks(path, prefix))
+    if why := _program_lacking(cwd, prefix, ref if has_branch else "HEAD", program, path):
+        raise WorktreeError(why)
     if has_branch:
         made, done = f"made from branch {branch}", _git(cwd, "worktree", "add", str(path), branch)
     else:
@@ -224,6 +230,31 @@ def _prefix(cwd: Path) -> str:
 def _lacks(worktree: Path, prefix: str) -> str:
     """The refusal of a worktree that does not have the folder the loop works in."""
     return f"--worktree: {prefix} is not in {worktree} (not committed): run from a folder HEAD has"
+
+
+def _program_lacking(cwd: Path, prefix: str, rev: str, program: str, worktree: Path) -> str:
+    """Why the relative ``program``, run from the folder ``prefix`` of a worktree made from ``rev``,
+    would not be found there or not be executable (``""``: it would run, or is looked for elsewhere:
+    an absolute path, a name on ``PATH``, a path out of the repository)."""
+    if "/" not in program or os.path.isabs(program):
+        return ""
+    name = os.path.normpath(os.path.join(prefix, program))
+    if name.startswith(".."):
+        return ""
+    done = _git(cwd, "ls-tree", "-z", "--full-tree", rev, "--", name)
+    mode = done.stdout.split(" ", 1)[0] if done.returncode == 0 else ""
+    made_from = _short(rev) if rev != "HEAD" else "HEAD"
+    if not mode:
+        return (
+            f"agent command not found: {program} is not in {made_from}, which the worktree {worktree} is "
+            "made from (commit it, or give the agent's absolute path)"
+        )
+    if mode == "100644":
+        return (
+            f"agent command is not executable: {program} in {made_from}, which the worktree {worktree} is "
+            f"made from (chmod +x {program}, then commit it)"
+        )
+    return ""
 
 
 @contextmanager
