@@ -154,12 +154,16 @@ class SessionScreen(SteeringScreen):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012 (an instance variable in Textual)
 
     # The panels share the screen in proportions, so they grow with the terminal and reflow on a
-    # resize; a short terminal (under 30 rows) gives the detail and the event log fixed heights.
+    # resize; a short terminal (under 30 rows) gives the detail, the event log and the charts fixed
+    # heights, so that the score, files and tokens charts all fit in view at 80x24 (each chart draws
+    # what fits its size: the latest iterations, the most modified files).
     DEFAULT_CSS = """
     SessionScreen { layout: vertical; }
     SessionScreen.-short #detail-box { height: 7; min-height: 7; }
     SessionScreen.-short #events { height: 5; min-height: 5; }
-    SessionScreen.-short #plot { height: 8; }
+    SessionScreen.-short #plot { height: 6; min-height: 6; }
+    SessionScreen.-short #heat { max-height: 5; }
+    SessionScreen.-short #tokens { max-height: 6; }
     SessionScreen #title { height: 1; padding: 0 1; background: $boost; }
     SessionScreen #body { height: 1fr; }
     SessionScreen #left { width: 2fr; }
@@ -170,6 +174,8 @@ class SessionScreen(SteeringScreen):
     SessionScreen #right { width: 1fr; min-width: 28; }
     SessionScreen #right > * { border: round $primary 40%; border-title-color: $text-accent; }
     SessionScreen #plot { height: 40%; min-height: 8; }
+    SessionScreen #heat { max-height: 30%; }
+    SessionScreen #tokens { max-height: 40%; }
     SessionScreen #checkpoints { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     SessionScreen #events {
         height: 25%; min-height: 8; overflow-x: hidden; border: round $primary 40%;

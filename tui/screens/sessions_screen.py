@@ -120,6 +120,56 @@ def matches(row: SessionRow, needle: str) -> bool:
     return any(needle in f.lower() for f in (r.session_id, r.agent, r.task, r.status, r.branch, r.source))
 
 
+@dataclass(frozen=True)
+class FleetView:
+    """What the fleet line says besides the totals: the sort, the filter and its count, a note."""
+
+    sort: str
+    filter_text: str = ""
+    shown: int = 0
+    total: int = 0
+    note: str = ""
+
+
+FLEET_STATUSES: Final[tuple[SessionStatus, ...]] = ("running", "complete", "blocked", "escalated")
+
+
+def fleet_line(fleet: Fleet, view: FleetView, width: int) -> Text:
+    """The fleet line in the longest form that fits ``width`` cells: statuses with their words, then
+    as symbol and count, then without the sort (the table's header marks the sorted column) and the
+    filter's text. The totals, the completion rate and the filter's count are never cut; a note
+    that still does not fit ends with an ellipsis."""
+    counts = {s: getattr(fleet, s) for s in FLEET_STATUSES}
+    forms: list[Text] = []
+    for level in range(4):
+        line = Text(no_wrap=True, overflow="ellipsis", end="")
+        line.append(f"{fleet.sessions} sessions ", style="bold")
+        for status in FLEET_STATUSES:
+            symbol, colour = fmt.STATUS[status]
+            count = counts[status]
+            line.append(f"{symbol} {count} {status} " if level == 0 else f"{symbol}{count} ", colour)
+        gap = "  · " if level == 0 else " · "
+        line.append(f"{gap[1:]}completion {fmt.percent(fleet.completion_rate)}")
+        if level < 2:
+            line.append(f"{gap}sort {view.sort}", style=fmt.GREY)
+        if view.filter_text:
+            what = f"“{view.filter_text}” " if level < 3 else ""
+            line.append(f"{gap}filter {what}{view.shown}/{view.total}")
+        forms.append(line)
+    note = Text(f" · {view.note}", style=fmt.GREY) if view.note else Text()
+    for line in forms:
+        if line.cell_len + note.cell_len <= width:
+            return line + note
+    last = forms[-1]
+    for line in forms:  # the note is cut, in the longest form that leaves it some room
+        if line.cell_len + min(note.cell_len, 12) <= width:
+            last = line
+            break
+    last.append_text(note)
+    last.truncate(max(width, 1), overflow="ellipsis")
+    return last
+
+
 class SessionsScreen(SteeringScreen):
     """All sessions: status, iteration, score and trend, signal, failures, tokens, cost, age."""
 
@@ -282,29 +332,24 @@ class SessionsScreen(SteeringScreen):
 
     # -- drawing ---------------------------------------------------------------------------------
     def show_fleet(self) -> None:
-        """The header line: fleet totals, completion rate, sort and filter."""
-        f = self.fleet
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(f"{f.sessions} sessions ", style="bold")
-        counts: tuple[tuple[SessionStatus, int], ...] = (
-            ("running", f.running),
-            ("complete", f.complete),
-            ("blocked", f.blocked),
-            ("escalated", f.escalated),
-        )
-        for status, count in counts:
-            symbol, colour = fmt.STATUS[status]
-            line.append(f"{symbol} {count} {status} ", style=colour)
-        line.append(f"· completion {fmt.percent(f.completion_rate)}")
+        """The header line: fleet totals, completion rate, sort and filter, in the form that fits."""
+        box = self.query_one("#fleet", Static)
+        width = box.content_size.width or max(1, self.app.size.width - 2)
         sort = SORTS[self.sort_index]
-        line.append(f"  · sort {sort.name} {'↓' if self.descending else '↑'}", style=fmt.GREY)
-        if self.filter_text:
-            line.append(f"  · filter “{self.filter_text}” {self.table.row_count}/{len(self.rows)}")
-        if self.status_note:
-            line.append(f"  · {self.status_note}", style=fmt.GREY)
+        line = fleet_line(
+            self.fleet,
+            FleetView(
+                sort=f"{sort.name} {'↓' if self.descending else '↑'}",
+                filter_text=self.filter_text,
+                shown=self.table.row_count,
+                total=len(self.rows),
+                note=self.status_note,
+            ),
+            width,
+        )
         if line != self._fleet_line:  # an update lays the screen out again: only when it changed
             self._fleet_line = line
-            self.query_one("#fleet", Static).update(line)
+            box.update(line)
         self.query_one("#empty").set_class(bool(self.rows) and self.table.row_count == 0, "shown")
         welcome = self.query_one("#welcome", Static)
         empty = not self.rows and self.welcome is not None
@@ -316,6 +361,10 @@ class SessionsScreen(SteeringScreen):
             self.table.display = not empty
             if not empty and self.focused is None:
                 self.table.focus()
+
+    def on_resize(self) -> None:
+        """The fleet line takes the form that fits the new width."""
+        self.show_fleet()
 
     def ordered(self) -> list[str]:
         """The sessions that match the filter, in the current sort order."""

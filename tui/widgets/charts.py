@@ -62,7 +62,7 @@ class HeatGrid(Widget):
 
     A file modified in many iterations (the thrashing guard's evidence) is drawn amber, then red."""
 
-    DEFAULT_CSS = "HeatGrid { height: auto; }"
+    DEFAULT_CSS = "HeatGrid { height: auto; text-wrap: nowrap; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -85,12 +85,14 @@ class HeatGrid(Widget):
             name_width = max(10, min(name_width, width - 5 - 2 * len(heat.iterations)))
         room = max(1, (width - name_width - 5) // 2)
         first = max(0, len(heat.iterations) - room)
+        lines = max(1, self.size.height - 1) if self.size.height else len(heat.files)
+        shown = len(heat.files) if len(heat.files) <= lines else max(0, lines - 1)
         out = Text(no_wrap=True, overflow="crop")
         out.append(" " * name_width + " ", style=GREY)
         for n in heat.iterations[first:]:
             out.append(f"{str(n)[-1]} ", style=GREY)
         out.append("\n")
-        for name, row in zip(heat.files, heat.cells, strict=True):
+        for name, row in zip(heat.files[:shown], heat.cells[:shown], strict=True):
             count = sum(row)
             colour = RED if count >= 5 else AMBER if count >= 3 else "#5b8def"
             label = f"{truncate_left(name, name_width):<{name_width}} "
@@ -98,6 +100,8 @@ class HeatGrid(Widget):
             for hit in row[first:]:
                 out.append("█ " if hit else "· ", style=colour if hit else GREY)
             out.append(f"×{count}\n", style=colour if count >= 3 else GREY)
+        if shown < len(heat.files):
+            out.append(f"+ {len(heat.files) - shown} more file(s)", style=GREY)
         out.rstrip()
         return out
 
@@ -115,7 +119,7 @@ class TokenBars(Widget):
     total (input + output + cache: the same number as the timeline, the title and the sessions table)
     and, when any iteration's is known, the iteration's cost (``turn_costs``; ``–`` not known)."""
 
-    DEFAULT_CSS = "TokenBars { height: auto; }"
+    DEFAULT_CSS = "TokenBars { height: auto; text-wrap: nowrap; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -131,20 +135,32 @@ class TokenBars(Widget):
         self.costs = [i.cost_usd for i in iterations]
         self.refresh(layout=True)
 
+    def legend(self, width: int, priced: bool) -> Text:
+        """``█in █out █cache = tokens  $ cost``, shorter where that does not fit ``width``."""
+        parts = Text(no_wrap=True, overflow="crop")
+        for name, colour in TOKEN_PARTS:
+            parts.append("█", style=colour)
+            parts.append(f"{name} ", style=GREY)
+        for tail in ("= tokens  $ cost" if priced else "= tokens", "= tokens", ""):
+            if parts.cell_len + len(tail) <= width:
+                return parts + Text(tail, style=GREY)
+        return parts
+
     def render(self) -> Text:
-        """A legend, then ``  3 ██████░░ 12.3k $0.012`` per iteration."""
+        """A legend, then ``  3 ██████░░ 12.3k $0.012`` per iteration: the latest iterations that fit."""
         if not self.rows or not any(total for _, _, total in self.rows):
             return Text("no token usage recorded", style=GREY)
-        top = max(max(total, sum(parts)) for _, parts, total in self.rows)
+        fit = max(1, self.size.height - 1) if self.size.height else len(self.rows)
+        rows = list(zip(self.rows, self.costs, strict=True))[-fit:]
+        top = max(max(total, sum(parts)) for (_, parts, total), _ in rows)
         priced = any(c is not None for c in self.costs)
-        width = max(4, self.size.width - (19 if priced else 11))
+        label = max(3, len(str(rows[-1][0][0])))
+        width = max(4, self.size.width - (label + 16 if priced else label + 8))
         out = Text(no_wrap=True, overflow="crop")
-        for name, colour in TOKEN_PARTS:
-            out.append("█", style=colour)
-            out.append(f"{name} ", style=GREY)
-        out.append("= tokens" + ("  $ cost\n" if priced else "\n"), style=GREY)
-        for (n, parts, total), usd in zip(self.rows, self.costs, strict=True):
-            out.append(f"{n:>3} ", style=GREY)
+        out.append_text(self.legend(self.size.width or 80, priced))
+        out.append("\n")
+        for (n, parts, total), usd in rows:
+            out.append(f"{n:>{label}} ", style=GREY)
             drawn = 0
             for count, (_, colour) in zip(parts, TOKEN_PARTS, strict=True):
                 cells = round(count / top * width) if top else 0
