@@ -82,7 +82,7 @@ class RalphApp(App[None]):
         Binding("a", "alerts", "Alerts"),
         Binding("plus", "faster", "Faster"),
         Binding("minus", "slower", "Slower"),
-        Binding("p", "pause", "Pause"),
+        Binding("p", "pause", "Pause replay"),
     ]
     CSS = """
     /* the replay's / backlog's progress: the bar shrinks, the percentage always shows */

@@ -66,12 +66,20 @@ def mix(a: RGB, b: RGB, t: float) -> RGB:
 
 
 def readable(fg: RGB, bg: RGB, ratio: float = MIN_CONTRAST) -> RGB:
-    """``fg``, or the least lightened (on a dark background) or darkened (on a light one) version of
-    it that reaches ``ratio`` against ``bg``."""
+    """``fg``, or the least lightened or darkened version of it that reaches ``ratio`` against
+    ``bg``: lightened when ``fg`` is the lighter of the two and white can reach it (a green on a blue
+    cursor row turns pale green, not near-black), darkened when it is the darker and black can,
+    else towards whichever of white and black stands out more."""
     if contrast(fg, bg) >= ratio:
         return fg
     white, black = (255, 255, 255), (0, 0, 0)
-    target = white if contrast(white, bg) >= contrast(black, bg) else black
+    lighter = luminance(fg) >= luminance(bg)
+    if lighter and contrast(white, bg) >= ratio:
+        target = white
+    elif not lighter and contrast(black, bg) >= ratio:
+        target = black
+    else:
+        target = white if contrast(white, bg) >= contrast(black, bg) else black
     for step in range(1, 41):
         candidate = mix(fg, target, step / 40)
         if contrast(candidate, bg) >= ratio:

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.color import Color as RichColor
 from textual.app import App
 from textual.widget import Widget
+from textual.widgets import DataTable
 
 from tests.unit.test_tui_support import (
     SAMPLE_FILES,
@@ -23,6 +25,7 @@ from tests.unit.test_tui_support import (
     settle,
     until,
 )
+from tui import format as fmt
 from tui.app import RalphApp
 from tui.messages import ReplayProgress
 from tui.screens.export_dialog import ExportDialog
@@ -38,6 +41,13 @@ def region_text(app: App[Any], widget: Widget) -> list[str]:
     region = widget.content_region
     strips = screen_strips(app)[region.y : region.bottom]
     return [strip.crop(region.x, region.right).text for strip in strips]
+
+
+def rgb(colour: RichColor | None) -> tuple[int, int, int]:
+    """A painted colour as an (r, g, b) triple."""
+    assert colour is not None
+    c = colour.get_truecolor()
+    return (c.red, c.green, c.blue)
 
 
 def samples_app(tmp_path: Path, names: list[str] | None = None) -> RalphApp:
@@ -156,5 +166,105 @@ def test_the_session_charts_are_in_view_with_their_bars(tmp_path: Path, size: tu
             assert totals == ["58.4k", "220.3k", "97.0k"], bars
             heat = region_text(app, screen.query_one("#heat"))
             assert any("×2" in line for line in heat), heat
+
+    asyncio.run(scenario())
+
+
+# -- keys ------------------------------------------------------------------------------------------------
+def test_home_end_and_vim_keys_move_through_the_timeline(tmp_path: Path) -> None:
+    app = samples_app(tmp_path, ["thrashing"])
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = await open_session(pilot, app, "thrashing")
+            timeline = screen.query_one("#timeline", DataTable)
+            assert app.focused is timeline and timeline.cursor_row == 4
+            for key, row in (("home", 0), ("j", 1), ("j", 2), ("k", 1), ("end", 4), ("home", 0), ("G", 4)):
+                await pilot.press(key)
+                await settle(pilot, lambda row=row: screen.selected_iteration == row + 1)  # type: ignore[misc]
+                assert timeline.cursor_row == row, key
+            assert screen.following  # back on the newest: it follows again
+
+    asyncio.run(scenario())
+
+
+def test_vim_keys_move_through_the_sessions_and_the_results(tmp_path: Path) -> None:
+    app = samples_app(tmp_path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, lambda: app.feed.loaded)
+            table = app.sessions_screen.table
+            assert app.focused is table and table.cursor_row == 0
+            await pilot.press("j", "j", "k")
+            assert table.cursor_row == 1
+            await pilot.press("G")
+            assert table.cursor_row == table.row_count - 1
+            await pilot.press("home")
+            assert table.cursor_row == 0
+            await pilot.press("s")
+            app.sql_screen.editor.load_text("SELECT * FROM (VALUES (1, 2), (3, 4), (5, 6)) t(a, b)")
+            await pilot.press("ctrl+r")
+            await settle(pilot, lambda: app.sql_screen.runs == 1)
+            await pilot.press("ctrl+t")
+            results = app.sql_screen.table
+            await pilot.press("j", "l")
+            assert tuple(results.cursor_coordinate) == (1, 1)
+            await pilot.press("h", "k")
+            assert tuple(results.cursor_coordinate) == (0, 0)
+            await pilot.press("G")
+            assert results.cursor_coordinate.row == 2
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_the_steering_keys_are_in_the_footer(tmp_path: Path, size: tuple[int, int]) -> None:
+    """``P``, ``g`` and ``u`` are in the footer of the sessions and the session screen, at 80x24 too
+    (less needed keys give way), with the screens' own keys and ``?``."""
+    app = samples_app(tmp_path, ["thrashing", "tdd-success"])
+    steering = ["P Pause loop", "g Steer", "u Unblock"]
+
+    async def scenario() -> None:
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot, lambda: app.feed.loaded)
+            footer = screen_text(app)[-1]
+            for key in [*steering, "⏎ Open", "/ Filter", "o Sort", "s SQL", "? Help", "^p palette"]:
+                assert key in footer, (key, footer)
+            await open_session(pilot, app, "thrashing")
+            await pilot.pause()
+            footer = screen_text(app)[-1]
+            for key in [*steering, "esc Back", "? Help", "^p palette"]:
+                assert key in footer, (key, footer)
+
+    asyncio.run(scenario())
+
+
+def test_the_cursor_rows_sparkline_is_drawn_like_its_text(tmp_path: Path) -> None:
+    """On the cursor row the trend's blocks are readable and as light as the row's own text is (the
+    cursor is blue with light text in the dark theme: light blocks, never near-black ones)."""
+    app = samples_app(tmp_path, ["thrashing", "tdd-success"])
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, lambda: app.feed.loaded and len(app.sessions_screen.rows) == 2)
+            table = app.sessions_screen.table
+            for theme in ("textual-dark", "textual-light"):
+                app.theme = theme
+                for sid in ("thrashing", "tdd-success"):
+                    table.move_to(sid)
+                    await pilot.pause()
+                    row = next(s for s in screen_strips(app) if f" {sid} " in s.text)
+                    cells = [seg for seg in row if seg.style and seg.text.strip()]
+                    text = next(seg for seg in cells if sid in seg.text).style
+                    blocks = [seg.style for seg in cells if set(seg.text.strip()) <= set(fmt.BLOCKS)]
+                    assert text is not None and blocks, (theme, sid)
+                    bg = rgb(text.bgcolor)
+                    light_text = fmt.luminance(rgb(text.color)) > fmt.luminance(bg)
+                    for style in blocks:
+                        assert style is not None
+                        fg = rgb(style.color)
+                        assert fmt.contrast(fg, bg) >= 4.5, (theme, sid, fg, bg)
+                        assert (fmt.luminance(fg) > fmt.luminance(bg)) == light_text, (theme, sid, fg, bg)
 
     asyncio.run(scenario())

@@ -10,14 +10,15 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, RichLog, Static
+from textual.widgets import DataTable, RichLog, Static
 from textual.worker import get_current_worker
 
 from ledger.monitor import EventLine, IterationDetail, IterationRow, Monitor, SessionRow
 from tui import format as fmt
 from tui.messages import DetailLoaded, SessionLoaded
-from tui.screens.steering_screen import SteeringScreen
+from tui.screens.steering_screen import STEERING_KEYS, SteeringScreen
 from tui.widgets.charts import HeatGrid, ScorePlot, TokenBars, checkpoints_text
+from tui.widgets.footer import KeyFooter
 
 FEEDBACK_LINES = 12
 TIMELINE_TAIL = ("score", "signal", "guards", "promise", "hook", "stop", "tokens", "cost", "ctx", "time")
@@ -34,6 +35,18 @@ EVENT_COLOURS = {
     "rate_limited": fmt.AMBER,
     "summary_given": fmt.BLUE,
 }
+
+
+class TimelineTable(DataTable[Any]):
+    """The iteration timeline: a row per iteration; Home / End (and vim's j, k, G) move the cursor."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "scroll_top", "First iteration", show=False),
+        Binding("end", "scroll_bottom", "Last iteration", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("G", "scroll_bottom", "Last iteration", show=False),
+    ]
 
 
 def rule_cell(rules: dict[str, tuple[bool, bool]], name: str) -> Text:
@@ -149,6 +162,7 @@ class SessionScreen(SteeringScreen):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("e", "focus_events", "Events"),
         Binding("i", "focus_timeline", "Iterations"),
+        *STEERING_KEYS,
     ]
 
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012 (an instance variable in Textual)
@@ -203,8 +217,7 @@ class SessionScreen(SteeringScreen):
         yield Static(title_text(self.session_id, None), id="title")
         with Horizontal(id="body"):
             with Vertical(id="left"):
-                table: DataTable[Any] = DataTable(cursor_type="row", id="timeline")
-                yield table
+                yield TimelineTable(cursor_type="row", id="timeline")
                 with VerticalScroll(id="detail-box"):
                     yield Static(id="detail")
             with VerticalScroll(id="right"):
@@ -213,7 +226,7 @@ class SessionScreen(SteeringScreen):
                 yield TokenBars(id="tokens")
                 yield Static(id="checkpoints")
         yield RichLog(id="events", max_lines=1000, wrap=False, auto_scroll=True)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         """Title the panels and load the session."""

@@ -15,12 +15,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.timer import Timer
-from textual.widgets import Footer, Input, Label, ProgressBar, Static
+from textual.widgets import Input, Label, ProgressBar, Static
 
 from ledger.monitor import Fleet, SessionRow, SessionStatus, fleet_of
 from tui import format as fmt
 from tui.messages import OpenSession
-from tui.screens.steering_screen import SteeringScreen
+from tui.screens.steering_screen import STEERING_KEYS, SteeringScreen
+from tui.widgets.footer import KeyFooter
 from tui.widgets.table import Column, VirtualTable
 
 NEVER: Final = datetime.min.replace(tzinfo=UTC)
@@ -178,6 +179,7 @@ class SessionsScreen(SteeringScreen):
         Binding("o", "sort", "Sort"),
         Binding("r", "reverse", "Reverse"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
+        *STEERING_KEYS,
     ]
 
     DEFAULT_CSS = """
@@ -233,7 +235,7 @@ class SessionsScreen(SteeringScreen):
         yield self.table
         yield Label("no sessions match", id="empty")
         yield Static(id="welcome")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         """Add the columns and show what arrived before mounting."""

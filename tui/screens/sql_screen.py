@@ -23,7 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Label, OptionList, Static, TextArea
+from textual.widgets import DataTable, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
@@ -34,6 +34,7 @@ from tui import format as fmt
 from tui.messages import Exported, QueryDone
 from tui.screens.export_dialog import ExportDialog, export_format
 from tui.screens.value_viewer import ValueViewer
+from tui.widgets.footer import KeyFooter
 from tui.widgets.results import cell, full_text, row_text
 
 MAX_ROWS: Final = 1000
@@ -60,6 +61,12 @@ class ResultTable(DataTable[Any]):
         Binding("enter", "select_cursor", "View cell"),
         Binding("c", "copy_cell", "Copy cell"),
         Binding("y", "copy_row", "Copy row"),
+        # vim's keys; Home / End go to the first / last column, G to the last row (ctrl+home: the first)
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("h", "cursor_left", "Left", show=False),
+        Binding("l", "cursor_right", "Right", show=False),
+        Binding("G", "scroll_bottom", "Last row", show=False),
     ]
 
     def action_copy_cell(self) -> None:
@@ -137,7 +144,7 @@ class SqlScreen(Screen[None]):
                 yield Static("", id="sql-error")
                 yield Static("Ctrl+R runs the query; Enter on an example loads and runs it", id="sql-status")
                 yield ResultTable(id="results", cursor_type="cell")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         """Focus the editor; load an example asked for before mounting."""

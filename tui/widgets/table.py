@@ -55,6 +55,10 @@ class VirtualTable(ScrollView, can_focus=True):
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("home", "first", "First", show=False),
         Binding("end", "last", "Last", show=False),
+        # vim's keys (``g`` is taken: it steers the loop under the cursor; Home goes to the first row)
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("G", "last", "Last", show=False),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "virtual-table--header",
