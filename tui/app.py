@@ -137,8 +137,9 @@ class RalphApp(App[None]):
 
     # -- screens -----------------------------------------------------------------------------------
     def get_line_filters(self) -> Sequence[LineFilter]:
-        """Textual's filters, then the status colours in the theme's colours (readable everywhere)."""
-        return [*super().get_line_filters(), self.theme_colours]
+        """Textual's filters and the theme's colours, readable everywhere (tui/colours.py), placed
+        before ``NO_COLOR``'s grey."""
+        return self.theme_colours.place(super().get_line_filters())
 
     def get_default_screen(self) -> Screen[None]:
         """The sessions screen is the bottom of the stack."""

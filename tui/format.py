@@ -37,6 +37,12 @@ THEME_ROLES: Final[dict[str, str]] = {
     GREY: "muted",
 }
 """Palette colour -> the theme variable it stands for (``muted``: the foreground faded into the surface)."""
+SKY: Final = "#5b8def"
+VIOLET: Final = "#b07cd8"
+TEAL: Final = "#5f8f8f"
+CHART_COLOURS: Final = (SKY, VIOLET, TEAL)
+"""The charts' own colours (tokens in / out / cache, a file modified): no theme role, drawn as they
+are where readable, made readable like the palette where not."""
 MIN_CONTRAST: Final = 4.5
 """WCAG AA contrast for text: every palette colour is drawn at least this far from its background."""
 

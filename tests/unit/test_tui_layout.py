@@ -5,8 +5,10 @@ use their width, and the keys of the lists and tables."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,10 @@ from textual.app import App
 from textual.widget import Widget
 from textual.widgets import DataTable
 
+from ledger import events as E
+from ledger.storage.journal import Journal
 from tests.unit.test_tui_support import (
+    NOW,
     SAMPLE_FILES,
     copy_samples,
     fixed_clock,
@@ -266,5 +271,193 @@ def test_the_cursor_rows_sparkline_is_drawn_like_its_text(tmp_path: Path) -> Non
                         fg = rgb(style.color)
                         assert fmt.contrast(fg, bg) >= 4.5, (theme, sid, fg, bg)
                         assert (fmt.luminance(fg) > fmt.luminance(bg)) == light_text, (theme, sid, fg, bg)
+
+    asyncio.run(scenario())
+
+
+# -- contrast ----------------------------------------------------------------------------------------
+def fmt_rgb(colour: tuple[int, int, int]) -> str:
+    """``#rrggbb``."""
+    return "#" + "".join(f"{c:02x}" for c in colour)
+
+
+def drawing(text: str) -> bool:
+    """Only spaces, box-drawing and block characters (borders, scrollbars, bars)."""
+    return all(c.isspace() or "\u2500" <= c <= "\u259f" for c in text)
+
+
+def unreadable(app: App[Any], widgets: list[Widget]) -> list[tuple[str, str, str, float]]:
+    """(text, colour, background, contrast) of every cell drawn below 4.5:1: any text on the screen,
+    and anything at all (bars, sparklines, glyphs) inside the widgets' content."""
+    strips = screen_strips(app)
+    regions = [w.scrollable_content_region for w in widgets]
+    found = []
+    for y, strip in enumerate(strips):
+        x = 0
+        for segment in strip:
+            text, style = segment.text, segment.style
+            start, x = x, x + segment.cell_length
+            inside = any(r.y <= y < r.bottom and r.x <= start < r.right for r in regions)
+            if style is None or style.dim or not text.strip() or (drawing(text) and not inside):
+                continue
+            fg, bg = rgb(style.color), rgb(style.bgcolor)
+            if style.reverse:
+                fg, bg = bg, fg
+            ratio = fmt.contrast(fg, bg)
+            if ratio < fmt.MIN_CONTRAST:
+                found.append((text, fmt_rgb(fg), fmt_rgb(bg), round(ratio, 2)))
+    return found
+
+
+@pytest.mark.parametrize("theme", ["textual-dark", "textual-light", "NO_COLOR"])
+def test_every_cell_is_readable_in_every_theme_and_without_colour(
+    tmp_path: Path, theme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WCAG AA (4.5:1) between every painted cell and its painted background: the sessions table with
+    the cursor on a row of each status (focused or not), the session screen with its timeline's cursor
+    row, charts, detail and events, and the fleet line, titles and footers around them; in the dark
+    and light themes and under ``NO_COLOR`` (where Textual paints in greys)."""
+    if theme == "NO_COLOR":
+        monkeypatch.setenv("NO_COLOR", "1")
+    app = samples_app(tmp_path)
+    if theme != "NO_COLOR":
+        app.theme = theme
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot, lambda: app.feed.loaded and len(app.sessions_screen.rows) == 20)
+            assert app.no_color == (theme == "NO_COLOR")
+            screen = app.sessions_screen
+            table = screen.table
+            by_status = {row.status: sid for sid, row in sorted(screen.rows.items())}
+            for focused in (True, False):
+                table.focus() if focused else app.set_focus(None)
+                for sid in [
+                    *by_status.values(),
+                    "quality-regression",
+                    "cc-5c0375b4-57a5-4f26-b12d-d022ee4e51b7",
+                ]:
+                    table.move_to(sid)
+                    await pilot.pause()
+                    assert unreadable(app, [table]) == [], (theme, focused, sid)
+            for sid in ("thrashing", "quality-regression", CC_SAMPLE):
+                session = await open_session(pilot, app, sid)
+                panels = ["#timeline", "#detail-box", "#plot", "#heat", "#tokens", "#checkpoints", "#events"]
+                widgets = [session.query_one(p) for p in panels]
+                await pilot.pause()
+                assert unreadable(app, widgets) == [], (theme, sid)
+                await pilot.press("up")  # the cursor on another iteration
+                await pilot.pause()
+                assert unreadable(app, widgets) == [], (theme, sid)
+                app.pop_screen()
+                await pilot.pause()
+
+    asyncio.run(scenario())
+
+
+# -- wide terminals ----------------------------------------------------------------------------------
+def write_session(
+    journals: Path, sid: str, iterations: range, *, max_iterations: int, files: int = 3
+) -> None:
+    """A journal of ``iterations`` (scores, files modified, tokens), started three hours before the
+    tests' clock."""
+    t0 = NOW - timedelta(hours=3)
+    events: list[E.Event] = [E.SessionStarted(session_id=sid, ts=t0, task=f"the loop {sid}", agent="bot")]
+    for k in iterations:
+        t = t0 + timedelta(seconds=k)
+        events += [
+            E.IterationStarted(session_id=sid, ts=t, iteration=k, max_iterations=max_iterations),
+            E.AgentTurn(
+                session_id=sid,
+                ts=t,
+                iteration=k,
+                files_modified=[f"src/f{k % files}.py"],
+                tokens=E.TokenUsage(input=1000 + k, output=200, cache_read=5000),
+            ),
+            E.ValidationRan(session_id=sid, ts=t, iteration=k, score=float((k * 37) % 101)),
+            E.SignalResolved(session_id=sid, ts=t, iteration=k, signal="CONTINUE"),
+        ]
+    Journal.for_session(journals, sid, fsync=False).append(*events)
+
+
+def test_the_task_column_takes_the_free_width(tmp_path: Path) -> None:
+    """On a wide terminal the task column runs to the table's right edge (no columns left empty)."""
+    app = samples_app(tmp_path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(200, 30)) as pilot:
+            await settle(pilot, lambda: app.feed.loaded)
+            screen = app.sessions_screen
+            lines = screen_text(app)
+            header = next(line for line in lines if " task" in line)
+            start, at = header.index(" task") + 1, header.index(" session") + 1
+            right = screen.table.scrollable_content_region.right
+            shown = {}
+            for sid, row in screen.rows.items():
+                if len(sid) >= 24:  # (cut in its column)
+                    continue
+                line = next(line for line in lines if line[at:].startswith(f"{sid} "))
+                shown[sid] = line[start:right].rstrip()
+                task = " ".join(row.task.split())
+                assert shown[sid] == task or (
+                    shown[sid].endswith("…") and len(line[:right].rstrip()) >= right - 1
+                )
+            assert max(len(text) for text in shown.values()) > 48, shown
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 30)], ids=["80x24", "200x30"])
+def test_four_digit_iteration_counts_are_whole(tmp_path: Path, size: tuple[int, int]) -> None:
+    journals = tmp_path / "j"
+    write_session(journals, "long-run", range(1999, 2001), max_iterations=5000)
+    copy_samples(journals, ["thrashing"])
+    app = RalphApp([journals], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot, lambda: app.feed.loaded and len(app.sessions_screen.rows) == 2)
+            line = next(line for line in screen_text(app) if " long-run " in line)
+            assert " 2000/5000 " in line, line
+            assert " 5/15 " in next(line for line in screen_text(app) if " thrashing " in line)
+
+    asyncio.run(scenario())
+
+
+# -- charts of long sessions --------------------------------------------------------------------------
+def labels(line: str) -> list[int]:
+    """The iteration numbers on an axis line."""
+    return [int(word) for word in line.split() if word.isdigit()]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=["80x24", "120x40", "200x50"])
+def test_the_charts_of_a_long_session_show_the_same_latest_iterations_with_readable_ticks(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """120 iterations: the score plot, the files and the tokens show the same window (the latest
+    iterations all three have room for), and their axes name every k-th iteration in full."""
+    journals = tmp_path / "j"
+    write_session(journals, "long", range(1, 121), max_iterations=200)
+    app = RalphApp([journals], now=fixed_clock, watch=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=size) as pilot:
+            screen = await open_session(pilot, app, "long")
+            await pilot.pause()
+            plot, heat, tokens = (screen.query_one(f"#{name}") for name in ("plot", "heat", "tokens"))
+            # on screen: a token bar per iteration, the latest ones, numbered in full
+            bars = [int(line.split()[0]) for line in region_text(app, tokens)[1:] if line.strip()]
+            assert bars and bars[-1] == 120 and bars == list(range(bars[0], 121)), bars
+            # the axes: full numbers of the same iterations, evenly spaced
+            plot_axis = labels(region_text(app, plot)[-1])
+            heat_axis = labels(region_text(app, heat)[0])
+            for ticks in (plot_axis, heat_axis):
+                assert ticks and set(ticks) <= set(bars), (ticks, bars)
+                steps = {b - a for a, b in itertools.pairwise(ticks)}
+                step = steps.pop() if len(steps) == 1 else 1
+                assert not steps and all(n % step == 0 for n in ticks), ticks
+            assert len(bars) == 1 or len(plot_axis) >= 2, plot_axis
+            # and the three charts drew the same iterations
+            assert getattr(plot, "shown", None) == getattr(heat, "shown", None) == bars
 
     asyncio.run(scenario())

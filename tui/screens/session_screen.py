@@ -1,4 +1,4 @@
-"""One session: the iteration timeline, score plot, files heat, detail, checkpoints, tokens and events."""
+"""One session: the iteration timeline, detail and checkpoints; score plot, files heat and tokens; events."""
 
 from __future__ import annotations
 
@@ -168,29 +168,32 @@ class SessionScreen(SteeringScreen):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012 (an instance variable in Textual)
 
     # The panels share the screen in proportions, so they grow with the terminal and reflow on a
-    # resize; a short terminal (under 30 rows) gives the detail, the event log and the charts fixed
-    # heights, so that the score, files and tokens charts all fit in view at 80x24 (each chart draws
-    # what fits its size: the latest iterations, the most modified files).
+    # resize; a short terminal (under 30 rows) gives the detail, the checkpoints and the event log
+    # fixed heights. The charts are never below a fold: the score plot takes what the files and the
+    # tokens leave, and each chart draws what fits its size (the same latest iterations in all three,
+    # the most modified files).
     DEFAULT_CSS = """
     SessionScreen { layout: vertical; }
     SessionScreen.-short #detail-box { height: 7; min-height: 7; }
+    SessionScreen.-short #checkpoints { max-height: 3; }
     SessionScreen.-short #events { height: 5; min-height: 5; }
-    SessionScreen.-short #plot { height: 6; min-height: 6; }
     SessionScreen.-short #heat { max-height: 5; }
     SessionScreen.-short #tokens { max-height: 6; }
     SessionScreen #title { height: 1; padding: 0 1; background: $boost; }
     SessionScreen #body { height: 1fr; }
     SessionScreen #left { width: 2fr; }
     SessionScreen #timeline { height: 1fr; min-height: 4; }
-    SessionScreen #detail-box {
+    SessionScreen #detail-box, SessionScreen #checkpoints {
         height: 1fr; min-height: 9; border: round $primary 40%; border-title-color: $text-accent;
+    }
+    SessionScreen #checkpoints {
+        height: auto; min-height: 3; max-height: 25%; text-wrap: nowrap; text-overflow: ellipsis;
     }
     SessionScreen #right { width: 1fr; min-width: 28; }
     SessionScreen #right > * { border: round $primary 40%; border-title-color: $text-accent; }
-    SessionScreen #plot { height: 40%; min-height: 8; }
+    SessionScreen #plot { height: 1fr; min-height: 6; }
     SessionScreen #heat { max-height: 30%; }
     SessionScreen #tokens { max-height: 40%; }
-    SessionScreen #checkpoints { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     SessionScreen #events {
         height: 25%; min-height: 8; overflow-x: hidden; border: round $primary 40%;
         border-title-color: $text-accent;
@@ -220,11 +223,11 @@ class SessionScreen(SteeringScreen):
                 yield TimelineTable(cursor_type="row", id="timeline")
                 with VerticalScroll(id="detail-box"):
                     yield Static(id="detail")
-            with VerticalScroll(id="right"):
+                yield Static(id="checkpoints")
+            with Vertical(id="right"):
                 yield ScorePlot(id="plot")
                 yield HeatGrid(id="heat")
                 yield TokenBars(id="tokens")
-                yield Static(id="checkpoints")
         yield RichLog(id="events", max_lines=1000, wrap=False, auto_scroll=True)
         yield KeyFooter()
 

@@ -87,12 +87,21 @@ COLUMNS: Final[tuple[Column, ...]] = (
     Column("agent", "agent", 12),
     Column("task", "task", 48),
 )
-"""(key, label, width): fixed widths, so columns never jump live; a dataset's add ``source`` (12)."""
+"""(key, label, width): fixed widths, so columns never jump live; a dataset's add ``source`` (12).
+The task takes the width the others leave (48 at least), and ``iter`` grows (never shrinks) to the
+widest count shown (``2000/5000``)."""
+TASK_CHARS: Final = 400
+"""The most of a task a cell holds (the column cuts it to its width with an ellipsis)."""
+
+
+def iteration_text(row: SessionRow) -> str:
+    """``3/15``, or ``3`` without a maximum."""
+    return f"{row.iteration}/{row.max_iterations}" if row.max_iterations else str(row.iteration)
 
 
 def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
     """The table cells of one session, by column key."""
-    iteration = f"{row.iteration}/{row.max_iterations}" if row.max_iterations else str(row.iteration)
+    iteration = iteration_text(row)
     stop = Text(" ⏹", style=fmt.AMBER) if row.stop_requested and row.status == "running" else Text("")
     stop += Text(" ⏸", style=fmt.AMBER) if row.paused and row.status == "running" else ""
     fails = row.consecutive_failures
@@ -111,7 +120,7 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
         "cost": fmt.cost_text(row.cost_usd),
         "age": Text(fmt.age(row.updated_at, now), justify="right"),
         "agent": Text(fmt.truncate(row.agent, 12)),
-        "task": Text(fmt.truncate(f"⎇ {row.branch} · {row.task}" if row.branch else row.task, 48)),
+        "task": Text(fmt.truncate(f"⎇ {row.branch} · {row.task}" if row.branch else row.task, TASK_CHARS)),
     }
 
 
@@ -216,7 +225,8 @@ class SessionsScreen(SteeringScreen):
         self.cell_cache: dict[str, dict[str, Text]] = {}
         self.status_counts: Counter[SessionStatus] = Counter()
         """Sessions per status, kept as rows change (the fleet totals are counted from it)."""
-        self.table = VirtualTable(self.columns, self.render_row, id="sessions")
+        self.table = VirtualTable(self.columns, self.render_row, flex="task", id="sessions")
+        self.iter_width = next(c.width for c in self.columns if c.key == "iter")
         self._filter_timer: Timer | None = None
         self._fleet_line: Text | None = None
         self.welcome: Text | None = None
@@ -295,6 +305,10 @@ class SessionsScreen(SteeringScreen):
         elif changed:
             self.fleet = fleet_of(counts)
         if changed:
+            widest = max(len(iteration_text(self.rows[sid])) for sid in changed)
+            if widest > self.iter_width:  # grows, never shrinks: columns do not jump back and forth
+                self.iter_width = widest
+                self.table.set_width("iter", widest)
             self.table.invalidate(changed)
             if len(changed) <= MOVE_AT_MOST and self.table.row_count:
                 self.move(changed)
