@@ -6,17 +6,7 @@ Run from the repository root::
     .venv/bin/python bench/bench_dataset.py            # 10,000 sessions x 100 events, 3 sources
     .venv/bin/python bench/bench_dataset.py --quick    # 1,000 sessions x 100 events
 
-The sessions are bench_ledger.py's synthetic ones (``write_sessions``: the same generator, the same
-seed): session ``i`` goes to home ``i % 3``, each home is ingested and exported with
-``export_parquet`` under its own source; the baseline home holds every session, ingested
-(``ledger.duckdb`` up to date, as ``ralph-tui`` finds a home where loops ran). Everything is built once
-and cached in ``bench/out/``.
-
-Each run starts a fresh process (this file with ``--child``) that runs the app headless
-(``App.run_test(size=(120, 40))``) and reports, with the parent's clock: the first repaint after the
-sessions table holds a row (the first screen showing sessions), and the repaint after it holds every
-session. The figure is the median over ``--runs`` runs of each, the runs of the two alternating.
-The verdict is in the table; the exit code says only that the bench ran (0), as every bench's.
+What it measures, and how: docs/performance.md (How the benches measure).
 """
 
 from __future__ import annotations

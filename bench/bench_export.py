@@ -5,17 +5,7 @@ Run from the repository root::
     .venv/bin/python bench/bench_export.py            # 10,000 sessions x 100 events = 1M events
     .venv/bin/python bench/bench_export.py --quick    # 10x smaller
 
-The home is the synthetic one of ``bench_ledger.py`` (generated once, cached in ``bench/out/``;
-its sessions start 20 minutes apart, so 1M events cover about 140 UTC days). Its journals are
-hard-linked into a scratch home and ingested once (not measured). Then, in the same run:
-
-* full: ``export_parquet(..., full=True)``, every day partition written (``--full``);
-* incremental: 1,000 new events (one more session, after the last one) appended and ingested (not
-  measured), then ``export_parquet``: only the changed day partitions are written;
-* no-op: an export with nothing new.
-
-Each is run ``--repeat`` times and the median is reported, with the ratio incremental / full
-(target: under 5%). After the runs, the dataset is checked to hold exactly the ledger's events.
+What it measures, and how: docs/performance.md (How the benches measure).
 """
 
 from __future__ import annotations

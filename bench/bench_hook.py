@@ -1,29 +1,8 @@
 """Whole-process cost of the Claude Code Stop hook on a 3 MB transcript, in one table.
 
-- drop-in stop: a ``.claude/ralph-loop.local.md`` state file (the ``ralph-loop`` plugin's);
-- ledger-native stop: a project with a ``ralph.toml`` (no command rules) and a
-  ``.claude/ralph-ledger.local.json`` loop file: the engine runs the guards in SQL. Measured
-  at stop 2 (the second stop of ``--runs`` fresh loops) and from stop 100 (``--far``) of one loop
-  (stops 3..99 run unmeasured, then ``--runs`` stops from 100 on);
-- each of them twice: in-process (``RALPH_WARM=0``), and served by the home's warm worker, the
-  default (``ledger.drivers.claude_code.stop.warm``: the hook process is the standard-library client),
-  started by each loop's first stop;
-- ``python3 -c pass`` and ``python3 -c 'import duckdb'``, the baselines, measured in the same run;
-- the official ``ralph-loop`` plugin's shell hook (``hooks/stop-hook.sh``: bash, sed, grep, jq), the
-  baseline the warm stops are held to: one stop of a loop of its own (as long a transcript, in
-  Claude Code's compact JSON) after each measured warm stop, under the same load. It is not part
-  of this repository: ``--official PATH``, ``$RALPH_OFFICIAL_STOP_HOOK``, or found under
-  ``~/.claude/plugins`` where Claude Code installs it; without it its rows say n/a.
-
-Every stop is a fresh ``ralph-ledger hook claude-code`` process reading the event on stdin, as
-Claude Code runs it. Times are wall-clock; the ``cpu`` column is the CPU time (user + system) of the
-measured process itself, steadier on a loaded machine, and ``worker`` the CPU time the warm worker
-used meanwhile (the stop's work it did: in the wall time, not in ``cpu``). Targets: drop-in median
-<= 1.5x ``python3 -c pass`` (run after each drop-in stop, under the same load); ledger-native median
-<= 150 ms, and at stop 100 within 1.2x of stop 2; a warm stop of either kind at most 0.5x the
-official hook's. The last table lists each target: the figure, its baseline, the ratio, PASS/FAIL.
-
     .venv/bin/python bench/bench_hook.py [--runs 30] [--far 100] [--official PATH] [--editable]
+
+What it measures, and how: docs/performance.md (How the benches measure).
 """
 
 from __future__ import annotations
@@ -56,16 +35,8 @@ FAR = 100
 
 
 def fixture() -> Path:
-    """The largest Claude Code transcript fixture: ``shared/fixtures`` beside this checkout or any
-    folder above it (a worktree), else ``/work/shared``."""
-    for d in (ROOT, *ROOT.parents):
-        path = d / "shared" / FIXTURE_NAME
-        if path.exists():
-            return path
-    path = Path("/work/shared") / FIXTURE_NAME
-    if path.exists():
-        return path
-    raise SystemExit(f"fixture not found: shared/{FIXTURE_NAME} beside {ROOT} or above it")
+    """The largest real Claude Code transcript of ``tests/fixtures/claude-code/``."""
+    return ROOT / "tests" / FIXTURE_NAME
 
 
 def compact(value: object) -> str:

@@ -6,31 +6,7 @@ Run from the repository root::
     .venv/bin/python bench/bench_ledger.py --quick    # 10x smaller, well under a minute
     .venv/bin/python bench/bench_ledger.py --targets  # only issue 23's targets (ingest, 2 views)
 
-The synthetic journals are generated deterministically (``--seed``) and cached
-in ``bench/out/`` keyed by their parameters, so reruns skip generation.
-
-What is measured, ralph-ledger vs SQLite (stdlib ``sqlite3``):
-
-* writing one event at a time: ``Journal.append`` (fsync on / off) against an
-  INSERT plus COMMIT per event (the SQLite figures come from a sample and are
-  extrapolated; the table says so);
-* bulk load of every event: ``Ledger.ingest`` of the whole home into a fresh
-  DuckDB file (open + ingest + close) against one ``executemany`` transaction
-  into a fresh SQLite file. The SQLite rows are built in memory beforehand, so
-  the SQLite figure leaves out JSON decoding, which favours SQLite;
-* queries: every view and detector (default parameters), all columns
-  materialised (DuckDB into Arrow, SQLite into Python tuples), against SQLite
-  equivalents of ``sessions`` and of the four detectors written with window
-  functions and json1. Their results are compared with DuckDB's;
-* issue 23's targets (bulk ingest, the ``sessions`` and ``iterations`` views),
-  each against a baseline timed turn about with it in the same process
-  ("issue 23's targets" below): its own table, with PASS/FAIL per target.
-
-The SQLite store is deliberately not a straw man: typed columns for every
-scalar the queries use (token counts flattened into columns), nested lists
-(rule results, files) as JSON text, a primary key on (session_id, seq), an
-index on (type, session_id, iteration), WAL, a 256 MB page cache and
-in-memory temp storage for the bulk database.
+What it measures, and how: docs/performance.md (How the benches measure).
 """
 
 from __future__ import annotations

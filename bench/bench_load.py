@@ -1,15 +1,10 @@
 """Concurrency and load: many Stop hooks for many Claude Code sessions in one ledger home, while a
 reader ingests and queries the ledger.
 
-Worker processes each drive their own sessions' stops through ``ledger.drivers.claude_code.stop.hook.main``
-(what
-``ralph-ledger hook claude-code`` runs), real hook processes run alongside, a reader ingests and
-queries continuously; then every journal and the ledger are checked (no seq gap or repeat, every
-stop's events, no lock error). The driver is ``tests/load_suite.py``, shared with
-``tests/reliability/test_load.py``. Prints a markdown table; exits 1 when a check failed.
-
     .venv/bin/python bench/bench_load.py            # 16 processes x 20 sessions x 100 stops
     .venv/bin/python bench/bench_load.py --quick    # 4 x 5 x 30, a smoke run
+
+What it measures, and how: docs/performance.md (How the benches measure).
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """``ralph-ledger mcp`` as an agent meets it, in one table:
 
-- start: the installed ``ralph-ledger mcp`` spawned by the official SDK's stdio client, to the answer
-  of its first ``tools/list`` (``initialize`` on the way), per fresh server;
-- ``iteration_validate`` round trip (client call to answer, a project with a ``ralph.toml`` holding no
-  command rule: a ``file_exists`` rule), ``--calls`` calls on one loop, each the next iteration's
-  (``iteration_next`` between them, not measured), the guards' SQL on every one;
-- the same, paced: the agent works 50 ms before each validate (a model's turn takes seconds), time
-  the server uses to sync the journal and read the task's state ahead of the call;
-- the baseline, measured in the same run: the SDK's own smallest server (``MCPServer`` with one echo
-  tool, same interpreter), its start and its round trip.
-
-Targets on a 2-core machine: start <= 1 s, validate p50 <= 20 ms.
-
     .venv/bin/python bench/bench_mcp.py [--starts 10] [--calls 200]
+
+What it measures, and how: docs/performance.md (How the benches measure).
 """
 
 from __future__ import annotations

@@ -5,39 +5,7 @@ Run from the repository root::
     .venv/bin/python bench/bench_tui.py            # 10,000 sessions x 100 events = 1M events
     .venv/bin/python bench/bench_tui.py --quick    # 200 sessions x 100 events, well under a minute
 
-The journals are bench_ledger.py's synthetic dataset (generated once, cached in ``bench/out/``);
-every scenario copies them into a fresh home under ``bench/out/`` (same disk). The app runs headless
-(``App.run_test(size=(120, 40))``: Textual lays out and composes every frame as it would in a
-terminal, only the final ANSI bytes are not produced) in a fresh process, so its imports and its RSS
-are its own. The child is this file run with ``--child``; it imports nothing but the standard library
-before ``tui.app``. It observes the app through a subclass that adds message handlers (Textual calls
-the handlers of every class in the MRO, the subclass's first, so ``RalphApp``'s still do the work) and
-records a time with ``call_after_refresh`` (the callback runs once the screen has been repainted).
-
-What is measured:
-
-1. start-up, already ingested: ``ledger.duckdb`` holds every event; from the parent's ``Popen`` to
-   the first repaint after the sessions table holds a row per session;
-2. start-up, backlog: journals only; from ``Popen`` to the first repaint after ``Pending`` was handled
-   (the progress bar with the bytes to ingest), then to the repaint after ``LoadDone`` (every event
-   ingested, every session in the table). While it loads, a key bound to a no-op action is sent
-   through the driver every 50 ms (key -> action latency, the target's probe) and a coroutine
-   sleeps 10 ms again and again (event-loop lag = the overshoot). Each run is paired with
-   ``ralph-ledger ingest`` on another fresh copy of the same journals (from ``Popen`` to its exit;
-   the pair's order alternates): the backlog load's median over the CLI's median is the ratio the
-   target bounds (at most 1.5x);
-3. append -> on screen: the app runs on the ingested home, live; a helper process appends one
-   ``ValidationRan`` at a time (``Journal(fsync=True)``) to a random session and reports
-   ``time.time()`` after ``append`` returns; the app records the repaint after the ``Refreshed``
-   handler that applied a row whose ``updated_at`` reaches the appended event's ``ts``;
-4. peak RSS of the app process over 2 and over 3: its ``VmHWM``, next to its ``ru_maxrss`` and
-   ``os.wait4``'s rusage of that child (on Linux ``ru_maxrss`` starts at the parent's peak, since
-   exec keeps it: the bench therefore ingests in a helper process and stays small itself);
-5. the sessions table holds every row but paints only the lines in view: ``render_line`` calls
-   during a full repaint of the table.
-
-Start-up is compared with ``python -c pass`` and ``python -c 'import textual.app'`` measured in the
-same run (whole process, like bench_hook.py).
+What it measures, and how: docs/performance.md (How the benches measure).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""Every figure of the README's performance table, in one command.
+"""Every figure of the performance tables (docs/performance.md), in one command.
 
     .venv/bin/python bench/run_all.py            # the full runs (about 15 minutes on 2 cores)
     .venv/bin/python bench/run_all.py --quick    # small runs of each, a minute or two
 
-Runs, one after another (never two at once: each measures a 2-core machine), the ledger bench
-(journal appends, bulk ingest, views and detectors next to SQLite), the Stop hook bench (whole
-process on a 3 MB transcript), the monitor bench (ralph-tui start-up, append-to-screen latency,
-peak RSS), the load bench (many hook processes into one home while a reader ingests) and the
-dataset bench (``ralph-tui --dataset`` start-up next to ``ralph-tui`` on one home), and prints
-their tables under one header naming the machine. Exits 1 if any of them failed to run.
+What it measures, and how: docs/performance.md (How the benches measure).
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """The one vocabulary of ralph-ledger: every event a loop can record.
 
-Each event is a frozen msgspec Struct with an explicit, permanent tag (the
-``type`` field of a journal line). Rules for evolving this module, checked by
-``tests/unit/test_events.py``:
-
-1. A tag, once released, is never renamed, reused or removed.
-2. A field is never renamed, removed or given a different type.
-3. Every field added after the first release has a default, so journals
-   written by an older vocabulary still decode.
-4. Unknown fields in a journal line are skipped (msgspec's default), so a
-   journal written by a newer vocabulary decodes too, losing only the new
-   fields.
-5. A field name means the same thing, with the same type, in every event
-   that carries it (the ledger stores all events in one wide table).
+Each event is a frozen msgspec Struct with an explicit, permanent tag (the ``type`` field of a
+journal line). The rules for evolving this module (a tag is never renamed; a field is never renamed,
+removed or retyped; a field added later has a default; unknown fields are skipped; a field name
+means one thing in every event), checked by ``tests/unit/test_events.py``:
+docs/ledger.md#schema-evolution-rules.
 """
 
 # No ``from __future__ import annotations`` here: msgspec would then compile every annotation string

@@ -23,8 +23,8 @@ against a fresh recording.
 
 Every scenario checks how its session ended (signal, iterations, the guard
 that tripped and no other) and raises ``ScenarioError`` if it did not end as
-intended. The Claude Code scenario replays a transcript from
-``../shared/fixtures/claude-code``; without it, that scenario is skipped.
+intended. The Claude Code scenario replays a real transcript from ``tests/fixtures/claude-code``
+(docs/development.md#real-claude-code-transcripts); without it, that scenario is skipped.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from ledger.loop.steering import commands as steering
 from ledger.storage.journal import Cursor, read_new
 
 HERE: Final = Path(__file__).resolve().parent
-SHARED_CLAUDE_CODE: Final = HERE.parent.parent / "shared" / "fixtures" / "claude-code"
+SHARED_CLAUDE_CODE: Final = HERE.parent / "tests" / "fixtures" / "claude-code"
 CLOCK_STEP: Final = timedelta(seconds=10)
 RULE_SECONDS: Final = 0.375  # exact in binary, so durations are round numbers
 AGENT_SECONDS: Final = 8.0

@@ -1,5 +1,5 @@
-"""The real Claude Code transcripts the tests read (``shared/fixtures/claude-code`` beside this checkout
-or a folder above it), as pytest parameters; skipped where they are not."""
+"""The real Claude Code transcripts the tests read (``tests/fixtures/claude-code/``, whose README says
+where they come from), as pytest parameters."""
 
 from __future__ import annotations
 
@@ -7,11 +7,6 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = next(
-    (d / "shared/fixtures/claude-code" for d in Path(__file__).resolve().parents if (d / "shared").is_dir()),
-    Path("/work/shared/fixtures/claude-code"),
-)
-FIXTURE_FILES = sorted(FIXTURES.glob("*.jsonl")) if FIXTURES.is_dir() else []
-FIXTURE_PARAMS = [pytest.param(p, id=p.stem) for p in FIXTURE_FILES] or [
-    pytest.param(None, marks=pytest.mark.skip(reason=f"no transcripts in {FIXTURES}"))
-]
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude-code"
+FIXTURE_FILES = sorted(FIXTURES.glob("*.jsonl"))
+FIXTURE_PARAMS = [pytest.param(p, id=p.stem) for p in FIXTURE_FILES]

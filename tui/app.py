@@ -24,7 +24,7 @@ from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
-from ledger import error_reason
+from ledger import error_reason, plural
 from ledger.monitor import Monitor, SessionRow
 from tui.alert_log import AlertLog
 from tui.attention import Attention
@@ -89,6 +89,8 @@ class RalphApp(App[None]):
     #loading-label { max-width: 70%; text-wrap: nowrap; text-overflow: ellipsis; }
     #loading ProgressBar { min-width: 10; }
     #loading ProgressBar Bar { width: 1fr; min-width: 3; }
+    /* pop-ups stack in the bottom right corner, an alert's one line each (tui/alert_log.py) */
+    Toast { padding: 0 1; margin-top: 0; }
     """
 
     def __init__(
@@ -223,14 +225,14 @@ class RalphApp(App[None]):
     def on_pending(self, message: Pending) -> None:
         """Say how much is to ingest (the progress bar), or hide the bar."""
         p = message.pending
-        label = f"ingesting {p.files_total - p.files_done} {self.feed.what()}, {p.bytes_total:,} bytes…"
+        label = f"ingesting {self.feed.what(p.files_total - p.files_done)}, {plural(p.bytes_total, 'byte')}…"
         self.sessions_screen.show_progress(label if p.bytes_total else "", 0, p.bytes_total)
 
     def on_loaded(self, message: Loaded) -> None:
         """A batch landed: update the table and the progress bar."""
         p = message.progress
         if p is not None:
-            label = f"ingested {p.files_done}/{p.files_total} {self.feed.what()}, {p.events:,} events"
+            label = f"ingested {p.files_done}/{self.feed.what(p.files_total)}, {plural(p.events, 'event')}"
             self.sessions_screen.show_progress(label, p.bytes_done, p.bytes_total)
         self.sessions_screen.apply(message.rows, message.fleet)
 
@@ -266,18 +268,21 @@ class RalphApp(App[None]):
             self.replay.start()
 
     def on_refreshed(self, message: Refreshed) -> None:
-        """Update the changed rows, raise the alerts, and follow an open session."""
+        """Update the changed rows, drop those of deleted sources, raise the alerts, and follow an
+        open session."""
         self.updates += 1
         update = message.update
+        gone = {sid for sessions in update.vanished.values() for sid in sessions}
+        self.sessions_screen.drop(gone)
         self.sessions_screen.apply(message.rows)
         if update.reset:  # a journal emptied has no session any more
             self.sessions_screen.drop(set(update.sessions) - {r.session_id for r in message.rows})
         self.alert_log.raise_alerts(update)
-        changed = set(update.sessions)
+        changed = set(update.sessions) | gone
         for screen in self.screen_stack:
             if isinstance(screen, SessionScreen) and screen.session_id in changed:
                 screen.reload()
-            if isinstance(screen, AlertsScreen) and (update.alerts or update.bad_lines):
+            if isinstance(screen, AlertsScreen) and (update.alerts or update.bad_lines or update.vanished):
                 screen.refresh_alerts()
 
     # -- the replay ------------------------------------------------------------------------------------

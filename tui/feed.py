@@ -20,7 +20,7 @@ from textual.app import App
 from textual.worker import get_current_worker
 from watchfiles import Change, awatch
 
-from ledger import is_journal
+from ledger import is_journal, plural
 from ledger import one_line as first_line
 from ledger.monitor import DatasetMonitor, Monitor
 from tui.messages import Failed, LoadDone, Loaded, Opened, Pending, Refreshed, Watching
@@ -73,9 +73,10 @@ class Feed:
         """The clock the ages are measured with (the monitor's)."""
         return self.monitor.now() if self.monitor is not None else self.clock()
 
-    def what(self) -> str:
-        """What is ingested, for the progress bar: dataset sources or journals."""
-        return "dataset source(s)" if self.dataset is not None else "journal(s)"
+    def what(self, n: int) -> str:
+        """``n`` of what is ingested, for the progress bar: dataset sources or journals."""
+        counted: str = plural(n, "dataset source" if self.dataset is not None else "journal")
+        return counted
 
     def stop(self) -> None:
         """Stop the watcher and the refresh worker."""
@@ -212,7 +213,7 @@ class Feed:
                     paths = None if self._dirty_all else sorted(self._dirty)
                     self._dirty, self._dirty_all = set(), False
                 update = monitor.refresh(paths)
-                if update.sessions or update.bad_lines:
+                if update.news:
                     rows = monitor.sessions(update.sessions) if update.sessions else []
                     self._app.post_message(Refreshed(update, rows))
         except Exception as exc:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from ledger.monitor import SessionStatus
+    from ledger.monitor import SessionRow, SessionStatus
 
 BLOCKS: Final = "▁▂▃▄▅▆▇█"
 
@@ -28,6 +28,8 @@ STATUS: Final[dict[SessionStatus, tuple[str, str]]] = {
     "escalated": ("▲", RED),
 }
 """status -> (symbol, colour): a status is told by its symbol and by its colour."""
+STALLED: Final = ("◌", AMBER)
+"""A running session that nothing drives (``SessionRow.stalled``): its symbol and colour."""
 
 THEME_ROLES: Final[dict[str, str]] = {
     GREEN: "text-success",
@@ -100,6 +102,15 @@ def status_text(status: SessionStatus, *, word: bool = True) -> Text:
     """``● running`` in the status colour (symbol only when ``word`` is false)."""
     symbol, colour = STATUS[status]
     return Text(f"{symbol} {status}" if word else symbol, style=colour)
+
+
+def row_status_text(row: SessionRow) -> Text:
+    """A session's status as the screens show it: ``◌ stalled`` for a running session that nothing
+    drives (its loop blocked or escalated and nothing has run since), else ``status_text``."""
+    if row.stalled:
+        symbol, colour = STALLED
+        return Text(f"{symbol} stalled", style=colour)
+    return status_text(row.status)
 
 
 def signal_text(signal: str) -> Text:

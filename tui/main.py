@@ -91,7 +91,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--bell",
         action="store_true",
-        help="ring the terminal bell at each alert (a loop completes, blocks or escalates, a guard trips)",
+        help="ring the terminal bell at each alert (a loop completes, blocks or escalates)",
     )
     parser.add_argument(
         "--osc-notify",

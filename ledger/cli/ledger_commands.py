@@ -119,8 +119,10 @@ def cmd_export(home: Home, args: argparse.Namespace) -> None:
     home's events under ``DIR/events/source=NAME/`` up to date (only the changed day partitions,
     every one with ``--full``) and the views under ``DIR/views/``; print one line saying what it did.
 
-    With ``--watch``, exports again every SECONDS until Ctrl-C (``KeyboardInterrupt``: exit 130);
-    a round that fails prints one line on stderr and the next round tries again. Warns on stderr
+    With ``--watch``, exports again every SECONDS until Ctrl-C (``KeyboardInterrupt``: exit 130),
+    printing the first round's line and then only the lines of rounds that exported something (and
+    of the first round after one that failed); a round that fails prints one line on stderr and the
+    next round tries again. Warns on stderr
     when other sources of ``DIR`` hold session ids of this home. Raises ``CliError`` (exit 2) for a
     bad ``--source``; without ``--watch``, ``LedgerError`` if ``DIR`` is not a directory of such a
     dataset, its source folder was written by another home (without ``--force``), or the ledger
@@ -141,10 +143,11 @@ def cmd_export(home: Home, args: argparse.Namespace) -> None:
         return
     warned: set[tuple[str, str]] = set()
     full = args.full
+    say = True  # whether a round that changed nothing is said: the first, and the first after a failure
     while True:
         try:
-            _export_round(home, args, source, full=full, warned=warned, stamp=True)
-            full = False  # --full rewrites once; later rounds write what changed
+            _export_round(home, args, source, full=full, warned=warned, stamp=True, unchanged=say)
+            full = say = False  # --full rewrites once; later rounds write what changed
         except BrokenPipeError:
             raise  # the reader of the output went away (``| head``): done
         except Exception as exc:
@@ -152,6 +155,7 @@ def cmd_export(home: Home, args: argparse.Namespace) -> None:
                 f"ralph-ledger: export: {_round_error(home, exc)}; next round in {args.watch:g} s",
                 file=sys.stderr,
             )
+            say = True
         time.sleep(args.watch)
 
 
@@ -163,9 +167,11 @@ def _export_round(
     full: bool,
     warned: set[tuple[str, str]],
     stamp: bool = False,
+    unchanged: bool = True,
 ) -> None:
-    """One export of ``cmd_export`` (the ledger opened, ingested and closed again); the shared
-    session ids not in ``warned`` are said on stderr and added to it."""
+    """One export of ``cmd_export`` (the ledger opened, ingested and closed again), said in one line
+    unless it changed nothing and ``unchanged`` is false; the shared session ids not in ``warned``
+    are said on stderr and added to it."""
     from datetime import UTC, datetime
 
     from ledger.storage.export import export_parquet
@@ -181,6 +187,8 @@ def _export_round(
             "the views merge sessions by id, so give each home's sessions distinct ids",
             file=sys.stderr,
         )
+    if not report.changed and not unchanged:
+        return
     what = f"export: {_count(report.events, 'event')} of {_count(report.sessions, 'session')}"
     if not report.changed:
         what += f" in {report.folder}: nothing changed since the last export"

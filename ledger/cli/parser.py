@@ -157,7 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--watch",
         type=positive_seconds,
         metavar="SECONDS",
-        help="keep the dataset current: export, wait SECONDS, again, until Ctrl-C",
+        help=(
+            "keep the dataset current: export, wait SECONDS, again, until Ctrl-C "
+            "(a line for each round that exported something)"
+        ),
     )
     s = sub.add_parser("schema", help="print the views and detectors and their columns")
     s.add_argument(

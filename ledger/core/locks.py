@@ -1,16 +1,10 @@
 """The loop lock: one stop (or ``loop start``) at a time changes a project's loop files.
 
-A stop reads the loop's state file, decides, rewrites it and appends to the journal; two stops
-doing that at once (several Claude Code sessions on a fresh loop, a session and a resumed copy of
-it) each read the same state, so both claim the loop or both advance it to the same iteration.
 Every claim and every rewrite of ``.claude/ralph-loop.local.md`` and
-``.claude/ralph-ledger.local.json`` happens while holding an exclusive ``flock`` on the
-``.claude`` folder itself: no lock file is left behind, and the lock is released by the kernel when
-its holder dies, so a killed stop never leaves the loop locked.
-
-The lock binds ralph-ledger's own processes only. The ``ralph-loop`` plugin's shell hook takes no
-lock: with the plugin installed beside ralph-ledger's hook, the plugin's rewrites race both (see
-``docs/reliability.md``).
+``.claude/ralph-ledger.local.json`` happens while holding an exclusive ``flock`` on the ``.claude``
+folder itself: no lock file is left behind, and the kernel releases it when its holder dies. It
+binds ralph-ledger's own processes only, not the ``ralph-loop`` plugin's shell hook. Why, and what
+it guarantees: docs/reliability.md#the-loop-lock-one-claimant-no-lost-increments.
 """
 
 from __future__ import annotations

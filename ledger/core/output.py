@@ -1,19 +1,9 @@
 """Query results as an aligned table, CSV or JSON, for every DuckDB type.
 
 Values reach Python through ``fetch``, which casts the types Python cannot take as they are to
-DuckDB's text in SQL, nested or not, and reads that text back (``restore``): a ``TIMESTAMPTZ``
-would need ``pytz``, an ``INTERVAL`` would lose its months, and DuckDB gives Python an infinite
-timestamp or date as 9999-12-31 / 0001-01-01, which are real ones too. Timestamps come back as
-aware datetimes (UTC), infinite ones as ``infinity`` / ``-infinity``, dates and intervals as text.
-Then one text per value in every format:
-
-- NULL: ``-`` in the table, an empty field in CSV, ``null`` in JSON;
-- NaN and infinities: ``NaN``, ``Infinity``, ``-Infinity`` (JSON strings: RFC 8259 has no such numbers);
-- timestamps: ISO 8601 with their zone, always UTC (``2024-01-01T10:00:00+00:00``; the ledger's
-  times are UTC); infinite ones ``infinity`` / ``-infinity``;
-- HUGEINT and DECIMAL: exact (JSON numbers written digit for digit);
-- BLOB: DuckDB's escaped text (``ab\\x00``), UUID its text;
-- STRUCT, MAP, LIST and ARRAY: JSON (compact in the table and CSV), MAP keys as JSON strings.
+DuckDB's text in SQL, nested or not, and reads that text back (``restore``); then each value has one
+text in every format (NULL, NaN and infinities, UTC timestamps, exact HUGEINT and DECIMAL, BLOB,
+nested types as JSON). The text of each type: docs/cli.md (Output).
 """
 
 from __future__ import annotations
@@ -301,8 +291,10 @@ def _decimal_text(value: Decimal) -> str:
 
 
 def text(value: Any) -> str:
-    """One value as text, the same in the table and in CSV (NULL aside): nested values as compact
-    JSON, floats in full (``repr``), the rest as in JSON without quotes."""
+    """One value as text, the same in the table and in CSV (NULL aside; ``cell`` only keeps a table's
+    cell on one line and short): nested values as compact JSON, floats in full (``repr``: ``100.0``,
+    ``0.1``, as DuckDB and JSON write them), timestamps in ISO 8601 with their zone and their fraction
+    when it is not zero (``2024-05-01T10:00:00.500000+00:00``), the rest as in JSON without quotes."""
     value = plain(value)
     if isinstance(value, dict | list):
         return to_json(value)
@@ -314,17 +306,11 @@ def text(value: Any) -> str:
 
 
 def cell(value: Any) -> str:
-    """Text of one table cell: NULL as '-', floats compact, one line (line breaks as spaces, other
-    unprintable characters escaped), long text cut."""
+    """Text of one table cell: NULL as '-', else ``text`` (what CSV prints), on one line (line breaks
+    as spaces, other unprintable characters escaped), long text cut."""
     if value is None:
         return "-"
-    if isinstance(value, float) and math.isfinite(value):
-        shown = f"{value:g}"
-    elif isinstance(value, datetime):
-        shown = (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat(sep=" ", timespec="seconds")
-    else:
-        shown = text(value)
-    shown = printable(shown.replace("\r\n", " ").replace("\n", " "))
+    shown = printable(text(value).replace("\r\n", " ").replace("\n", " "))
     return shown if len(shown) <= MAX_CELL else shown[: MAX_CELL - 1] + "…"
 
 

@@ -1,26 +1,10 @@
-"""Checkpoints: create, list, resume, expire and prune (seed 000 §4, seed 003 §3.2).
+"""Checkpoints: create, list, resume, expire and prune.
 
-A checkpoint is a ``checkpoint_created`` event in the session's journal and
-is expired by a later ``checkpoint_expired`` event; nothing is ever deleted
-or rewritten. Every function takes the ``Engine`` of the loop so it shares
-its home, clock and journals; like the engine, it keeps no state: it reads
-the ``checkpoints`` view (the one definition of "expired") and appends.
-
-Ids. ``create`` names a checkpoint ``<session>-cp<n>.<j>``: the ``j``-th
-checkpoint made by hand in iteration ``n``, continuing the engine's own
-``<session>-cp<n>`` (made at the start of iteration ``n``). A plain counter
-``<session>-cp<k>`` would collide with the id the engine gives the *next*
-iteration's checkpoint (``Engine.next`` always uses ``cp<n+1>``), and the
-view expires checkpoints by id, so a shared id would expire both. Ids are
-deterministic; they are unique as long as one process writes a session
-(reading the journal and appending are two steps).
-
-Expiry: none by the clock in a live session; retention per trigger applies only when ``prune``
-is called, and never to a running session's latest checkpoint (why: ``docs/seeds.md``).
-
-Resuming (seed 000 §4.2-4.3) carries the iteration number, configuration,
-history and agent context; validation state and draft are reset, so
-``Resume`` has neither.
+A checkpoint is a ``checkpoint_created`` event in the session's journal, expired by a later
+``checkpoint_expired`` event; nothing is ever deleted or rewritten. Every function takes the
+``Engine`` of the loop (its home, clock and journals); like the engine, it keeps no state: it reads
+the ``checkpoints`` view (the one definition of "expired") and appends. Triggers, ids, what a resume
+carries, expiry and pruning: docs/design/checkpoints.md.
 """
 
 from __future__ import annotations
@@ -41,7 +25,7 @@ from ledger.storage.journal import journal_path
 
 DEFAULT_RETENTION: Final = timedelta(days=7)
 
-# Seed 003 §3.2's cadence table, plus the engine's own triggers: an
+# Retention per trigger (docs/design/checkpoints.md#triggers), the engine's own triggers too: an
 # ``auto_iteration`` checkpoint is the per-iteration one (24 h), a ``hook``
 # checkpoint is kept like the other coarse ones (7 days).
 RETENTION: Final[dict[str, timedelta]] = {
@@ -63,7 +47,7 @@ class CheckpointError(EngineError):
 
 @dataclass(frozen=True, slots=True)
 class Resume:
-    """What ``checkpoint_resume`` gives back (seed 000 §4.3)."""
+    """What ``checkpoint_resume`` gives back."""
 
     checkpoint: dict[str, Any]
     iteration: int
@@ -201,7 +185,7 @@ def _expire_events(session_id: str, iteration: int, ids: Sequence[str], reason: 
 
 
 def expire(engine: Engine, session_id: str, checkpoint_id: str, reason: str = "manual") -> None:
-    """Expire one checkpoint so that it can no longer be resumed (seed 000 §5.4)."""
+    """Expire one checkpoint so that it can no longer be resumed (a person's escape hatch)."""
     with _session(engine, session_id) as (ledger, session):
         target = _find(session_id, _checkpoints(ledger, session_id), checkpoint_id)
     if target["expired"]:

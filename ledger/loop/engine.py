@@ -1,4 +1,4 @@
-"""The loop engine: start / validate / next / complete / status (seed 000 §3-5). It keeps no state of
+"""The loop engine: start / validate / next / complete / status. It keeps no state of
 its own: each step folds what the journal gained since it last read (``ledger.storage.fold``), decides
 and appends events, so a process that dies between two steps loses nothing; a new ``Engine`` on the
 same home carries on where the last one stopped."""
@@ -235,8 +235,11 @@ class Engine:
                 ),
             ]
         )
-        with fold(self._path(session_id)).pending(self.home, first) as ledger:
-            facts = read_facts(ledger, session_id, s.config.guards, self.clock())
+        read = fold(self._path(session_id))
+        with read.pending(self.home, first) as ledger:  # the row, if the journal did not move since
+            row = read.kept("sessions")
+            known = row if isinstance(row, dict) else None
+            facts = read_facts(ledger, session_id, s.config.guards, self.clock(), known=known)
         trips = check(facts, s.config.guards)
         evals = self._hooks(s, session_id, n, files_modified, results, detection.promises, agent_output)
         decision = evals[-1]
@@ -383,7 +386,7 @@ class Engine:
         message = f"Completed after {s.iteration} iteration(s)"
         return CompleteResult(session_id, s.iteration, final, history, now, message), events
 
-    # -- hooks (seed 001 hook_register / hook_list / hook_clear) ---------------
+    # -- hooks (hook_register / hook_list / hook_clear: docs/design/stop-hooks.md) --
     def hook_register(
         self, session_id: str, hook_type: str, *, enabled: bool = True, metadata: dict[str, Any] | None = None
     ) -> str:
@@ -424,7 +427,7 @@ class Engine:
             )
         return len(ids)
 
-    # -- overrides (seed 000 §5.4) --------------------------------------------
+    # -- overrides (a person's stop, pause and steering: docs/steering.md) ------
     def escalate(self, session_id: str, reason: str, guard: str = "", lead: Sequence[ev.Event] = ()) -> None:
         """End a running session as escalated (e.g. ``next`` refused); ``lead`` lands first, same append."""
         s = self._running(session_id)

@@ -26,7 +26,7 @@ class Paused(EngineError):
 
 @dataclass(frozen=True, slots=True)
 class ValidateResult:
-    """iteration_validate's answer (seed 000 Appendix A)."""
+    """iteration_validate's answer."""
 
     session_id: str
     iteration: int

@@ -1,15 +1,10 @@
 """One loop step: a driver's turn in, the loop's decision out (docs/design/loop-step.md).
 
-Every driver (the runner, the Claude Code hook in both modes, the MCP tools, the steering keys of
-ralph-tui) turns its input into a :class:`Turn` and the :data:`Decision` into its output; what
-happens after a turn is decided here alone: validate, steering (a pause, a stop asked for, a
-person's guidance), the summary of the loop, the next prompt, and complete or escalate. A step is
-one all-or-nothing append: the turn, its validation, the driver's own events (``lead``: a Claude
-Code stop decision) and the next iteration or the session's end land together, so a process killed
-during a step leaves the journal before it or after it, never between.
-
-Light at import: the drop-in hook, which never imports DuckDB, asks :func:`steered` how a person
-steered the block the plugin's rules chose; :class:`LoopSession` is given its engine.
+Every driver turns its input into a :class:`Turn` and the :data:`Decision` into its output; what
+happens after a turn (validate, steering, the summary, the next prompt, complete or escalate) is
+decided here alone, in one all-or-nothing append. Light at import: the drop-in hook, which never
+imports DuckDB, asks :func:`steered` how a person steered the block the plugin's rules chose;
+:class:`LoopSession` is given its engine.
 """
 
 from __future__ import annotations

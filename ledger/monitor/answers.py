@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from ledger.core.words import plural
 from ledger.events import SessionStatus, session_status
 
 
@@ -26,7 +27,8 @@ class Progress(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Alert(msgspec.Struct, frozen=True, kw_only=True):
-    """A session completed, blocked or escalated (``kind``), or a guard tripped (``guard``)."""
+    """A session completed, blocked or escalated (``kind``); the reason of a block or escalation
+    names the guard that forced it."""
 
     session_id: str
     iteration: int
@@ -35,18 +37,31 @@ class Alert(msgspec.Struct, frozen=True, kw_only=True):
     seq: int
     ts: datetime | None = None
     """When the event was recorded."""
+    short: str = ""
+    """The message in fewer words, for a one-line pop-up: the session, then why it ended (its
+    kind is told by the pop-up's symbol and colour)."""
 
 
 class Update(msgspec.Struct, frozen=True, kw_only=True):
     """What one ``refresh`` ingested: the sessions that changed, their alerts, the events, the bad
-    lines (``path:line: reason``) and the journals found truncated or rewritten (``reset``: their
-    paths; their sessions were read again from the start)."""
+    lines (``path:line: reason``), the journals found truncated or rewritten (``reset``: their
+    paths; their sessions were read again from the start) and the sources deleted or back."""
 
     sessions: list[str]
     alerts: list[Alert]
     events: int
     bad_lines: list[str]
     reset: list[str] = []
+    vanished: dict[str, list[str]] = {}
+    """Each watched source deleted since the last refresh (a home's root, a journal directory, a
+    journal) and the sessions it held, which the monitor no longer has."""
+    returned: list[str] = []
+    """Sources deleted earlier that exist again (their journals are read again as they come)."""
+
+    @property
+    def news(self) -> bool:
+        """Whether the refresh found anything to show."""
+        return bool(self.sessions or self.bad_lines or self.vanished or self.returned)
 
 
 class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -77,6 +92,12 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     """A person paused the loop (``ralph-ledger pause``) and has not resumed it."""
     source: str = ""
     """The dataset source(s) holding the session (``DatasetMonitor``), ``""`` for a home's."""
+    stalled: bool = False
+    """Running, but its loop's latest step is a BLOCKED or ESCALATE signal and no iteration has
+    started since: nothing drives it (a runner exits when its loop blocks; after an unblock, ``run
+    --resume`` or the Claude Code session's next stop goes on). See ``STEP_SQL``."""
+    runner: bool = False
+    """Driven by ``ralph-ledger run`` (it recorded its agent command): ``run --resume`` goes on with it."""
 
 
 class Fleet(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,24 +107,29 @@ class Fleet(msgspec.Struct, frozen=True, kw_only=True):
 
     sessions: int
     running: int
+    """Running sessions, the stalled ones left out."""
     complete: int
     blocked: int
     escalated: int
     completion_rate: float | None
+    stalled: int = 0
+    """Running sessions that nothing drives (``SessionRow.stalled``)."""
 
 
-def fleet_of(counts: Mapping[SessionStatus, int]) -> Fleet:
-    """Fleet totals from the number of sessions per status (the one place they are added up: the
-    monitor counts with SQL, a screen holding every session's row counts its rows)."""
+def fleet_of(counts: Mapping[SessionStatus, int], stalled: int = 0) -> Fleet:
+    """Fleet totals from the number of sessions per status and of the running ones ``stalled`` (the
+    one place they are added up: the monitor counts with SQL, a screen holding every session's row
+    counts its rows)."""
     complete, blocked, escalated = (counts.get(s, 0) for s in ("complete", "blocked", "escalated"))
     ended = complete + blocked + escalated
     return Fleet(
         sessions=sum(counts.values()),
-        running=counts.get("running", 0),
+        running=counts.get("running", 0) - stalled,
         complete=complete,
         blocked=blocked,
         escalated=escalated,
         completion_rate=complete / ended if ended else None,
+        stalled=stalled,
     )
 
 
@@ -193,20 +219,22 @@ def aware(value: Any) -> datetime | None:
 
 def alert_of(r: dict[str, Any]) -> Alert:
     """An ``Alert`` from a row of the alerts query."""
-    kind = {
-        "session_completed": "completed",
-        "session_blocked": "blocked",
-        "session_escalated": "escalated",
-    }.get(str(r["type"]), "guard")
+    kind = {"session_completed": "completed", "session_blocked": "blocked"}.get(str(r["type"]), "escalated")
     sid, n = str(r["session_id"]), int(r["iteration"] or 0)
     if kind == "completed":
-        message = f"{sid} complete after {r['total_iterations'] or n} iteration(s)"
-    elif kind == "guard":
-        message = f"{sid}: guard {r['guard']} tripped at iteration {n}: {r['detail'] or ''}".rstrip(": ")
+        what = f"complete after {plural(r['total_iterations'] or n, 'iteration')}"
+        message = f"{sid} {what}"
     else:
+        what = " ".join(str(r["reason"] or r["guard"] or f"at iteration {n}").split())
         message = f"{sid} {kind} at iteration {n}: {r['reason'] or r['guard'] or ''}".rstrip(": ")
     return Alert(
-        session_id=sid, iteration=n, kind=kind, message=message, seq=int(r["seq"]), ts=aware(r["ts"])
+        session_id=sid,
+        iteration=n,
+        kind=kind,
+        message=message,
+        seq=int(r["seq"]),
+        ts=aware(r["ts"]),
+        short=f"{sid}: {what}",
     )
 
 
@@ -231,6 +259,8 @@ def session_of(r: dict[str, Any]) -> SessionRow:
         worktree=str(r.get("worktree") or ""),
         branch=str(r.get("branch") or ""),
         paused=bool(r.get("paused")),
+        stalled=bool(r.get("stalled")),
+        runner=bool(r.get("runner")),
     )
 
 
@@ -289,6 +319,11 @@ def _money(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _files_and_tools(r: dict[str, Any]) -> str:
+    """``2 files, 1 tool``: what a turn changed and used."""
+    return f"{plural(len(r['files_modified'] or []), 'file')}, {plural(r['tool_count'] or 0, 'tool')}"
+
+
 def summary_of(r: dict[str, Any]) -> str:
     """One line saying what an event says."""
     t = str(r["type"])
@@ -296,7 +331,7 @@ def summary_of(r: dict[str, Any]) -> str:
         "session_started": "session started",
         "iteration_started": f"iteration {r['iteration']} started"
         + (f", guided: {r['guidance']}" if r.get("guidance") else ""),
-        "agent_turn": f"agent turn: {len(r['files_modified'] or [])} file(s), {r['tool_count'] or 0} tool(s)",
+        "agent_turn": f"agent turn: {_files_and_tools(r)}",
         "promise_detected": f"promise {r['promise']} -> {r['signal']}",
         "validation_ran": f"validation {'passed' if r['passed'] else 'failed'}, score {r['score'] or 0:.0f}",
         "hook_decided": f"hook {r['hook_id']}: {r['action']} ({r['reason'] or ''})",
@@ -304,7 +339,8 @@ def summary_of(r: dict[str, Any]) -> str:
         "signal_resolved": f"signal {r['signal']}",
         "stop_decided": f"stop {r['decision']}: {r['reason'] or ''}",
         "checkpoint_created": f"checkpoint {r['checkpoint_id']} ({r['trigger']})",
-        "session_completed": f"session complete after {r['total_iterations'] or r['iteration']} iteration(s)",
+        "session_completed": "session complete after "
+        + plural(r["total_iterations"] or r["iteration"] or 0, "iteration"),
         "session_blocked": f"session blocked: {r['reason'] or ''}",
         "session_escalated": f"session escalated: {r['reason'] or r['guard'] or ''}",
         "override": f"override {r['kind']}: {r['reason'] or ''}",
@@ -312,8 +348,8 @@ def summary_of(r: dict[str, Any]) -> str:
         "rate_limited": f"rate limited ({r['reason'] or 'limit reached'}): a {r['wait_s'] or 0:.0f} s wait",
         "summary_given": f"loop summary in the prompt: {r.get('summary_bytes') or 0} bytes",
         "subagent_stopped": f"subagent {r['agent_type'] or r['agent_id'] or ''} stopped: "
-        f"{len(r['files_modified'] or [])} file(s), {r['tool_count'] or 0} tool(s)",
-        "notification_sent": f"notification ({r['notice']}) sent to {r['targets'] or 0} URL(s)"
+        f"{_files_and_tools(r)}",
+        "notification_sent": f"notification ({r['notice']}) sent to {plural(r['targets'] or 0, 'URL')}"
         + (f", {r['failed']} failed" if r["failed"] else ""),
     }
     text = " ".join(parts.get(t, t.replace("_", " ")).split()).replace(" ()", "")

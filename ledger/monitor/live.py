@@ -61,7 +61,22 @@ an equality into every branch of the ``sessions`` view, an ``IN`` list not (1M e
 13 ms by equality, 90 ms by ``IN``)."""
 
 
-ALERT_TYPES: Final = ("session_completed", "session_blocked", "session_escalated", "guard_tripped")
+STEP_SQL: Final = """SELECT session_id,
+    arg_max(CASE WHEN type = 'iteration_started' THEN '' ELSE signal END, seq)
+      FILTER (WHERE type <> 'session_started') IN ('BLOCKED', 'ESCALATE') AS stopped,
+    bool_or(type = 'session_started' AND len(command) > 0) AS runner
+  FROM events WHERE type IN ('session_started', 'iteration_started', 'signal_resolved') {where}
+  GROUP BY session_id"""
+"""Per session: whether its loop's latest step is a BLOCKED or ESCALATE signal with no iteration
+started since (``stopped``: a running one is stalled, ``SessionRow.stalled``), and whether
+``ralph-ledger run`` drives it (``runner``: it recorded its agent command). The one definition of a
+stalled session: the monitor's rows and its fleet totals read it (docs/ralph-tui.md). ``{where}``:
+``AND session_id IN (...)`` or nothing."""
+
+
+ALERT_TYPES: Final = ("session_completed", "session_blocked", "session_escalated")
+"""The events that raise an alert: a session's end. A guard trip is not one of its own: it forces the
+end (BLOCKED or ESCALATE) it is recorded with, whose alert names the guard (one event, one alert)."""
 
 
 EXAMPLE_QUERIES: Final = {
@@ -139,6 +154,12 @@ class Monitor:
                 found.append(Home.resolve(path))
             elif path.is_dir():
                 self._dirs.append(path)
+                if not journals_in(path):
+                    # An empty folder: a directory of journals to come, or a home before its first loop
+                    # (RALPH_HOME=PATH ralph-ledger run): both are watched, as --home PATH watches the
+                    # second; nothing is created in it.
+                    self.homes.append(path)
+                    self._dirs.append(Home(path).journals)
             else:
                 raise FileNotFoundError(f"{path}: no such ledger home, journal directory or journal")
         # A home named as one (--home, $RALPH_HOME, ./.ralph) is one even when it is empty or does not
@@ -153,6 +174,12 @@ class Monitor:
             self.ledger = Ledger.memory(None)
         if memory_limit and self.ledger.path is not None:  # a file-backed ledger can spill to disk
             self.ledger.con.execute(f"SET memory_limit = '{memory_limit}'")
+        self._known: dict[str, Path] = {}
+        """Every journal seen, by name (as ``ingest_positions`` keys them): where it was."""
+        self._present = {p for p in self._sources() if p.exists()}
+        """The sources that existed at the last look (``_look``)."""
+        self._deleted: set[Path] = set()
+        """Sources deleted while watched, not back yet."""
 
     # -- what to read ----------------------------------------------------------
     @property
@@ -180,7 +207,13 @@ class Monitor:
         """Every journal of the sources, now."""
         found = {str(p): p for d in self._dirs if d.is_dir() for p in journals_in(d)}
         found.update((str(f), f) for f in self._files if f.exists())
-        return [found[key] for key in sorted(found)]
+        files = [found[key] for key in sorted(found)]
+        self._known.update((f.name, f) for f in files)
+        return files
+
+    def _sources(self) -> list[Path]:
+        """What may be deleted while watched: the homes, the directories of journals, the journals named."""
+        return sorted({*self.homes, *self._dirs, *self._files})
 
     def _wanted(self, path: Path) -> bool:
         if not is_journal(path):
@@ -278,11 +311,15 @@ class Monitor:
         return [f"{paths[j]}:{n}: {reason}" for j, n, reason in rows if j in paths]
 
     def refresh(self, changed: Iterable[Path] | None = None) -> Update:
-        """Ingest what was appended to ``changed`` journals (every journal when ``None``)."""
+        """Ingest what was appended to ``changed`` journals (every journal when ``None``); first
+        drop the sessions of sources deleted since the last refresh (``Update.vanished``)."""
+        vanished, returned = self._look()
         files = self.journal_files() if changed is None else sorted({p for p in changed if self._wanted(p)})
         files = [f for f in files if f.exists()]
         if not files:
-            return Update(sessions=[], alerts=[], events=0, bad_lines=[], reset=[])
+            return Update(
+                sessions=[], alerts=[], events=0, bad_lines=[], reset=[], vanished=vanished, returned=returned
+            )
         with self._lock:
             report = self.ledger.ingest(files, live=True)
             changed_ids = sorted(report.seqs)
@@ -294,7 +331,56 @@ class Monitor:
             events=report.events,
             bad_lines=[str(b) for b in report.bad_lines],
             reset=[str(by_name.get(name, name)) for name in report.reset],
+            vanished=vanished,
+            returned=returned,
         )
+
+    def _look(self) -> tuple[dict[str, list[str]], list[str]]:
+        """The sources deleted since the last look, each with the sessions it held (dropped from the
+        ledger here), and those deleted before that exist again."""
+        present = {p for p in self._sources() if p.exists()}
+        lost, self._present = self._present - present, present
+        returned = sorted(self._deleted & present)
+        self._deleted = (self._deleted - present) | lost
+        # a deleted home's journals/ goes with it: name the outermost source deleted
+        named = sorted(p for p in lost if not any(p != q and p.is_relative_to(q) for q in lost))
+        vanished: dict[str, list[str]] = {}
+        if named:
+            files = {f.name for f in self.journal_files()}
+            gone = {name: path for name, path in self._known.items() if name not in files}
+            for source in named:
+                names = sorted(n for n, path in gone.items() if path.is_relative_to(source))
+                vanished[str(source)] = [Path(n).stem for n in names]
+            held = self._forget(sorted(gone))
+            told = {sid for ids in vanished.values() for sid in ids}
+            vanished[str(named[0])] += sorted(set(held) - told)  # (a deleted ledger file's other rows)
+        return vanished, [str(p) for p in returned]
+
+    def _forget(self, names: list[str]) -> list[str]:
+        """Drop the sessions of these journals (deleted) from the ledger. A ledger file deleted with
+        its home cannot be written any more: an empty in-memory ledger takes its place (the journals of
+        a home created again there are read into it), and every session it held is returned."""
+        for name in names:
+            self._known.pop(name, None)
+        with self._query_lock, self._lock:
+            if self.ledger.path is not None and not self.ledger.path.exists():
+                held = self.ledger.con.execute("SELECT DISTINCT session_id FROM events").fetchall()
+                if self._query_con is not None:
+                    self._query_con.close()
+                    self._query_con = None
+                self.ledger.close()
+                self.ledger = Ledger.memory(None)
+                return [str(r[0]) for r in held]
+            if not names:
+                return []
+            ids = [Path(n).stem for n in names]
+            con = self.ledger.con
+            con.execute("BEGIN TRANSACTION")
+            con.execute("DELETE FROM events WHERE session_id IN (SELECT unnest($ids))", {"ids": ids})
+            for table in ("ingest_positions", "ingest_errors"):
+                con.execute(f"DELETE FROM {table} WHERE journal IN (SELECT unnest($names))", {"names": names})
+            con.execute("COMMIT")
+        return []
 
     def _alerts(self, since: dict[str, int]) -> list[Alert]:
         if not since:
@@ -333,22 +419,30 @@ class Monitor:
         picked = f"SELECT * FROM sessions {where}"
         if ids and len(ids) <= FEW_IDS:
             picked = " UNION ALL ".join(["SELECT * FROM sessions WHERE session_id = ?"] * len(ids))
+        also = where.replace("WHERE", "AND")
         with self._lock:
             rows = self.ledger.rows(
-                f"""SELECT s.*, sc.scores FROM ({picked}) s LEFT JOIN (
+                f"""SELECT s.*, sc.scores, coalesce(s.status = 'running' AND st.stopped, FALSE) AS stalled,
+                      coalesce(st.runner, FALSE) AS runner
+                    FROM ({picked}) s LEFT JOIN (
                       SELECT session_id, list(score ORDER BY iteration)[-{SPARK_POINTS}:] AS scores
-                      FROM iteration_scores WHERE score IS NOT NULL {where.replace("WHERE", "AND")}
-                      GROUP BY session_id) sc
-                    USING (session_id) ORDER BY updated_at DESC NULLS LAST, session_id""",
-                [*ids, *ids] if ids else None,
+                      FROM iteration_scores WHERE score IS NOT NULL {also}
+                      GROUP BY session_id) sc USING (session_id)
+                    LEFT JOIN ({STEP_SQL.format(where=also)}) st USING (session_id)
+                    ORDER BY updated_at DESC NULLS LAST, session_id""",
+                [*ids, *ids, *ids] if ids else None,
             )
         return [session_of(r) for r in rows]
 
     def fleet(self) -> Fleet:
         """Totals over every session."""
         with self._lock:
-            rows = self.ledger.con.execute("SELECT status, count(*) FROM sessions GROUP BY status").fetchall()
-        return fleet_of({session_status(status): int(n) for status, n in rows})
+            rows = self.ledger.con.execute(
+                "SELECT s.status, count(*), count(*) FILTER (WHERE s.status = 'running' AND st.stopped) "
+                f"FROM sessions s LEFT JOIN ({STEP_SQL.format(where='')}) st USING (session_id) GROUP BY 1"
+            ).fetchall()
+        counts = {session_status(status): int(n) for status, n, _ in rows}
+        return fleet_of(counts, stalled=sum(int(stalled) for _, _, stalled in rows))
 
     def iterations(self, session_id: str) -> list[IterationRow]:
         """The session's iteration timeline, first iteration first."""

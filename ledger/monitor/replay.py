@@ -1,25 +1,9 @@
 """Play recorded journals back as if their loops were running now.
 
-``replay`` copies the lines of recorded journals into a journals directory
-(same file names), in the order of their timestamps across all files,
-sleeping the recorded gap between two lines divided by ``speed`` (each gap
-capped at ``max_gap_s``, so an hour-long pause does not stall a demo). A
-watcher on that directory (``ralph-tui --replay``) sees exactly what it would
-see from live loops: appends, one line at a time, and a torn last line where
-the recording has one (written last, as a crash would leave it).
-
-By default the recordings are *aligned*: each one's times are shifted by a
-constant so that every recording starts when the earliest one does, so they
-play side by side, each at its own recorded pace. A line whose times moved
-is written again with only its timestamps changed (every datetime field of
-the events: ``ts``, ``expires_at``, ``resets_at``); a line of the earliest
-recording, and every line with ``sequential=True`` (the recorded times, one
-recording after another when they were recorded apart), is copied byte for
-byte (one ``os.write`` each, ``O_APPEND``).
-
-``ReplayClock`` is a replay's clock: the replayed time of the line written
-last, running on from there, standing still while paused. A monitor given it
-as its ``now`` measures ages and durations on the replayed timeline.
+``replay`` copies the lines of recorded journals into a journals directory in the order of their
+timestamps, sleeping the recorded gaps divided by ``speed``, so a watcher sees what it would see from
+live loops; by default the recordings are aligned to start together (``sequential=True`` keeps the
+recorded times). ``ReplayClock`` is a replay's clock. The rules: docs/design/monitor.md#replay.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Notifications that reach people: ``[notify]`` in the configuration (``ledger.loop.config.loop_config``).
 
 Every path that decides a loop's fate appends its deciding events and then calls
-:func:`notify_events` with them: the engine (``Engine._append``: the runner, the ledger-native
-Claude Code hook, the MCP tools) and the drop-in Claude Code hook (``dropin._commit``). When the events
-complete, block or escalate a session, or a guard tripped, and ``[notify]`` asks for it, the
-notification is handed to a detached sender process (``python -m ledger.notify``, :mod:`.send`),
-which composes it from the session's row, sends it with apprise and records a ``notification_sent``
-event (and an ``error_recorded`` of component ``notify`` for each URL that failed) in the session's
-journal. The caller never waits for a network: a stop of the Claude Code hook returns while the
-notification is on its way. Nothing here raises: a configuration that cannot be read, or a sender
-that cannot start, is an ``error_recorded`` too.
-
-This module imports only the standard library and the vocabulary at import time, so the Stop hook
-can import it; what it needs to send is imported once there is something to send.
+:func:`notify_events` with them; when ``[notify]`` asks for it, the notification is handed to a
+detached sender (``python -m ledger.notify``, :mod:`.send`), which composes, sends and records it,
+so the caller never waits for a network. Nothing here raises. This module imports only the standard
+library and the vocabulary at import time, so the Stop hook can import it. The rules:
+docs/notifications.md.
 """
 
 from __future__ import annotations
@@ -35,6 +28,8 @@ COMPONENT: Final = "notify"
 """The ``component`` of the ``error_recorded`` events of notifications."""
 WAIT_S: Final = 10.0
 """How long ``ralph-ledger run`` waits, when its loop ends, for the notifications still on their way."""
+SAY_WAIT_S: Final = 3.0
+"""After this long, that wait is said on stderr (with how to stop it)."""
 TEXT_LIMIT: Final = 1000
 """The longest reason or detail a request carries (a notification is read on a phone)."""
 
@@ -60,11 +55,19 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
     urls: list[str] = []
 
 
+class _Sender(msgspec.Struct, frozen=True):
+    """A sender process this process started, and what its notification is about."""
+
+    proc: subprocess.Popen[bytes]
+    session_id: str
+    notice: str
+
+
 class _Senders:
     """The sender processes this process started, and whether they report failures on its stderr."""
 
     echo = False
-    pending: list[subprocess.Popen[bytes]] = []  # noqa: RUF012 (one list, this process's)
+    pending: list[_Sender] = []  # noqa: RUF012 (one list, this process's)
 
 
 def notice_of(events: Sequence[ev.Event], on: Sequence[str]) -> str | None:
@@ -117,15 +120,15 @@ def notify_events(journal: Path, events: Sequence[ev.Event], project: Path) -> N
         notice = notice_of(events, config.on) if config is not None and config.urls else None
         if config is None or notice is None:
             return
-        _spawn(msgspec.json.encode(request_of(journal, events, notice, config.urls)))
+        _spawn(request_of(journal, events, notice, config.urls))
     except ConfigError as exc:
         record_failure(journal, events[0].session_id, f"not sent: {exc}")
     except Exception as exc:  # a notification never breaks the loop it is about
         record_failure(journal, events[0].session_id, f"not sent: {type(exc).__name__}: {exc}")
 
 
-def _spawn(payload: bytes) -> None:
-    """Start ``python -m ledger.notify`` in its own session, ``payload`` on its stdin, its output
+def _spawn(request: Request) -> None:
+    """Start ``python -m ledger.notify`` in its own session, ``request`` on its stdin, its output
     discarded (its stderr is this process's with ``_Senders.echo``)."""
     import subprocess
 
@@ -143,29 +146,96 @@ def _spawn(payload: bytes) -> None:
     )
     assert proc.stdin is not None
     try:
-        proc.stdin.write(payload)  # a few kilobytes: the pipe's buffer holds them, nothing waits
+        proc.stdin.write(msgspec.json.encode(request))  # a few kilobytes: the pipe's buffer holds them
     finally:
         proc.stdin.close()
-    _Senders.pending.append(proc)
+    _Senders.pending.append(_Sender(proc, request.session_id, request.notice))
 
 
 def _reap() -> None:
     """Forget (and reap) the senders that have finished."""
-    _Senders.pending = [p for p in _Senders.pending if p.poll() is None]
+    _Senders.pending = [p for p in _Senders.pending if p.proc.poll() is None]
 
 
-def wait_pending(timeout_s: float = WAIT_S) -> None:
+def wait_pending(timeout_s: float = WAIT_S, say_after_s: float = SAY_WAIT_S) -> None:
     """Wait up to ``timeout_s`` in all for the senders this process started (those still running
-    then go on by themselves)."""
+    then go on by themselves: they are in their own session). A wait longer than ``say_after_s`` is
+    said on stderr; Ctrl-C stops it, saying what the loop's notifications were about and that they
+    are not all sent (docs/notifications.md): the caller goes on, with the outcome it had."""
+    import time
+
+    _reap()
+    if not _Senders.pending:
+        return
+    stopped = False
+    with _ctrl_c_raises():
+        try:
+            _wait_for(time.monotonic() + timeout_s, say_after_s)
+        except KeyboardInterrupt:
+            stopped = True
+    _reap()
+    if stopped and _Senders.pending:
+        _say(
+            f"{_about(_Senders.pending)}; Ctrl-C stopped the wait: {_count()} not sent yet (still on the "
+            "way in the background; `notification_sent` in the journal says when one went out)"
+        )
+
+
+def _wait_for(end: float, say_after_s: float) -> None:
+    """Wait for the pending senders until ``end`` (monotonic), saying so after ``say_after_s``."""
     import subprocess
     import time
 
-    end = time.monotonic() + timeout_s
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: stop waiting; they go on by themselves
-        for proc in _Senders.pending:
+    start, said = time.monotonic(), False
+    for sender in _Senders.pending:
+        while sender.proc.poll() is None and (left := end - time.monotonic()) > 0:
+            if not said and time.monotonic() - start >= say_after_s:
+                _say(
+                    f"{_about(_Senders.pending)}; waiting up to {left:.0f} s more for {_count()} to be "
+                    "sent (Ctrl-C stops waiting)"
+                )
+                said = True
+            step = left if said else min(left, start + say_after_s - time.monotonic())
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(max(0.0, end - time.monotonic()))
-    _reap()
+                sender.proc.wait(max(step, 0.0))
+
+
+def _count() -> str:
+    """How many notifications are still on the way: "1 notification", "2 notifications"."""
+    n = len([s for s in _Senders.pending if s.proc.poll() is None])
+    return f"{n} notification" + ("" if n == 1 else "s")
+
+
+def _about(senders: Sequence[_Sender]) -> str:
+    """What the notifications of ``senders`` are about: the loops that ended, and how."""
+    ended = {s.session_id: s.notice for s in senders if s.notice != "guard"}
+    if ended:
+        return "; ".join(f"loop {sid} finished ({notice})" for sid, notice in ended.items())
+    return "; ".join(f"loop {sid}: a guard tripped" for sid in dict.fromkeys(s.session_id for s in senders))
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"ralph-ledger: {line}\n")
+        sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def _ctrl_c_raises() -> Iterator[None]:
+    """While inside, Ctrl-C raises ``KeyboardInterrupt`` (in the main thread; the console scripts' own
+    handler would end the process at once), then the handler before is back."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any, Final
@@ -85,40 +86,85 @@ def scheme(url: str) -> str:
     return url.partition("://")[0].strip().lower() or "?"
 
 
+TIMEOUT: Final = re.compile(r"\((read|connect) timeout=([0-9.]+)\)")
+"""How requests (under apprise) says which wait ran out, and how long it was."""
+
+
 class _Said(logging.Handler):
-    """What apprise said at WARNING and above while sending to one URL (its reasons for a failure)."""
+    """What apprise said at WARNING and above while sending to one URL (its reasons for a failure),
+    and the wait that ran out when its socket timed out (``read`` or ``connect``, seconds)."""
 
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.DEBUG)  # its socket's own error is said at DEBUG only
         self.lines: list[str] = []
+        self.timed_out: tuple[str, float | None] | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Keep the record's message."""
-        self.lines.append(record.getMessage())
+        """Keep the record's message (a DEBUG one only when it says a socket timed out)."""
+        message = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            self.lines.append(message)
+        elif "timed out" in message and message.startswith("Socket Exception"):
+            found = TIMEOUT.search(message)
+            self.timed_out = (found[1], float(found[2])) if found else ("read", None)
+
+
+def _where(url: str, plugin: Any) -> str:
+    """``scheme://host[:port]`` of a URL when apprise shows its host as it is in its private form (a
+    web hook's server), else ``scheme://`` (the host part of ``slack://`` or ``discord://`` is a
+    token: apprise masks it, and so does this)."""
+    from urllib.parse import urlsplit
+
+    shown = f"{scheme(url)}://"
+    with contextlib.suppress(Exception):
+        private = urlsplit(plugin.url(privacy=True))
+        host = str(getattr(plugin, "host", "") or "")
+        if host and private.hostname and private.hostname.lower() == host.lower():
+            shown += private.netloc.rpartition("@")[2]
+    return shown
+
+
+def _timed_out(plugin: Any, timed_out: tuple[str, float | None]) -> str:
+    """A timeout said as one: the service, the wait that ran out and how to make it longer."""
+    wait, seconds = timed_out
+    key = "cto" if wait == "connect" else "rto"
+    if seconds is None:
+        seconds = float(getattr(plugin, f"socket_{wait}_timeout", 0) or 0)
+    service = str(getattr(plugin, "service_name", "") or "the service")
+    what = "could not be reached" if wait == "connect" else "did not answer"
+    return f"timed out: {service} {what} within {seconds:g} s (?{key}=SECONDS in the URL waits longer)"
 
 
 def deliver(url: str, title: str, body: str, notice: str) -> str:
     """Send to one apprise URL: ``""`` when it went out, else why not, in apprise's words when it
-    gave some (one line, the URL itself left out: it may hold a secret)."""
+    gave some (one line, the URL itself left out: it may hold a secret); a timeout is said as one,
+    naming the service, its host when that is no secret (``_where``) and the seconds waited."""
     import apprise
 
     kinds = {"complete": apprise.NotifyType.SUCCESS, "escalated": apprise.NotifyType.FAILURE}
     said = _Said()
     log = logging.getLogger("apprise")
+    level = log.level
     log.addHandler(said)
+    log.setLevel(logging.DEBUG)
+    where = f"{scheme(url)}://"
     try:
         sender = apprise.Apprise()
         if not sender.add(url):
-            return f"{scheme(url)}://: not a URL apprise understands (see its list of services)"
+            return f"{where}: not a URL apprise understands (see its list of services)"
+        plugin = sender[0]
         kind = kinds.get(notice, apprise.NotifyType.WARNING)
         if sender.notify(title=title, body=body, notify_type=kind):
             return ""
+        if said.timed_out is not None:
+            return f"{_where(url, plugin)}: {_timed_out(plugin, said.timed_out)}"
         why = said.lines[-1] if said.lines else "the service did not accept the notification"
     except Exception as exc:
         why = one_line(exc, 200)
     finally:
         log.removeHandler(said)
-    return f"{scheme(url)}://: {one_line(why.replace(url, '<url>'), 200)}"
+        log.setLevel(level)
+    return f"{where}: {one_line(why.replace(url, '<url>'), 200)}"
 
 
 def send(request: Request) -> int:

@@ -1,14 +1,10 @@
 """The DuckDB ledger: opening it (locks, fallback, rebuild), and its views.
 
-The ``events`` table is derived from the vocabulary (``ledger.storage.schema``),
-filled by ``ledger.storage.ingest``, and read through the views and detectors of
-``ledger.storage.sql``. The file can be deleted at any time: it is rebuilt from the
-journals. A file DuckDB cannot read (corrupt, truncated) is moved aside as
-``ledger.duckdb.corrupt-<timestamp>`` and rebuilt the same way.
-
-A new ledger file is created whole or not at all (``create_file``): a full disk never leaves a
-half-made file that the next command would take for a damaged one. A write that fails later (an
-ingest's commit on a full disk) is undone by DuckDB and leaves the file as it was.
+The ``events`` table is derived from the vocabulary (``ledger.storage.schema``), filled by
+``ledger.storage.ingest`` and read through the views and detectors of ``ledger.storage.sql``. The
+file can be deleted at any time: it is rebuilt from the journals; a damaged one is moved aside and
+rebuilt; a new one is created whole or not at all (``create_file``). The rules:
+docs/ledger.md#the-duckdb-ledger, docs/reliability.md#full-disk-during-ingest.
 """
 
 from __future__ import annotations
@@ -119,7 +115,7 @@ class Ledger:
         self.path = path
         self.writable = writable
         self.scratch: Path | None = None
-        """Where ingest writes its scratch files, when not in the home's ``tmp/``."""
+        """Where ingest writes its scratch files (``_tmp``: chosen by the first ingest)."""
         con.execute("SET TimeZone = 'UTC'")  # the ledger's times are UTC, and shown as such
         # Rows are always read back ordered by (session_id, seq), so DuckDB may
         # insert in parallel without keeping file order: ~1.6x faster ingest.
@@ -168,11 +164,9 @@ class Ledger:
     @classmethod
     def _from_journals(cls, home: Home, why: str) -> Ledger:
         """An in-memory ledger holding ``home``'s journals, saying ``why`` in one line on stderr;
-        its scratch files go to the system's temporary folder when the home is not writable."""
+        its scratch files go where ``_tmp`` says."""
         print(f"ralph-ledger: {why}; reading the journals instead", file=sys.stderr)
         mem = cls.memory(home)
-        if unwritable(home):
-            mem.scratch = Path(tempfile.gettempdir())
         mem.ingest()
         return mem
 
@@ -265,9 +259,14 @@ class Ledger:
         return self.home.journal_files() if self.home else []
 
     def _tmp(self) -> Path:
-        if self.scratch is not None:
-            return self.scratch
-        return self.home.tmp if self.home else Path(tempfile.gettempdir())
+        """Where ingest writes its scratch files: the home's ``tmp/``, or the system's temporary folder
+        for a ledger without a home or of a home nothing may be written in (a read-only home is still
+        read: every reading command, ``checkpoint`` among them, goes through here)."""
+        if self.scratch is None:
+            home = self.home
+            writable = home is not None and not unwritable(home)
+            self.scratch = home.tmp if home is not None and writable else Path(tempfile.gettempdir())
+        return self.scratch
 
     def _write(self, work: Callable[[], IngestReport], *, sweep: bool) -> IngestReport:
         """Run an ingest: owner-only files, a damaged file mended; first, with ``sweep``, remove
@@ -275,7 +274,7 @@ class Ledger:
         processes were creating)."""
         if not self.writable:
             raise LedgerError("this ledger was opened read-only; it cannot ingest")
-        if self.home and sweep and self.scratch is None:
+        if self.home and sweep and self._tmp() == self.home.tmp:
             sweep_scratch(self.home.tmp)
             if self.path is not None:
                 sweep_builds(self.path)

@@ -1,19 +1,10 @@
 """Export a ledger's events into a hive-partitioned Parquet dataset that many homes share.
 
-``DEST`` after two homes exported to it (``docs/fleet.md`` tells how to query it)::
-
-    events/source=build-01/day=2026-01-05/part-0.parquet   one home's events, one folder per UTC day
-    events/source=build-01/_export.json                    who wrote that folder (readers skip it)
-    events/source=build-01/_model_prices.parquet           the prices its costs were computed with
-    events/source=laptop/day=2026-01-06/part-0.parquet     another home's export, left untouched
-    model_prices/source=build-01/part-0.parquet            the same prices, where Spark and Trino read them
-    views/00-events.sql, 00-model_prices.sql, 01-<name>.sql, ...  the views and detectors as DuckDB SQL
-    views/duckdb/, views/spark/, views/trino/              the same files in each engine's SQL
-    .staging/                                              exports in progress, and their locks
-
-A home writes only its own ``source=NAME`` folder: exports of several homes merge. Re-exporting a
-home writes only the day partitions whose events changed since its last export there, each
-replaced atomically (``ledger.storage.partitions``), so its rows are replaced, never added again.
+A home writes only its own ``events/source=NAME`` folder (one ``day=YYYY-MM-DD/part-0.parquet`` per
+UTC day, its manifest ``_export.json``, its prices), so exports of several homes merge; re-exporting
+writes only the day partitions whose events changed, each replaced atomically
+(``ledger.storage.partitions``), and the views in each engine's SQL under ``views/``. The layout,
+what is written when, and what is atomic: docs/fleet.md.
 """
 
 from __future__ import annotations
@@ -86,7 +77,7 @@ def views_bundle(dialect: str = "duckdb") -> tuple[tuple[str, str], ...]:
     """(file name, SQL) of ``00-events.sql``, ``00-model_prices.sql`` and every view and detector,
     in install order, in ``dialect`` (one of ``DIALECTS``).
 
-    Each view's or detector's file holds one statement, generated from the ``ledger/sql`` file of the
+    Each view's or detector's file holds one statement, generated from the ``ledger/storage/sql`` file of the
     same name (the ``00-*.sql`` files of Spark and Trino hold two: a table, then its view): run them
     in name order in that engine to get the ledger's views over an exported dataset.
     """

@@ -1,15 +1,10 @@
 """A session's journal read once: its events and its in-memory ledger, derived incrementally.
 
-:func:`events_of` gives a journal's events; the first call reads the whole journal, later calls
-(in the same process) read only what was appended since. :func:`ledger_of` gives an in-memory
-DuckDB ledger over one journal that ingests only the lines appended since its last call. Both are
-derived and rebuildable, never a second source of truth: the journal's byte offset and head hash
-(``ledger.storage.journal.Cursor``) say how far each went, and a journal that is now shorter or whose first
-line changed (rewritten, replaced) is read again from its start. A long-lived process (the warm
-stop worker, ``ledger.drivers.claude_code.stop.warm``) keeps them across stops; a one-shot process reads
-each event once.
-
-DuckDB is imported only by :func:`ledger_of`, so the drop-in Stop hook can use :func:`events_of`.
+:func:`events_of` gives a journal's events and :func:`ledger_of` an in-memory DuckDB ledger over it,
+each reading only what was appended since the last call in this process; both are derived and
+rebuildable, never a second source of truth (a journal now shorter or whose first line changed is
+read again). DuckDB is imported only by :func:`ledger_of`, so the drop-in Stop hook can use
+:func:`events_of`. Why: docs/performance.md (The engine reads each event once).
 """
 
 from __future__ import annotations
@@ -131,6 +126,12 @@ class Fold:
         self._memo[name] = (position, value)
         self._computes[name] = (self._ledger, compute)
         return value
+
+    def kept(self, name: str) -> object | None:
+        """The value :meth:`memo` holds for ``name`` at the position read now; None when it holds
+        none there (never computed, or the journal moved on since)."""
+        kept = self._memo.get(name)
+        return kept[1] if kept is not None and kept[0] == (self.generation, self.cursor.offset) else None
 
     def rememo(self) -> None:
         """Compute again, at the position read now, each value :meth:`memo` was last asked for and

@@ -6,6 +6,7 @@ offsets and bad lines; a fast path checked against the vocabulary, else the exac
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import queue
 import re
@@ -132,10 +133,19 @@ def ingest(
 
 
 def insert_events(con: duckdb.DuckDBPyConnection, events: Sequence[ev.Event], tmpdir: Path) -> None:
-    """Bulk-insert ``events`` as a journal holds them (one scratch file, one ``INSERT``), in the
-    caller's transaction: a step's tentative events (``ledger.storage.fold.Fold.pending``)."""
-    batch = _Batch([], _scratch(tmpdir, [ev.encode_lines(list(events))]), [], len(events))  # type: ignore[arg-type]
-    _insert(con, batch, normalise=False, exact=True)
+    """Bulk-insert ``events`` as a journal holds them (one scratch file, one ``COPY``), in the
+    caller's transaction: a step's tentative events (``ledger.storage.fold.Fold.pending``). ``COPY``
+    reads the lines with the JSON reader and the table's own column types: the rows ``read_json``
+    with ``read_json_columns()`` gives (a test holds it), without parsing those types out of its
+    argument first, half the time for a few rows (docs/performance.md)."""
+    path = _scratch(tmpdir, [ev.encode_lines(list(events))])  # type: ignore[arg-type]
+    quoted = str(path).replace("'", "''")
+    try:
+        con.execute(f"COPY events FROM '{quoted}' (FORMAT json, AUTO_DETECT false, ARRAY false)")
+    except duckdb.Error as exc:  # msgspec wrote these lines: only a resource problem refuses them
+        raise LedgerError(f"ingest failed, nothing was stored: {one_line(exc)}") from None
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def _modes(files: list[Path], positions: dict[str, Position]) -> tuple[str, ...]:
@@ -353,33 +363,65 @@ def _scratch(tmpdir: Path, parts: Iterable[bytes]) -> Path:
     with _removed_on_error(path), operation(f"writing the scratch file {path}"):
         try:
             for data in parts:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                _write_all(fd, data)
         finally:
             os.close(fd)
     return path
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+KERNEL_COPY_REFUSED: Final = frozenset(
+    {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EPERM}
+)
+"""What ``copy_file_range`` answers when the kernel will not copy between these two files (a journal
+on another file system than the scratch folder, an old kernel, a sandbox that forbids the call): the
+copy is then read and written instead."""
+COPY_CHUNK: Final = 4 * 1024 * 1024
+
+
 def _copy_spans(tmpdir: Path, spans: list[Span]) -> Path:
-    """Concatenate journal byte ranges into a scratch file, copied by the kernel."""
+    """Concatenate journal byte ranges into a scratch file: copied by the kernel where it can, else
+    read and written (``KERNEL_COPY_REFUSED``)."""
     path, out = _scratch_path(tmpdir)
+    kernel = hasattr(os, "copy_file_range")
     with _removed_on_error(path), operation(f"copying journals into the scratch file {path}"):
         try:
             for span in spans:
                 src = os.open(span.path, os.O_RDONLY)
                 try:
-                    pos = span.start
-                    while pos < span.end:
-                        n = os.copy_file_range(src, out, span.end - pos, pos)
-                        if n == 0:
-                            raise OSError(f"{span.path} shrank while being ingested")
-                        pos += n
+                    kernel = _copy_span(src, out, span, kernel)
                 finally:
                     os.close(src)
         finally:
             os.close(out)
     return path
+
+
+def _copy_span(src: int, out: int, span: Span, kernel: bool) -> bool:
+    """Append ``span`` of ``src`` to ``out``; whether the kernel may still be asked to copy."""
+    pos = span.start
+    while pos < span.end:
+        n = 0
+        if kernel:
+            try:
+                n = os.copy_file_range(src, out, span.end - pos, pos)
+            except OSError as exc:
+                if exc.errno not in KERNEL_COPY_REFUSED:
+                    raise
+                kernel = False  # this file pair, and the rest of the ingest: read and written
+        if not kernel:
+            data = os.pread(src, min(span.end - pos, COPY_CHUNK), pos)
+            _write_all(out, data)
+            n = len(data)
+        if n == 0:
+            raise OSError(f"{span.path} shrank while being ingested")
+        pos += n
+    return kernel
 
 
 @contextlib.contextmanager

@@ -1,17 +1,10 @@
 """Append-only per-session journals (JSON Lines), the source of truth.
 
-Appending takes an exclusive ``flock`` on the journal, reads the last
-complete line to find the next ``seq``, writes the whole line with one
-``os.write`` on an ``O_APPEND`` descriptor and (by default) fsyncs. The events of one
-append land together or not at all: a short or failed write (a full disk) is cut
-back to the size the file had, under the same lock, before the error is raised. A torn
-last line left by a crash is first closed with a newline, so it stays a
-single bad line (reported by readers) and the next event starts clean; if
-only its newline was missing, it is a whole event and its seq counts.
-
-Reading is incremental from a byte offset and never raises on bad data:
-complete lines are decoded, a partial last line is left for the next read,
-and undecodable lines come back as ``BadLine`` records.
+Appending takes an exclusive ``flock``, finds the next ``seq`` from the last complete line, writes
+the whole append with one ``os.write`` on an ``O_APPEND`` descriptor (cut back to its old size if
+the write fails: all or nothing) and by default fsyncs; a torn last line is first closed with a
+newline. Reading is incremental from a byte offset and never raises on bad data (``BadLine``). The
+rules: docs/ledger.md#journals, docs/reliability.md#one-append-all-or-nothing.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The day partitions of one home's folder in an exported dataset, written incrementally.
 
-Each UTC day of the ledger's events has a state: how many events, and a digest of their keys
-(``session_id``, ``seq``, ``ts``, ``iteration``, ``type``). The folder's manifest records the state
-each ``day=YYYY-MM-DD/part-0.parquet`` was written from, and its size. An export writes again only the
-days whose state differs from the manifest's (new days, days with new or other events, a file that
-is missing or of another size), removes the day folders that no longer have events, and rewrites
-everything when asked (``full``), when the manifest is not this home's or of another layout, or
-when the events' columns changed (another ralph-ledger version).
-
-Each partition file is written under ``.staging/`` and renamed over its place in one step: a reader
-sees a day's old file or its new one, never half of one.
+The folder's manifest records the state (event count, digest of their keys) each day's file was
+written from; an export writes again only the days whose state differs, removes days with no events
+left, and rewrites everything when asked or when the manifest or the columns changed. Each file is
+written under ``.staging/`` and renamed into place. The rules: docs/fleet.md (What is written, and
+when; What is atomic).
 """
 
 from __future__ import annotations

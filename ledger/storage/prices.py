@@ -1,20 +1,10 @@
 """The prices of the models the ledger's turns name: the ``model_prices`` table.
 
-Cost is defined once, in the ``turn_costs`` view: a turn's cost is the cost the agent reported
-(``agent_turn.cost_usd``) when it reported one, else its tokens times its model's prices, cache
-reads and cache writes priced as such. The prices come from the maintained ``genai-prices``
-library, never from a table typed by hand: :func:`fill_prices` adds, after an ingest, one row per
-price band of each model the turns name that the table does not hold yet. The table is derived like
-the rest of the ledger (``rebuild`` empties it and fills it again, at the library's current prices).
-
-Rows are per-token rates in USD, read from the library by pricing probe usages with its own
-``calc_price``, so they are its prices whatever units it keeps them in. A model with long-context
-prices (a higher rate for every token of a request whose input, cache included, exceeds a
-threshold: genai-prices' tiers) has one more row per tier: a turn takes the row with the highest
-``above`` below its input tokens. A model the library does not know gets one row with NULL rates and
-a note (the ingest says it once): its turns cost NULL unless the agent reported a cost, never a
-guess. genai-prices is imported only when a new model shows up (it takes ~160 ms): never by the Stop
-hook unless the ``cost_budget`` or ``context_window`` guard is on (``ledger.storage.fold.PRICES``).
+:func:`fill_prices` adds, after an ingest, one row per price band of each model the turns name that
+the table does not hold yet, read from the maintained ``genai-prices`` library (never a table typed
+by hand); a model it does not know gets NULL rates and a note, never a guess. The table is derived
+like the rest of the ledger. Cost is defined once, in the ``turn_costs`` view. How the rates are
+read, long-context tiers and import time: docs/cost.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """The read-only query surface shared by the CLI's ``sql`` command and the TUI.
 
-Only one SELECT (or EXPLAIN) statement is accepted; anything that would
-write (DDL, DML, COPY, ATTACH, SET, PRAGMA, ...) is refused before it runs.
-Its sources are checked on DuckDB's own parse tree (``json_serialize_sql``):
-every table it reads must be a table or view of the ledger (or a CTE of the
-query), every table function a detector, a ``duckdb_*`` catalog function,
-``range``/``generate_series`` or ``unnest``; so ``read_csv('/etc/passwd')``,
-``'/etc/passwd'`` as a table and ``glob('*')`` are refused before they run. A CTE
-name counts only where the CTE is in scope, so ``WITH "x.csv" AS (...)`` in one
-subquery does not let ``'x.csv'`` be read as a file in another; an ``EXPLAIN``'s
-options may hold only words (never a query), so the query checked is the one that runs.
-A CTE body may be a DELETE, UPDATE, INSERT or COPY TO in DuckDB: every query node of
-the tree must be a read (``READ_NODES``), and the query runs in a read-only
-transaction as well, so nothing it does can write to the ledger.
-The CLI (a process of its own) also switches file access off on its
-connection; the TUI cannot (its connection keeps ingesting journals), so the
-source check is what guards it.
+Only one SELECT (or EXPLAIN) statement is accepted, checked on DuckDB's own parse tree
+(``json_serialize_sql``) before it runs: every query node must be a read (``READ_NODES``: a DELETE
+or COPY hidden in a CTE is refused), every table a table or view of the ledger or a CTE in scope,
+every table function a detector, a ``duckdb_*`` catalog function, ``range``/``generate_series`` or
+``unnest`` (so ``read_csv('/etc/passwd')`` and ``glob('*')`` are refused). The query also runs in a
+read-only transaction; the CLI switches file access off too, the TUI (whose connection keeps
+ingesting) relies on the check. What is refused, as a user sees it: docs/cli.md.
 """
 
 from __future__ import annotations

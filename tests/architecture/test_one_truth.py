@@ -355,3 +355,26 @@ def test_one_line_and_error_reason_agree(error: BaseException, line: str, reason
     """``error_reason`` is ``one_line`` without the place an OS error names."""
     assert one_line(error) == line
     assert error_reason(error) == reason
+
+
+# --- a count and its word: ledger.core.words.plural ----------------------------------------------------
+
+HEDGED_PLURAL: Final = re.compile(r"[A-Za-z]\(s\)")
+
+
+def test_ralph_tui_and_the_monitor_count_with_plural() -> None:
+    """What ralph-tui and the monitor say counts in words through ``plural`` ("1 session", "2 sessions"),
+    never "session(s)" (issue 24): no string they show, f-strings' text included, hedges a plural."""
+    found = []
+    for name, text in sources("tui", "ledger/monitor"):
+        tree = ast.parse(text)
+        notes = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}  # docstrings
+        found += [
+            f"{name}:{node.lineno}: {node.value[:60]!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in notes
+            and HEDGED_PLURAL.search(node.value)
+        ]
+    assert found == []

@@ -1,5 +1,5 @@
 """Captures of real opencode and Copilot output against the chat completions mock, saved as fixtures
-(``tests/fixtures/clients/<client>-<version>/``) that ``tests/test_captures_*.py`` replay.
+(``tests/fixtures/clients/<client>-<version>/``) that ``tests/unit/test_captures_*.py`` replay.
 
     .venv/bin/python -m tests.clients.capture_chat
 

@@ -48,7 +48,7 @@ def test_init_with_an_agent_registers_the_server_and_writes_the_agent(project: P
     base = find_config(project.dir)
     config = load_agent(agent_path, base)
     assert config.agent == "me"
-    assert config.max_iterations == 15  # me's default (seed 000 §6.1)
+    assert config.max_iterations == 15  # me's default (docs/design/iteration-limits.md)
     assert config.completion_promises == ["COMPLETE", "BLOCKED"]
     assert [r["name"] for r in config.rules] == ["tests", "lint"]
     assert agent_config(project.dir, "me", base) == config

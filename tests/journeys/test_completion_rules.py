@@ -1,5 +1,5 @@
-"""Journeys of seed 002's validators as rules: a ledger-native Claude Code loop kept going while the
-agent's own todo list (its last ``TodoWrite`` in the transcript) has unfinished items, and a
+"""Journeys of the todo and work-done validators as rules: a ledger-native Claude Code loop kept going
+while the agent's own todo list (its last ``TodoWrite`` in the transcript) has unfinished items, and a
 completion promise with no work behind it refused, through the Stop hook and ``ralph-ledger run``."""
 
 from __future__ import annotations

@@ -203,6 +203,46 @@ def test_two_agents_work_on_two_tasks_at_once(project: Project) -> None:
         assert outputs[:2] == [f"{task} 1", f"{task} 2"]  # no call landed in the other task
 
 
+def test_validate_completion_takes_camel_case_like_every_tool(project: Project) -> None:
+    """``validate_completion`` takes ``stopReason``, ``toolCount`` and ``retryCount`` as every tool takes
+    camelCase (``retryCount: 3``: seed 002's fail-open stop), still seed 002's snake_case names of
+    older callers, and ``tools/list`` describes every argument of it and of ``hook_register``."""
+    listed: dict[str, dict[str, object]] = {}
+
+    async def journey() -> None:
+        async with connect(project.dir) as agent:
+            tools = (await agent.session.list_tools()).tools
+            listed.update({t.name: t.input_schema for t in tools})
+            await agent.call("iteration_start", taskId="camel")
+            stop = await agent.call(
+                "validate_completion", taskId="camel", stopReason="end_turn", toolCount=2, retryCount=3
+            )
+            assert stop.error is None, stop.error
+            assert stop["complete"] is True and "max stop retries (3) reached" in stop["reason"]
+            old = await agent.call(
+                "validate_completion", taskId="camel", stop_reason="end_turn", retry_count=0
+            )
+            assert old["complete"] is False and "not been validated" in old["reason"]
+            both = await agent.call("validate_completion", taskId="camel", retry_count=1, retryCount=1)
+            assert (
+                both.error
+                == "validate_completion: retry_count: the same argument as retryCount; give one of them"
+            )
+
+    run(journey)
+    assert [e["decision"] for e in project.journal("camel") if e["type"] == "stop_decided"] == [
+        "allow",
+        "block",
+    ]
+    for tool, names in (
+        ("validate_completion", {"taskId", "stopReason", "toolCount", "retryCount"}),
+        ("hook_register", {"taskId", "hookType", "enabled", "metadata"}),
+    ):
+        properties = listed[tool]["properties"]
+        assert isinstance(properties, dict) and set(properties) == names
+        assert all(p.get("description") for p in properties.values()), (tool, properties)
+
+
 def test_hooks_and_validate_completion_answer_from_the_journal(project: Project) -> None:
     async def journey() -> None:
         async with connect(project.dir) as agent:

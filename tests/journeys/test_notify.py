@@ -5,7 +5,11 @@ trips; the stop never waits for it; a URL that fails is recorded and the loop go
 
 from __future__ import annotations
 
+import os
+import queue
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -122,6 +126,71 @@ def test_a_url_that_fails_is_recorded_and_the_others_still_get_it(project: Proje
     assert error["component"] == "notify" and error["message"] == line.split("f1 ", 1)[1]
     (sent,) = events(project, "f1", "notification_sent")
     assert (sent["targets"], sent["failed"]) == (2, 1)
+    assert project.sessions()[0]["status"] == "complete"
+
+
+def test_a_slow_webhook_is_reported_as_a_timeout(project: Project, tmp_path: Path) -> None:
+    """A webhook that answers after the wait ran out: one line saying it timed out, naming the service,
+    its host (no secret: apprise shows it in its private form) and the seconds waited; recorded so."""
+    with receiving(delay_s=3) as receiver:
+        project.write("ralph.toml", notify(receiver.url() + "?rto=0.5"))
+        loop = Loop(project, tmp_path, DONE)
+        proc = loop.run("--session", "t1", "--prompt", "PROMPT.md", "--", *loop.cmd)
+    assert proc.returncode == 0, proc
+    (line,) = proc.stderr.splitlines()
+    assert line == (
+        f"ralph-ledger: notification for t1 not sent: json://127.0.0.1:{receiver.port}: timed out: JSON "
+        "did not answer within 0.5 s (?rto=SECONDS in the URL waits longer)"
+    )
+    (error,) = events(project, "t1", "error_recorded")
+    assert error["message"] == line.split("t1 ", 1)[1]
+
+
+def test_ctrl_c_while_a_finished_loop_waits_for_its_notification(project: Project, tmp_path: Path) -> None:
+    """A loop that completed waits for its slow webhook: after a few seconds it says so; Ctrl-C then
+    stops the wait, says the loop finished and the notification is not sent yet, and the run exits with
+    the loop's own status (0), its outcome printed. The notification goes on and is recorded."""
+    with receiving(delay_s=6) as receiver:
+        project.write("ralph.toml", notify(receiver.url() + "?rto=30"))
+        loop = Loop(project, tmp_path, DONE)
+        proc = loop.start()
+        err: queue.Queue[str] = queue.Queue()
+        stderr = proc.stderr
+        assert stderr is not None
+
+        def read() -> None:
+            for line in stderr:
+                err.put(line)
+
+        threading.Thread(target=read, daemon=True).start()
+        try:
+            waiting = err.get(timeout=20)
+            said = "ralph-ledger: loop s1 finished (complete); waiting up to "
+            assert waiting.startswith(said), waiting
+            assert waiting.endswith(" s more for 1 notification to be sent (Ctrl-C stops waiting)\n")
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the run's whole process group
+            assert proc.wait(timeout=10) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        (post,) = receiver.wait(timeout_s=30)  # the sender went on in its own session
+    assert (
+        out.splitlines()[-1] == "ralph-ledger run: s1: COMPLETE after 1 iteration(s): agent promised COMPLETE"
+    )
+    time.sleep(0.2)
+    rest = []
+    while not err.empty():
+        rest.append(err.get())
+    assert rest == [
+        "ralph-ledger: loop s1 finished (complete); Ctrl-C stopped the wait: 1 notification not sent yet "
+        "(still on the way in the background; `notification_sent` in the journal says when one went out)\n"
+    ]
+    assert post.body["title"] == "ralph-ledger: s1 completed"
+    sent = wait_for_event(project, "s1", "notification_sent")
+    assert (sent["targets"], sent["failed"]) == (1, 0)
     assert project.sessions()[0]["status"] == "complete"
 
 

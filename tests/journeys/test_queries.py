@@ -78,7 +78,7 @@ def test_every_kind_of_value_in_every_format(project: Project) -> None:
     )
     table = project.cli("sql", query)
     assert table.returncode == 0, table.stderr
-    assert "(1 row)" in table.stdout and "2024-05-01 10:00:00+00:00" in table.stdout
+    assert "(1 row)" in table.stdout and "2024-05-01T10:00:00+00:00" in table.stdout
     assert "1 month" in table.stdout and "NaN" in table.stdout and "-Infinity" in table.stdout
 
     out = project.cli("sql", query, "--json")
@@ -103,6 +103,31 @@ def test_every_kind_of_value_in_every_format(project: Project) -> None:
     fields = dict(zip(rows[0], rows[1], strict=True))
     assert fields["tz"] == "2024-05-01T10:00:00+00:00" and fields["nan"] == "NaN"
     assert json.loads(fields["nest"]) == row["nest"]
+
+
+def test_the_table_and_csv_print_the_same_text(project: Project) -> None:
+    """A timestamp with a fraction and doubles print the same text in the table as in CSV (and as in
+    JSON): the fraction kept, ``100.0`` not ``100``, every digit of a double."""
+    query = (
+        "SELECT TIMESTAMPTZ '2024-05-01 10:00:00.5+00' AS half, TIMESTAMP '2024-05-01 10:00:00' AS whole, "
+        "100::DOUBLE AS score, 0.1::DOUBLE AS tenth, 1234567.891::DOUBLE AS big, 3 AS n"
+    )
+    table = project.cli("sql", query)
+    assert table.returncode == 0, table.stderr
+    header, rule, row, count = table.stdout.splitlines()
+    assert count == "(1 row)" and set(rule) == {"-", " "}
+    rows = list(csv.reader(io.StringIO(project.cli("sql", query, "--csv").stdout)))
+    assert rows[1] == [
+        "2024-05-01T10:00:00.500000+00:00",
+        "2024-05-01T10:00:00+00:00",
+        "100.0",
+        "0.1",
+        "1234567.891",
+        "3",
+    ]
+    assert header.split() == rows[0] and row.split() == rows[1]
+    [as_json] = strict_json(project.cli("sql", query, "--json").stdout)
+    assert [str(v) for v in as_json.values()] == rows[1]
 
 
 def test_ctrl_c_interrupts_a_running_query_and_releases_the_ledger(project: Project) -> None:
@@ -215,6 +240,82 @@ def test_a_read_only_home_is_read_from_its_journals(project: Project) -> None:
     finally:
         if not prefix:
             _chmod_tree(project.home, readonly=False)
+    assert _tree(project.home) == before
+
+
+def _other_file_system(path: Path, tmp_path: Path) -> Path | None:
+    """A fresh folder on another file system than ``path`` (a tmpfs: ``/dev/shm``), or None."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK) or shm.stat().st_dev == path.stat().st_dev:
+        return None
+    folder = shm / f"ralph-scratch-{tmp_path.name}-{os.getpid()}"
+    folder.mkdir()
+    return folder
+
+
+def test_a_read_only_home_on_its_own_file_system_is_read(project: Project, tmp_path: Path) -> None:
+    """A read-only home whose journals are on another file system than the temporary folder (where
+    the scratch files of an in-memory ledger go): sessions, show, stats, sql, export and checkpoint
+    list|show|resume all answer from the journals (the kernel cannot copy across file systems: the
+    copy is read and written instead)."""
+    add_sessions(project)
+    Journal.for_session(project.home / "journals", "done-1", fsync=False).append(
+        E.CheckpointCreated(session_id="done-1", iteration=2, checkpoint_id="done-1-cp2", trigger="hook")
+    )
+    prefix = _readonly_runner(project.home)
+    if prefix is None:
+        pytest.skip("running as root, and no read-only bind mount can be made here (unshare -m)")
+    scratch = _other_file_system(project.home, tmp_path)
+    if scratch is None:
+        pytest.skip("no writable /dev/shm on another file system than the home")
+    dest = tmp_path / "fleet"
+    before = _tree(project.home)
+    if not prefix:
+        _chmod_tree(project.home, readonly=True)
+    try:
+        for args in (
+            ["sessions", "--json"],
+            ["show", "done-1"],
+            ["stats"],
+            ["sql", "SELECT count(*) AS n FROM events", "--csv"],
+            ["export", "--parquet", str(dest), "--source", "w"],
+            ["checkpoint", "list", "done-1", "--csv"],
+            ["checkpoint", "show", "done-1", "done-1-cp2", "--json"],
+            ["checkpoint", "resume", "done-1"],
+        ):
+            proc = subprocess.run(
+                [*prefix, script("ralph-ledger"), *args],
+                cwd=project.dir,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=clean_env(TMPDIR=str(scratch)),
+            )
+            assert proc.returncode == 0, (args, proc.stderr)
+            assert "Traceback" not in proc.stderr and "cross-device" not in proc.stderr, proc.stderr
+            if args[0] == "sessions":
+                assert {r["session_id"] for r in strict_json(proc.stdout)} == {"done-1", "stuck-1"}
+            elif args[0] == "show":
+                assert proc.stdout.startswith("session done-1: complete, iteration 2/5")
+            elif args[0] == "sql":
+                assert proc.stdout.splitlines() == ["n", "10"]
+            elif args[0] == "export":
+                assert "10 events of 2 sessions" in proc.stdout, proc.stdout
+            elif args[0] == "stats":
+                assert "loops per agent" in proc.stdout and "bot" in proc.stdout
+            elif args[1] == "list":
+                listed = csv.DictReader(io.StringIO(proc.stdout))
+                assert [r["checkpoint_id"] for r in listed] == ["done-1-cp2"]
+            elif args[1] == "show":
+                assert strict_json(proc.stdout)[0]["trigger"] == "hook"
+            elif args[1] == "resume":
+                resumed = "done-1-cp2 (iteration 2): Resume iteration 2 of 5 of make it green"
+                assert proc.stdout.startswith(resumed)
+        assert list(scratch.iterdir()) == []  # the scratch files are gone
+    finally:
+        if not prefix:
+            _chmod_tree(project.home, readonly=False)
+        shutil.rmtree(scratch, ignore_errors=True)
     assert _tree(project.home) == before
 
 

@@ -222,7 +222,7 @@ def test_watch_keeps_the_dataset_current_until_ctrl_c(project: Project, tmp_path
         t.start()
     try:
         _wait_line(out, "1 day partition(s) written")
-        _wait_line(out, "nothing changed")  # the next round: nothing new
+        time.sleep(0.5)  # rounds that change nothing (said by nothing: test_watch_is_quiet_...)
         add_events(project.home, "s2", DAY2, 3)
         _wait_line(out, "8 events of 2 sessions")  # picked up within a round
         assert day_rows(dest, "w") == {DAY1: 5, DAY2: 3}
@@ -249,3 +249,62 @@ def test_watch_keeps_the_dataset_current_until_ctrl_c(project: Project, tmp_path
     assert rest[-1:] == ["ralph-ledger: interrupted\n"], rest
     assert not any("Traceback" in line for line in rest)
     assert day_rows(dest, "w") == {DAY1: 5, DAY2: 3, DAY3: 2}
+
+
+def _quiet_for(lines: queue.Queue[str], seconds: float) -> list[str]:
+    """The lines that came within ``seconds``."""
+    time.sleep(seconds)
+    came = []
+    while not lines.empty():
+        came.append(lines.get())
+    return came
+
+
+def _watch(project: Project, dest: Path) -> tuple[subprocess.Popen[str], queue.Queue[str], queue.Queue[str]]:
+    """``export --watch 0.1`` started, its stdout and stderr read line by line."""
+    proc = spawn(
+        [script("ralph-ledger"), "export", "--parquet", str(dest), "--source", "w", "--watch", "0.1"],
+        project.dir,
+        "",
+    )
+    out: queue.Queue[str] = queue.Queue()
+    err: queue.Queue[str] = queue.Queue()
+    for stream, into in ((proc.stdout, out), (proc.stderr, err)):
+        threading.Thread(target=_lines, args=(stream, into), daemon=True).start()
+    return proc, out, err
+
+
+def _ctrl_c(proc: subprocess.Popen[str]) -> None:
+    try:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 130
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_watch_is_quiet_while_nothing_changes(project: Project, tmp_path: Path) -> None:
+    """``export --watch`` says its first round, then only the rounds that exported something: a
+    dozen rounds with nothing new print nothing."""
+    dest = tmp_path / "fleet"
+    add_events(project.home, "s1", DAY1, 5)
+    proc, out, err = _watch(project, dest)
+    try:
+        _wait_line(out, "5 events of 1 session to ")
+        assert _quiet_for(out, 1.5) == []  # ~12 rounds, nothing new: nothing said
+        add_events(project.home, "s2", DAY2, 3)
+        line = _wait_line(out, "8 events of 2 sessions")
+        assert line.endswith("1 day partition(s) written, 0 removed\n"), line
+        assert _quiet_for(out, 1.0) == []
+    finally:
+        _ctrl_c(proc)
+    # a watch started on a dataset already current says so once, then nothing
+    proc, out, err = _watch(project, dest)
+    try:
+        first = _wait_line(out, "8 events of 2 sessions")
+        assert first.endswith("nothing changed since the last export\n"), first
+        assert _quiet_for(out, 1.0) == []
+    finally:
+        _ctrl_c(proc)
+    assert _quiet_for(err, 0.2) == ["ralph-ledger: interrupted\n"]

@@ -3,6 +3,7 @@ the Stop hook drives it, in the ledger-native mode and the ``ralph-loop`` drop-i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ledger.loop.prompt.next_prompt import GUIDANCE_HEADING
@@ -106,6 +107,32 @@ def test_native_unblock_then_the_next_stop_goes_on(project: Project) -> None:
     claude.text("sqlite it is.\n<promise>COMPLETE</promise>")
     assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iteration(s)")
     assert not loop_file.exists()
+
+
+def test_native_unblock_keeps_a_session_id_that_ends_in_digits(project: Project) -> None:
+    """A Claude Code session id whose last group is all digits (about 1 UUID in 250): ``unblock``
+    writes the loop file for that whole id, never the id cut at its last '-' as if the group were a
+    loop's number, and the session's next stop goes on with the loop."""
+    digits = "4b0c6a1e-7d2f-4c3b-9a8e-123456789012"
+    sid = f"cc-{digits}"
+    ledger_project(project)
+    claude = Claude(project, session=digits)
+    start(project, "Pick a database", "--max-iterations", "3")
+    claude.prompt("go")
+    claude.text("<promise>BLOCKED</promise>\nReason: which database?")
+    assert claude.stop().stdout.startswith("⛔ Ralph loop blocked at iteration 1")
+    loop_file = project.dir / ".claude" / "ralph-ledger.local.json"
+    assert not loop_file.exists()
+    out = ok(project, "unblock", sid, "use sqlite", "--iterations", "2")
+    assert out.startswith(f"{sid}: unblocked; iteration 2 of 3 comes next")
+    written = json.loads(loop_file.read_text())
+    assert (written["claude_session_id"], written["ledger_session"]) == (digits, sid)
+    claude.prompt("go on")
+    claude.text("Alright.")
+    answer = block(claude.stop())
+    assert answer["reason"] == f"Pick a database\n\n{GUIDANCE_HEADING}\nuse sqlite"
+    claude.text("sqlite it is.\n<promise>COMPLETE</promise>")
+    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iteration(s)")
 
 
 def test_drop_in_pause_steer_resume(project: Project) -> None:

@@ -46,7 +46,7 @@ def test_a_fresh_project_shows_the_empty_state_then_its_first_loop_live_and_ctrl
     done = time.monotonic()
     screen = term.wait_for(lambda s: "first-loop" in s and "complete" in s, timeout=10)
     assert time.monotonic() - done < 1.5, "the session took more than a second to show"
-    assert "1 sessions" in screen and "No sessions yet" not in screen
+    assert "1 session " in screen and "No sessions yet" not in screen
     term.press("C-c")
     assert term.exit_code() == 0
 

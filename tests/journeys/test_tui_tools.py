@@ -100,7 +100,7 @@ def test_the_sql_console_in_a_terminal_types_runs_exports_and_goes_back(
         terminal.press("C-z")
         terminal.wait_for(lambda s: "--qt" not in s and "SELECT agent, sessions" in s)  # undone
         terminal.press("C-r")
-        terminal.wait_for(lambda s: re.search(r"\d+ row\(s\) · 6 column\(s\)", s))
+        terminal.wait_for(lambda s: re.search(r"\d+ rows? · 6 columns", s))
         terminal.press("C-s")
         terminal.wait_for(lambda s: "Export the result" in s and "ralph-query-" in s)  # the default name
         terminal.press("C-u")

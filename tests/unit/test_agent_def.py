@@ -1,5 +1,5 @@
-"""Agent definitions (seed 000 §2.2-2.3): the MCP server merged into ``.mcp.json``, the agent file
-written for Claude Code and read back by the one frontmatter parser, ``agent_config``."""
+"""Agent definitions (docs/design/agent-definitions.md): the MCP server merged into ``.mcp.json``, the
+agent file written for Claude Code and read back by the one frontmatter parser, ``agent_config``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Checkpoints over real journals: create / list / resume / expire / prune
-(seed 000 §4 and §8.5, seed 003 §3.2)."""
+(docs/design/checkpoints.md)."""
 
 from __future__ import annotations
 

@@ -192,4 +192,4 @@ def test_the_event_line_of_a_subagent_stop() -> None:
     from ledger.monitor.answers import summary_of
 
     row = {"type": "subagent_stopped", "agent_type": "Explore", "files_modified": ["x"], "tool_count": 2}
-    assert summary_of(defaultdict(lambda: None, row)) == "subagent Explore stopped: 1 file(s), 2 tool(s)"
+    assert summary_of(defaultdict(lambda: None, row)) == "subagent Explore stopped: 1 file, 2 tools"

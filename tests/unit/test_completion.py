@@ -1,4 +1,4 @@
-"""Seed 002's validate_completion contract: the stop decision, its events, and
+"""The validate_completion stop contract: the stop decision, its events, and
 the retry count read back from a journal (checked against the SQL detector)."""
 
 from __future__ import annotations

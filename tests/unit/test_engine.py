@@ -29,7 +29,7 @@ def tags(engine: Engine, sid: str) -> list[str]:
 
 
 def test_tdd_success_in_three_iterations(engine: Engine) -> None:
-    """Seed 000 §12.1: failing test, then implementation, then lint; complete on the promise."""
+    """The TDD loop: failing test, then implementation, then lint; complete on the promise."""
     cfg = LoopConfig(
         task="POST /login",
         agent="me",

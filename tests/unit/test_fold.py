@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from ledger import events as ev
 from ledger.core.home import Home
 from ledger.drivers.claude_code.stop.hook import run
 from ledger.drivers.claude_code.stop.locate import LOOP_FILE
@@ -27,7 +28,7 @@ from ledger.storage import fold as fold_module
 from ledger.storage import journal as journal_module
 from ledger.storage.database import Ledger
 from ledger.storage.fold import events_of, fold, forget, ledger_of
-from ledger.storage.journal import Cursor, read_new
+from ledger.storage.journal import Cursor, Journal, read_new
 from tests.unit.test_samples import FILES, SAMPLES, guard_config, replay_view
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
@@ -264,4 +265,52 @@ def test_catch_up_computes_again_the_memos_a_stop_asked_for(tmp_path: Path) -> N
     fresh.ledger(None)
     fresh.rememo()
     assert runs == [1, 2, 1, 2, 1]
+    forget()
+
+
+def test_kept_is_a_memo_at_the_position_read_now(tmp_path: Path) -> None:
+    """``Fold.kept`` answers what ``memo`` computed at the journal's position read now, and nothing
+    once the journal moved on (a step then reads the ``sessions`` row again: ``read_facts``)."""
+    name = "loop-done.jsonl"
+    path = tmp_path / "journals" / name
+    path.parent.mkdir()
+    lines = (SAMPLES / name).read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:6]))
+    forget()
+    read = fold(path)
+    assert read.kept("row") is None
+    assert read.memo("row", lambda: {"iteration": 1}) == {"iteration": 1}
+    assert read.kept("row") == {"iteration": 1}
+    with path.open("ab") as out:
+        out.write(lines[6])
+    assert fold(path).kept("row") is None
+    forget()
+
+
+def test_a_steps_tentative_rows_are_the_rows_its_append_then_ingests(tmp_path: Path) -> None:
+    """``Fold.pending`` puts a step's events in the ledger (``Ledger.insert_events``: one ``COPY``)
+    as the rows the journal's ingest gives them once appended: every event of every sample session
+    and one of each type no sample holds, in one session."""
+    events: list[ev.Event] = [
+        msgspec.structs.replace(e, session_id="s")
+        for name in FILES
+        for e in read_new(SAMPLES / name, Cursor()).events
+    ]
+    seen = {type(e) for e in events}
+    extra = {"checkpoint_id": "s-cp9", "component": "hook", "message": "m\u00e9", "tokens": {"input": 3}}
+    for cls in ev.EVENT_TYPES:
+        if cls not in seen:
+            fields = {f: v for f, v in extra.items() if f in cls.__struct_fields__}
+            events.append(msgspec.convert({"session_id": "s", "iteration": 2, "ts": NOW, **fields}, cls))
+    assert {type(e) for e in events} == set(ev.EVENT_TYPES)
+    path = tmp_path / "s.jsonl"
+    Journal(path, fsync=False).append(events[0])
+    forget()
+    read = fold(path)
+    with read.pending(None, events[1:]) as ledger:
+        tentative = ledger.rows("SELECT * FROM events ORDER BY seq")
+    assert ledger.rows("SELECT count(*) AS n FROM events") == [{"n": 1}]  # rolled back
+    Journal(path, fsync=False).append(*events[1:])
+    assert ledger_of(path, None).rows("SELECT * FROM events ORDER BY seq") == tentative
+    assert len(tentative) == len(events)
     forget()

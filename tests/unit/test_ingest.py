@@ -287,3 +287,31 @@ def test_progress_that_raises_during_the_insert_undoes_the_ingest(
     assert ledger.rows("SELECT count(*) AS n FROM events")[0]["n"] == 0
     assert ledger.rows("SELECT count(*) AS n FROM ingest_positions")[0]["n"] == 0
     assert ledger.ingest().events > 0  # the connection still works, and the next ingest stores it all
+
+
+@pytest.mark.parametrize("refusal", ["EXDEV", "ENOSYS", "EINVAL"])
+def test_journals_the_kernel_will_not_copy_are_read_and_written(
+    home: Home, monkeypatch: pytest.MonkeyPatch, refusal: str
+) -> None:
+    """``copy_file_range`` refused (journals on another file system than the scratch folder, an old
+    kernel): the ingest copies the journals itself and holds every event, in order."""
+    import errno
+    import os
+
+    asked: list[int] = []
+
+    def refuse(*args: object) -> int:
+        asked.append(1)
+        raise OSError(getattr(errno, refusal), os.strerror(getattr(errno, refusal)))
+
+    for sid in SESSIONS:
+        journal = Journal.for_session(home.journals, sid, fsync=False)
+        journal.append(E.SessionStarted(session_id=sid, task="t" * 100, agent="bot"))
+        journal.append(*(E.IterationStarted(session_id=sid, iteration=i) for i in range(1, 40)))
+    expected = Ledger.memory(home)
+    expected.ingest()
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    ledger = Ledger.memory(home)
+    ledger.ingest()
+    assert asked == [1]  # asked once: the rest of the ingest is read and written
+    assert table(ledger) == table(expected) and len(table(ledger)) == 3 * 40

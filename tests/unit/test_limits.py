@@ -100,7 +100,7 @@ def test_auto_falls_back_to_the_default_with_fewer_than_ten_completed_loops() ->
     assert choose(AUTO, None) == Limit(
         15, "auto: 0 completed loops (agent claude, kind bugfix), too few for a suggestion: the default 15"
     )
-    qa = LoopConfig(max_iterations="auto", agent="qa")  # the agent's own default (seed 000 §6.1)
+    qa = LoopConfig(max_iterations="auto", agent="qa")  # the agent's own default
     assert choose(qa, None) == Limit(
         10, "auto: 0 completed loops (agent qa, kind -), too few for a suggestion: the default 10"
     )

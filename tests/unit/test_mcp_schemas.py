@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import get_args, get_type_hints
 
-import msgspec
+import pytest
 
 from ledger import events as ev
 from ledger.drivers.mcp import schemas as s
@@ -61,8 +61,27 @@ def test_decode_names_the_tool_the_argument_and_what_was_expected() -> None:
             raise AssertionError(f"{tool} {arguments} decoded")
 
 
-def test_seed_002s_contract_keeps_its_own_names() -> None:
+def test_validate_completion_takes_camel_case_and_seed_002s_names_too() -> None:
+    """Every tool's arguments are camelCase, validate_completion's too; the snake_case names of seed
+    002's contract, which it took before, still decode (and a call may not give both)."""
     fields = s.json_schema(s.CompletionArgs)["properties"]
-    assert set(fields) == {"taskId", "stop_reason", "tool_count", "retry_count"}
+    assert set(fields) == {"taskId", "stopReason", "toolCount", "retryCount"}
     assert set(s.json_schema(s.CompletionResult)["properties"]) == {"complete", "reason"}
-    assert msgspec.convert({"taskId": "t", "retry_count": 2}, s.CompletionArgs).retry_count == 2
+    new = decode("validate_completion", {"taskId": "t", "retryCount": 2, "toolCount": 1, "stopReason": "x"})
+    old = decode(
+        "validate_completion", {"taskId": "t", "retry_count": 2, "tool_count": 1, "stop_reason": "x"}
+    )
+    assert new == old == s.CompletionArgs(task_id="t", retry_count=2, tool_count=1, stop_reason="x")
+    for arguments, said in (
+        ({"taskId": "t", "retry_count": 1, "retryCount": 1}, "retry_count: the same argument as retryCount"),
+        ({"taskId": "t", "retry_count": -1}, "retry_count: expected"),
+        ({"taskId": "t", "retryCount": -1}, "retryCount: expected"),
+    ):
+        with pytest.raises(ToolCallError, match=f"^validate_completion: {said}"):
+            decode("validate_completion", arguments)
+
+
+@pytest.mark.parametrize("tool", ["validate_completion", "hook_register"])
+def test_every_argument_of_these_tools_is_described(tool: str) -> None:
+    properties = s.json_schema(s.TOOLS[tool][0])["properties"]
+    assert all(p.get("description") for p in properties.values()), properties

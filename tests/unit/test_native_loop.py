@@ -399,3 +399,31 @@ def test_a_second_loop_whose_first_stop_failed_still_reads_only_its_own_turns(lo
     assert json.loads(loop.stop().stdout)["decision"] == "block"
     turns = [e.tokens.input for e in loop.events(f"{CLAUDE}-2") if isinstance(e, E.AgentTurn)]
     assert turns == [320]  # the turns since the first loop, not the first loop's 7 again
+
+
+@pytest.mark.parametrize(
+    ("sid", "journals", "claude"),
+    [
+        ("cc-4b0c6a1e-7d2f-4c3b-9a8e-123456789012", [], "4b0c6a1e-7d2f-4c3b-9a8e-123456789012"),
+        # a UUID session's first loop has a journal too: the digits are still the id's own
+        (
+            "cc-4b0c6a1e-7d2f-4c3b-9a8e-123456789012",
+            ["cc-4b0c6a1e-7d2f-4c3b-9a8e"],
+            "4b0c6a1e-7d2f-4c3b-9a8e-123456789012",
+        ),
+        ("cc-4b0c6a1e-7d2f-4c3b-9a8e-1f2d3c4b5a69-2", [], "4b0c6a1e-7d2f-4c3b-9a8e-1f2d3c4b5a69"),
+        ("cc-s1-2", ["cc-s1"], "s1"),  # the second loop of session s1
+        ("cc-s1-2", [], "s1-2"),  # no first loop of s1: a session named s1-2
+        ("cc-s1-02", ["cc-s1"], "s1-02"),  # not a number as ledger_session writes it
+        ("cc-s1-1", ["cc-s1"], "s1-1"),  # the first loop has no number
+        ("cc-s1", [], "s1"),
+    ],
+)
+def test_a_loops_claude_code_session_is_read_back_whole(
+    tmp_path: Path, sid: str, journals: list[str], claude: str
+) -> None:
+    from ledger.drivers.claude_code.stop.loop_sessions import claude_session_of
+
+    for name in journals:
+        (tmp_path / f"{name}.jsonl").write_text("")
+    assert claude_session_of(sid, tmp_path) == claude

@@ -171,3 +171,29 @@ def test_notify_in_a_pyproject_is_read_alone_and_named_with_its_prefix(tmp_path:
         f"{tmp_path / 'pyproject.toml'}: tool.ralph.notify.on[0]: expected one of complete, blocked, "
         "escalated, guard, got 'done'"
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "where"),
+    [
+        ("json://127.0.0.1:8080/hook", "json://127.0.0.1:8080"),
+        ("json://user:secret@example.com/x", "json://example.com"),
+        ("ntfys://me:pw@ntfy.example.org/topic", "ntfys://ntfy.example.org"),
+        ("slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ", "slack://"),  # its host is a token
+        ("discord://4174216298/JHMHI8qBe7bk2ZwO5U711o3dV_js", "discord://"),
+        ("tgram://123456789:abcdefg_hijklmnop/12315544/", "tgram://"),
+    ],
+)
+def test_a_timeout_names_a_host_only_when_it_is_no_secret(url: str, where: str) -> None:
+    """The host a timeout names is the one apprise shows in a URL's private form; a token in the host
+    part of a service's URL is never shown."""
+    import apprise
+
+    from ledger.notify.send import _timed_out, _where
+
+    sender = apprise.Apprise()
+    assert sender.add(url)
+    assert _where(url, sender[0]) == where
+    said = _timed_out(sender[0], ("connect", None))
+    assert said.startswith("timed out: ") and "could not be reached within 4 s (?cto=SECONDS" in said
+    assert "secret" not in said and "pw" not in said

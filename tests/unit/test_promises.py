@@ -1,4 +1,5 @@
-"""Completion promise detection (ledger/loop/validate/promises.py): seed examples, edge cases, properties."""
+"""Completion promise detection (ledger/loop/validate/promises.py): the design's examples, edge cases,
+properties."""
 
 from __future__ import annotations
 
@@ -34,10 +35,10 @@ def only(text: str, custom: tuple[str, ...] = ()) -> Promise:
     return found[0]
 
 
-# --- the seeds' own examples --------------------------------------------------
+# --- the examples the promise grammar was designed with --------------------------
 
 SEED_EXAMPLES: list[tuple[str, str, list[str]]] = [
-    # seed 000 Appendix C, valid
+    # the grammar's examples: valid
     ("C valid: bare", "<promise>COMPLETE</promise>", ["COMPLETE"]),
     (
         "C valid: blocked + reason",
@@ -49,13 +50,13 @@ SEED_EXAMPLES: list[tuple[str, str, list[str]]] = [
         "<promise>COMPLETE</promise>\nAll tests passing (15/15), coverage 89%, lint clean.",
         ["COMPLETE"],
     ),
-    # seed 000 Appendix C, invalid
+    # the grammar's examples: invalid
     ("C invalid: missing tags", "COMPLETE (missing XML tags)", []),
     ("C invalid: wrong tag name", "<incomplete>COMPLETE</incomplete> (wrong tag name)", []),
     ("C invalid: commented out", "<!-- <promise>COMPLETE</promise> --> (commented out)", []),
-    # seed 000 Appendix C's regexes are case-insensitive (/i)
+    # the grammar's regexes are case-insensitive (/i)
     ("C regex /i", "<promise>complete</promise> and <PROMISE>Blocked</PROMISE>", ["COMPLETE", "BLOCKED"]),
-    # seed 000 §2.2 "Emit Completion Promise"
+    # an agent definition's "Emit Completion Promise" step (docs/design/agent-definitions.md)
     (
         "2.2 complete",
         "Implementation complete. All tests passing, lint clean.\n\n<promise>COMPLETE</promise>\n",
@@ -67,9 +68,9 @@ SEED_EXAMPLES: list[tuple[str, str, list[str]]] = [
         "Reason: Requires human decision on schema changes.\n",
         ["BLOCKED"],
     ),
-    # seed 000 §2.2 shows the promise inside a fenced example: that is documentation, not a promise
+    # an agent definition shows the promise inside a fenced example: that is documentation, not a promise
     ("2.2 as fenced documentation", "```\nDone.\n\n<promise>COMPLETE</promise>\n```\n", []),
-    # seed 000 §3.4
+    # the promise format (docs/promises.md)
     ("3.4 standard", "<promise>COMPLETE</promise>", ["COMPLETE"]),
     (
         "3.4 summary",
@@ -83,22 +84,22 @@ SEED_EXAMPLES: list[tuple[str, str, list[str]]] = [
         ["BLOCKED"],
     ),
     ("3.4 in an xml fence", "```xml\n<promise>COMPLETE</promise>\n```", []),
-    # seed 000 §3.3's conflict example (the guard part is ledger/loop/decide/signals.py's business)
+    # the conflict example (docs/design/signals.md#decisions; the guard part is signals.py's business)
     ("3.3 conflict", 'Agent output: "Tests passing! <promise>COMPLETE</promise>"', ["COMPLETE"]),
-    # seed 004's four promises
+    # the loop vocabulary's four promises (docs/design/signals.md#promises)
     ("004 LOOP_DONE", "<promise>LOOP_DONE</promise>", ["LOOP_DONE"]),
     ("004 LOOP_CONTINUE", "<promise>LOOP_CONTINUE</promise>", ["LOOP_CONTINUE"]),
     ("004 LOOP_BLOCKED", "<promise>LOOP_BLOCKED</promise>", ["LOOP_BLOCKED"]),
     ("004 LOOP_ERROR", "<promise>LOOP_ERROR</promise>", ["LOOP_ERROR"]),
     ("004 xml fence", "```xml\n<promise>LOOP_DONE</promise>\n```", []),
-    # seed 004's evaluator pseudocode emits promises from inside a python fence
+    # a loop evaluator's pseudocode emits promises from inside a python fence
     (
         "004 evaluator code",
         "```python\ndef evaluate_loop():\n    if all_issues_done():\n"
         '        emit("<promise>LOOP_DONE</promise>")\n```',
         [],
     ),
-    # seed 004's harness pseudocode and safety limits mention bare words
+    # a harness's pseudocode and safety limits mention bare words
     ("004 harness grep", 'if contains "$output" "LOOP_DONE"; then', []),
     ("004 safety limit", "action_at_limit:\n  - Output LOOP_BLOCKED\n", []),
 ]

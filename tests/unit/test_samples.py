@@ -274,7 +274,7 @@ def check_hook_failure(ledger: Ledger, sid: str) -> None:
 
 
 def check_loop_done(ledger: Ledger, sid: str) -> None:
-    """Seed 004's LOOP_CONTINUE, LOOP_CONTINUE, LOOP_DONE, with their contexts."""
+    """The loop vocabulary's LOOP_CONTINUE, LOOP_CONTINUE, LOOP_DONE, with their contexts."""
     promises = ledger.rows(
         "SELECT promise, signal, context FROM events "
         "WHERE session_id = ? AND type = 'promise_detected' ORDER BY seq",

@@ -1,4 +1,4 @@
-"""Validation score, seed 000 Appendix B."""
+"""Validation score (docs/design/validation.md#score)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ THRASH = Trip("thrashing", "BLOCKED", "src/a.py modified in 5 iterations")
         (Inputs(True, manual_stop="going another way", promise="COMPLETE", trips=[MAX_IT]), "BLOCKED", 1),
         # 2: a guard that blocks wins over one that escalates and over promises
         (Inputs(True, trips=[MAX_IT, THRASH], promise="COMPLETE"), "BLOCKED", 2),
-        # 3: seed 000 §3.3's example: the guard overrides "Tests passing! <promise>COMPLETE</promise>"
+        # 3: guards before promises: the guard overrides "Tests passing! <promise>COMPLETE</promise>"
         (Inputs(True, trips=[MAX_IT], promise="COMPLETE", promise_word="COMPLETE"), "ESCALATE", 3),
         # 4: BLOCKED beats COMPLETE (and a hook's continue)
         (Inputs(True, promise="BLOCKED", hooks_registered=True, hook_action="continue"), "BLOCKED", 4),
@@ -27,7 +27,7 @@ THRASH = Trip("thrashing", "BLOCKED", "src/a.py modified in 5 iterations")
         (Inputs(True, hooks_registered=True, hook_action="complete"), "COMPLETE", 6),
         # 7: registered hooks are the policy: their continue beats a COMPLETE promise
         (Inputs(False, hooks_registered=True, hook_action="continue", promise="COMPLETE"), "CONTINUE", 7),
-        # 8: no hooks: a COMPLETE promise completes even with failing validation (seed 000 §3.2)
+        # 8: no hooks: a COMPLETE promise completes even with failing validation (the default)
         (Inputs(False, promise="COMPLETE"), "COMPLETE", 8),
         # 9: no hooks: an ESCALATE promise (or LOOP_ERROR) escalates
         (Inputs(True, promise="ESCALATE", promise_word="LOOP_ERROR"), "ESCALATE", 9),

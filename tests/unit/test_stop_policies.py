@@ -1,4 +1,4 @@
-"""Stop-hook registry rules (seed 001), one test each."""
+"""Stop-hook registry rules (docs/design/stop-hooks.md), one test each."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 002's validators as rules: ``todos`` (the agent's own todo list) and ``work_done`` (no
+"""The todo and work-done validators as rules: ``todos`` (the agent's own todo list) and ``work_done`` (no
 completion without work), their gate on completion, and the todo list read from real Claude Code
 transcripts."""
 

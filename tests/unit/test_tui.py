@@ -130,8 +130,9 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
                 assert types_of(replay_dir / f.name) == types_of(f)
             assert waits and max(waits) <= MAX_GAP_S and min(waits) >= 0
             assert 0.5 in waits  # a recorded 10 s gap at speed 20
-            assert "tdd-success complete after 3 iteration(s)" in app.alert_log.alerts
-            assert any(a.startswith("thrashing: guard thrashing tripped") for a in app.alert_log.alerts)
+            assert "tdd-success complete after 3 iterations" in app.alert_log.alerts
+            blocked = "thrashing blocked at iteration 5: thrashing: same files modified again and again"
+            assert any(a.startswith(blocked) for a in app.alert_log.alerts)
             assert screen.table.row_count == len(SAMPLE_FILES)
             assert screen.fleet.completion_rate == pytest.approx(5 / (len(SAMPLE_FILES) - 1))  # 1 running
             assert screen.visible_ids()[0] == "thrashing"  # latest activity: the longest loop
@@ -280,8 +281,8 @@ def test_appends_show_up_live_in_the_table_and_the_open_session(tmp_path: Path) 
             await until(pilot, lambda: screen.rows["live-one"].status == "complete" and session.last_seq == 4)
             assert plain(screen.table.get_cell("live-one", "status")) == "✔ complete"
             assert plain(screen.table.get_cell("live-one", "score")) == "100"
-            assert "live-one complete after 1 iteration(s)" in app.alert_log.alerts
-            assert any("live-one complete" in str(n.message) for n in app._notifications)
+            assert "live-one complete after 1 iteration" in app.alert_log.alerts
+            assert any("live-one: complete after 1 iteration" in str(n.message) for n in app._notifications)
             assert [i.score for i in session.iterations] == [100.0]
             assert screen.fleet.complete == 2
 

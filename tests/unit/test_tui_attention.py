@@ -70,9 +70,7 @@ def test_each_alert_rings_once_and_sends_one_desktop_notification(tmp_path: Path
             journal.append(E.SessionCompleted(session_id="live-one", ts=t0, iteration=1, total_iterations=1))
             await until(pilot, lambda: len(app.alert_log.alerts) == 1)
             await pilot.pause()
-            assert written == [
-                "\a\x1b]777;notify;ralph-tui: completed;live-one complete after 1 iteration(s)\a"
-            ]
+            assert written == ["\a\x1b]777;notify;ralph-tui: completed;live-one complete after 1 iteration\a"]
 
             Journal.for_session(journals, "live-two", fsync=False).append(
                 E.SessionStarted(session_id="live-two", ts=t0, task="loop", agent="bot"),
@@ -83,10 +81,14 @@ def test_each_alert_rings_once_and_sends_one_desktop_notification(tmp_path: Path
                     session_id="live-two", ts=t0, iteration=1, guard="stall", reason="stalled"
                 ),
             )
-            await until(pilot, lambda: len(app.alert_log.alerts) == 3)
+            # the guard trip and the escalation it forces: one alert, one ring, one notification
+            await until(pilot, lambda: len(app.alert_log.alerts) == 2)
             await pilot.pause()
-            assert len(written) == 3 and all(w.count("\a") == 2 for w in written)
-            assert [w.split(";")[2] for w in written[1:]] == ["ralph-tui: guard", "ralph-tui: escalated"]
+            assert len(written) == 2 and all(w.count("\a") == 2 for w in written)
+            assert (
+                written[1]
+                == "\a\x1b]777;notify;ralph-tui: escalated;live-two escalated at iteration 1: stalled\a"
+            )
 
     asyncio.run(scenario())
 

@@ -244,7 +244,7 @@ def test_results_export_to_csv_and_json_files(tmp_path: Path, monkeypatch: Any) 
             await settle(pilot, lambda: sql.exports == 1)
             rows = list(csv.reader((tmp_path / "out/all.csv").open()))
             assert rows[0] == ["i", "label"] and len(rows) == 1 + 1500 and rows[-1] == ["1499", "row 1499"]
-            assert sql.status_text == f"wrote 1,500 row(s) to out/all.csv in {tmp_path}"
+            assert sql.status_text == f"wrote 1,500 rows to out/all.csv in {tmp_path}"
             assert sql.error == ""  # the failed export's line went
             await export(pilot, sql, "all.json")
             await settle(pilot, lambda: sql.exports == 2)

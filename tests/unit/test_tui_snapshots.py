@@ -30,6 +30,7 @@ from syrupy.location import PyTestLocation
 from textual.pilot import Pilot
 
 from tests.unit.test_tui_support import ROOT, copy_samples, fixed_clock, settle
+from tui.alert_log import bad_line_session
 from tui.app import RalphApp
 from tui.screens.alerts_screen import AlertEntry, AlertsScreen
 from tui.screens.help_screen import HelpScreen
@@ -203,12 +204,17 @@ def test_alert_history(journals: Path, svg: SnapshotAssertion) -> None:
 
     async def steps(pilot: Pilot[Any]) -> None:
         at = datetime(2026, 4, 1, 9, 4, tzinfo=UTC)
+        bad = "torn-last-line.jsonl:9: not JSON"
+        blocked = "thrashing: same files modified again and again: calc.py (5 iterations)"
         app.alert_log.history += [
-            AlertEntry(at, "tdd-success", "completed", "tdd-success complete after 3 iteration(s)"),
+            AlertEntry(at, "tdd-success", "completed", "tdd-success complete after 3 iterations"),
             AlertEntry(
-                at + timedelta(minutes=31), "thrashing", "guard", "thrashing: guard thrashing tripped"
+                at + timedelta(minutes=31),
+                "thrashing",
+                "blocked",
+                f"thrashing blocked at iteration 5: {blocked}",
             ),
-            AlertEntry(at + timedelta(minutes=32), "", "bad line", "torn-last-line.jsonl:9: not JSON"),
+            AlertEntry(at + timedelta(minutes=32), bad_line_session(bad), "bad line", bad),
         ]
         await pilot.press("a")
         await settle(pilot, lambda: isinstance(app.screen, AlertsScreen))

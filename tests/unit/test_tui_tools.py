@@ -27,6 +27,7 @@ from tui.messages import ReplayProgress, Watching
 from tui.screens.alerts_screen import AlertsScreen
 from tui.screens.session_screen import SessionScreen
 from tui.screens.sessions_screen import SessionsScreen
+from tui.screens.value_viewer import ValueViewer
 
 SAMPLES = SAMPLE_FILES[0].parent
 
@@ -121,7 +122,7 @@ def test_replay_speeds_are_bounded(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 # -- alerts ------------------------------------------------------------------------------------------------
-def test_alerts_are_kept_in_a_history_screen_and_enter_opens_the_session(tmp_path: Path) -> None:
+def test_alerts_are_kept_in_a_history_screen_enter_reads_one_and_o_opens_its_session(tmp_path: Path) -> None:
     app = RalphApp(replay_files=SAMPLE_FILES, replay_dir=tmp_path / "replay", speed=0, now=fixed_clock)
 
     async def scenario() -> None:
@@ -137,15 +138,20 @@ def test_alerts_are_kept_in_a_history_screen_and_enter_opens_the_session(tmp_pat
             times = [e.at for e in screen.shown]
             assert times == sorted(times, reverse=True)
             done = next(e for e in screen.shown if e.session_id == "tdd-success")
-            assert done.kind == "completed" and done.message == "tdd-success complete after 3 iteration(s)"
+            assert done.kind == "completed" and done.message == "tdd-success complete after 3 iterations"
             text = "\n".join(screen_text(app))
             assert (
                 "2026-04-01 09:04:00  tdd-success               completed  tdd-success complete after" in text
             )
-            assert "tdd-success complete after 3 iteration(s)" in text
-            # Enter opens the alert's session; Esc comes back to the history
+            assert "tdd-success complete after 3 iterations" in text
+            # Enter shows the whole alert; o opens the alert's session; Esc comes back to the history
             table.move_cursor(row=screen.shown.index(done))
             await pilot.press("enter")
+            await settle(pilot, lambda: isinstance(app.screen, ValueViewer))
+            assert app.screen.text == done.message  # type: ignore[attr-defined]
+            await pilot.press("escape")
+            assert app.screen is screen
+            await pilot.press("o")
             await settle(pilot, lambda: isinstance(app.screen, SessionScreen))
             opened = app.screen
             assert isinstance(opened, SessionScreen) and opened.session_id == "tdd-success"

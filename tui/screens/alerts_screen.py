@@ -1,5 +1,5 @@
-"""The alert history: every alert since start-up (completions, blocks, escalations, guard trips, bad
-journal lines), newest first; Enter opens the alert's session."""
+"""The alert history: every alert since start-up (completions, blocks, escalations, bad journal lines,
+sources deleted), newest first; Enter shows the whole alert, ``o`` opens its session."""
 
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ from textual.widgets import DataTable, Footer, Label
 
 from tui import format as fmt
 from tui.messages import OpenSession
+from tui.screens.value_viewer import ValueViewer
 
 KIND_COLOURS: Final = {"completed": fmt.GREEN, "blocked": fmt.AMBER, "guard": fmt.AMBER, "escalated": fmt.RED}
 """Alert kind -> colour (as the notification's severity)."""
 
 
 class AlertEntry(NamedTuple):
-    """One alert as it was raised: when (the monitor's clock), the session (empty for a bad journal
-    line), its kind and what happened."""
+    """One alert as it was raised: when (the monitor's clock), the session (a bad journal line's is
+    its journal's name; empty for a source deleted), its kind and what happened."""
 
     at: datetime
     session_id: str
@@ -45,6 +46,7 @@ class AlertsScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,a", "back", "Back"),
+        Binding("o", "open_session", "Open session"),
     ]
 
     DEFAULT_CSS = """
@@ -64,7 +66,7 @@ class AlertsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         """A title line, the table (or a note while there are none), the footer."""
-        yield Label("Alerts · newest first · Enter opens the session", id="alerts-title")
+        yield Label("Alerts · newest first · Enter reads one · o opens its session", id="alerts-title")
         table: DataTable[Any] = DataTable(id="alerts", cursor_type="row", zebra_stripes=False)
         yield table
         yield Label(
@@ -96,16 +98,31 @@ class AlertsScreen(Screen[None]):
             table.move_cursor(row=self.shown.index(keep))
         self.query_one("#alerts-empty").set_class(not self.shown, "shown")
         self.query_one("#alerts-title", Label).update(
-            f"Alerts · {len(self.shown)} since start-up, newest first · Enter opens the session"
+            f"Alerts · {len(self.shown)} since start-up, newest first · Enter reads one · o opens its session"
         )
+
+    def current(self) -> AlertEntry | None:
+        """The alert under the cursor."""
+        table: DataTable[Any] = self.query_one("#alerts", DataTable)
+        row = table.cursor_row
+        return self.shown[row] if 0 <= row < len(self.shown) else None
 
     @on(DataTable.RowSelected, "#alerts")
     def _selected(self, event: DataTable.RowSelected) -> None:
         entry = self.shown[event.cursor_row]
+        when = entry.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        title = " · ".join(filter(None, (entry.kind, entry.session_id, f"{when} UTC")))
+        self.app.push_screen(ValueViewer(title, entry.message))
+
+    def action_open_session(self) -> None:
+        """Open the session of the alert under the cursor."""
+        entry = self.current()
+        if entry is None:
+            return
         if entry.session_id:
             self.post_message(OpenSession(entry.session_id))
         else:
-            self.notify("a bad journal line belongs to no session", severity="warning", markup=False)
+            self.notify(f"this alert ({entry.kind}) belongs to no session", severity="warning", markup=False)
 
     def action_back(self) -> None:
         """Back to the previous screen."""

@@ -52,7 +52,8 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
     (
         "Alerts (a)",
         (
-            ("enter", "open the alert's session"),
+            ("enter", "read the whole alert"),
+            ("o", "open the alert's session"),
             ("esc a", "back"),
         ),
     ),
@@ -83,7 +84,8 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
 )
 
 LEGEND: Final = (
-    "status  ● running  ✔ complete  ■ blocked  ▲ escalated\n"
+    "status  ● running  ◌ stalled  ✔ complete  ■ blocked  ▲ escalated\n"
+    "        ⏸ paused  ⏹ stop requested  ◌ blocked, and nothing drives it\n"
     "rules   ✔ pass  ✘ fail  ! error      ⚠ a guard tripped\n"
     "ctrl+p  open a session by id, run an example query, replay speed"
 )

@@ -13,6 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, RichLog, Static
 from textual.worker import get_current_worker
 
+from ledger import plural
 from ledger.monitor import EventLine, IterationDetail, IterationRow, Monitor, SessionRow
 from tui import format as fmt
 from tui.messages import DetailLoaded, SessionLoaded
@@ -124,7 +125,7 @@ def detail_text(d: IterationDetail) -> Text:
         for line in lines[1:FEEDBACK_LINES]:
             out.append(f"    {line}\n", style=fmt.GREY)
         if len(lines) > FEEDBACK_LINES:
-            out.append(f"    … {len(lines) - FEEDBACK_LINES} more line(s)\n", style=fmt.GREY)
+            out.append(f"    … {plural(len(lines) - FEEDBACK_LINES, 'more line')}\n", style=fmt.GREY)
     out.append("next prompt\n", style="bold")
     out.append("  " + (" ".join(d.next_prompt.split()) or "(none)") + "\n")
     out.append("agent output\n", style="bold")
@@ -139,7 +140,9 @@ def title_text(session_id: str, row: SessionRow | None) -> Text:
     if row is None:
         out.append(f"{session_id}  (not ingested yet)")
         return out
-    out.append_text(fmt.status_text(row.status))
+    out.append_text(fmt.row_status_text(row))
+    if row.stalled and row.runner:  # its runner has exited: say how to go on
+        out.append(f" · continue it with `ralph-ledger run --resume {session_id}`", style=fmt.AMBER)
     out.append(f"  {session_id}", style="bold")
     iteration = f"{row.iteration}/{row.max_iterations}" if row.max_iterations else str(row.iteration)
     out.append(f"  it {iteration}  score ")

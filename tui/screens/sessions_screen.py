@@ -17,6 +17,7 @@ from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import Input, Label, ProgressBar, Static
 
+from ledger import plural
 from ledger.monitor import Fleet, SessionRow, SessionStatus, fleet_of
 from tui import format as fmt
 from tui.messages import OpenSession
@@ -106,7 +107,7 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
     stop += Text(" ⏸", style=fmt.AMBER) if row.paused and row.status == "running" else ""
     fails = row.consecutive_failures
     return {
-        "status": fmt.status_text(row.status) + stop,
+        "status": fmt.row_status_text(row) + stop,
         "session": Text(row.session_id, no_wrap=True),
         "source": Text(fmt.truncate(row.source, 12)),
         "iter": Text(iteration, justify="right"),
@@ -127,7 +128,8 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
 def matches(row: SessionRow, needle: str) -> bool:
     """Whether the filter text is a substring of the session's id, agent, task, status, branch or source."""
     needle, r = needle.lower(), row
-    return any(needle in f.lower() for f in (r.session_id, r.agent, r.task, r.status, r.branch, r.source))
+    fields = (r.session_id, r.agent, r.task, r.status, r.branch, r.source, "stalled" if r.stalled else "")
+    return any(needle in f.lower() for f in fields)
 
 
 @dataclass(frozen=True)
@@ -153,11 +155,15 @@ def fleet_line(fleet: Fleet, view: FleetView, width: int) -> Text:
     forms: list[Text] = []
     for level in range(4):
         line = Text(no_wrap=True, overflow="ellipsis", end="")
-        line.append(f"{fleet.sessions} sessions ", style="bold")
+        line.append(f"{plural(fleet.sessions, 'session')} ", style="bold")
         for status in FLEET_STATUSES:
             symbol, colour = fmt.STATUS[status]
             count = counts[status]
             line.append(f"{symbol} {count} {status} " if level == 0 else f"{symbol}{count} ", colour)
+            if status == "running" and fleet.stalled:
+                symbol, colour = fmt.STALLED
+                word = f"{symbol} {fleet.stalled} stalled " if level == 0 else f"{symbol}{fleet.stalled} "
+                line.append(word, colour)
         gap = "  · " if level == 0 else " · "
         line.append(f"{gap[1:]}completion {fmt.percent(fleet.completion_rate)}")
         if level < 2:
@@ -225,6 +231,8 @@ class SessionsScreen(SteeringScreen):
         self.cell_cache: dict[str, dict[str, Text]] = {}
         self.status_counts: Counter[SessionStatus] = Counter()
         """Sessions per status, kept as rows change (the fleet totals are counted from it)."""
+        self.stalled = 0
+        """Running sessions that nothing drives, kept as rows change."""
         self.table = VirtualTable(self.columns, self.render_row, flex="task", id="sessions")
         self.iter_width = next(c.width for c in self.columns if c.key == "iter")
         self._filter_timer: Timer | None = None
@@ -296,14 +304,16 @@ class SessionsScreen(SteeringScreen):
                 continue
             if old is not None:
                 counts[old.status] -= 1
+                self.stalled -= old.stalled
             counts[row.status] += 1
+            self.stalled += row.stalled
             self.rows[sid] = row
             self.cell_cache.pop(sid, None)
             changed.append(sid)
         if fleet is not None:
             self.fleet = fleet
         elif changed:
-            self.fleet = fleet_of(counts)
+            self.fleet = fleet_of(counts, self.stalled)
         if changed:
             widest = max(len(iteration_text(self.rows[sid])) for sid in changed)
             if widest > self.iter_width:  # grows, never shrinks: columns do not jump back and forth
@@ -318,13 +328,15 @@ class SessionsScreen(SteeringScreen):
         return len(changed)
 
     def drop(self, ids: Iterable[str]) -> None:
-        """Drop these sessions (their journals were emptied)."""
+        """Drop these sessions (their journals were emptied or deleted)."""
         gone = [sid for sid in ids if sid in self.rows]
         for sid in gone:
-            self.status_counts[self.rows.pop(sid).status] -= 1
+            row = self.rows.pop(sid)
+            self.status_counts[row.status] -= 1
+            self.stalled -= row.stalled
             self.cell_cache.pop(sid, None)
         if gone:
-            self.fleet = fleet_of(self.status_counts)
+            self.fleet = fleet_of(self.status_counts, self.stalled)
             self.resort()
             self.show_fleet()
 

@@ -28,7 +28,7 @@ from textual.widgets import DataTable, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from ledger import QueryResult, error_reason, output
+from ledger import QueryResult, error_reason, output, plural
 from ledger import one_line as first_line
 from ledger.monitor import EXAMPLE_QUERIES, Monitor
 from tui import format as fmt
@@ -316,9 +316,9 @@ class SqlScreen(Screen[None]):
         count = (
             f"the first {len(result.rows):,} rows (more not fetched; ctrl+s exports all)"
             if result.truncated
-            else f"{len(result.rows):,} row(s)"
+            else plural(len(result.rows), "row")
         )
-        self.status(f"{count} · {len(result.columns)} column(s) · {took} · enter views a cell")
+        self.status(f"{count} · {plural(len(result.columns), 'column')} · {took} · enter views a cell")
 
     def clear_result(self) -> None:
         """No result on screen."""
@@ -530,7 +530,6 @@ class SqlScreen(Screen[None]):
         self.exports += 1
         path, where = message.path, message.path.resolve()
         # the name as typed first (the line may be cut), then the folder it is relative to
-        self.status(
-            f"wrote {message.rows:,} row(s) to {path}" + ("" if path.is_absolute() else f" in {Path.cwd()}")
-        )
-        self.notify(f"wrote {message.rows:,} row(s) to {where}", title="export", markup=False)
+        rows = plural(message.rows, "row")
+        self.status(f"wrote {rows} to {path}" + ("" if path.is_absolute() else f" in {Path.cwd()}"))
+        self.notify(f"wrote {rows} to {where}", title="export", markup=False)

@@ -10,6 +10,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import TextArea
 
+from ledger import plural
+
 
 class ValueViewer(ModalScreen[None]):
     """One result cell's whole value, scrollable and selectable; ``c`` copies it."""
@@ -49,4 +51,4 @@ class ValueViewer(ModalScreen[None]):
     def action_copy(self) -> None:
         """Copy the whole value."""
         self.app.copy_to_clipboard(self.text)
-        self.notify(f"copied {len(self.text):,} character(s)", markup=False)
+        self.notify(f"copied {plural(len(self.text), 'character')}", markup=False)

@@ -1,8 +1,8 @@
-"""The MCP tools' arguments and results (seed 000 Appendix A, seed 001 "MCP Tools", seed 002), as
-msgspec types: ``tools/list`` gives the JSON schemas generated from them, and each call's arguments
-are decoded with them. Names are the seeds' camelCase (``taskId``, ``completionSignal``); seed 002's
-``validate_completion`` keeps its own snake_case contract (``stop_reason``, ``tool_count``,
-``retry_count``).
+"""The MCP tools' arguments and results (docs/design/mcp-tools.md), as msgspec types: ``tools/list``
+gives the JSON schemas generated from them, and each call's arguments are decoded with them. Names are
+camelCase (``taskId``, ``completionSignal``) for every tool: ``validate_completion`` takes ``stopReason``,
+``toolCount`` and ``retryCount``, and still the snake_case names of its own contract, which it took
+before (``ALIASES``).
 """
 
 from __future__ import annotations
@@ -105,9 +105,19 @@ class ListArgs(_Args, frozen=True, kw_only=True):
 class HookArgs(_Args, frozen=True, kw_only=True):
     """hook_register."""
 
-    hook_type: HookType = "default"
-    enabled: bool = True
-    metadata: dict[str, Any] = {}
+    hook_type: Annotated[
+        HookType,
+        Meta(
+            description="The preset: default (promises, then validation), validation (the rules alone) "
+            "or promise (a completion promise alone)."
+        ),
+    ] = "default"
+    enabled: Annotated[bool, Meta(description="Whether hook_evaluate asks it (false: registered, off).")] = (
+        True
+    )
+    metadata: Annotated[
+        dict[str, Any], Meta(description="Anything the agent wants recorded with the hook; given back.")
+    ] = {}
 
 
 class EvaluateArgs(_Args, frozen=True, kw_only=True):
@@ -117,13 +127,30 @@ class EvaluateArgs(_Args, frozen=True, kw_only=True):
     files_modified: Files = []
 
 
-class CompletionArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """validate_completion (seed 002's ``ValidationParams``, and the task)."""
+class CompletionArgs(_Args, frozen=True, kw_only=True):
+    """validate_completion (the stop contract's ``ValidationParams``, and the task)."""
 
-    task_id: TaskId = msgspec.field(name="taskId")
-    stop_reason: str = "end_turn"
-    tool_count: Annotated[int, Meta(ge=0)] = 0
-    retry_count: Annotated[int, Meta(ge=0)] | None = None  # left out: counted from the journal
+    stop_reason: Annotated[
+        str, Meta(description="Why the agent stops (its API's stop reason: end_turn, max_tokens, ...).")
+    ] = "end_turn"
+    tool_count: Annotated[int, Meta(ge=0, description="The tool calls of the turn that stops.")] = 0
+    retry_count: Annotated[
+        Annotated[int, Meta(ge=0)] | None,
+        Meta(
+            description="Stops already refused in this iteration; left out, counted from the journal. "
+            "At 3 the stop is allowed with a warning (the fail-open rule)."
+        ),
+    ] = None
+
+
+ALIASES: Final[dict[str, dict[str, str]]] = {
+    "validate_completion": {
+        "stop_reason": "stopReason",
+        "tool_count": "toolCount",
+        "retry_count": "retryCount",
+    },
+}
+"""Per tool, the older names of arguments a call may still use, and the name each stands for."""
 
 
 class _Result(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -144,7 +171,7 @@ class Step(_Result, frozen=True, kw_only=True):
 
 
 class ValidationReport(_Result, frozen=True, kw_only=True):
-    """The rules of one validation (seed 000 Appendix B's score)."""
+    """The rules of one validation, and its score."""
 
     total_rules: int
     passed_rules: int
@@ -241,7 +268,7 @@ class Checkpoints(_Result, frozen=True, kw_only=True):
 
 
 class Resumed(_Result, frozen=True, kw_only=True):
-    """checkpoint_resume's answer (seed 000 §4.3)."""
+    """checkpoint_resume's answer."""
 
     task_id: str
     checkpoint_id: str
@@ -301,7 +328,7 @@ class HooksCleared(_Result, frozen=True, kw_only=True):
 
 
 class CompletionResult(msgspec.Struct, frozen=True, kw_only=True):
-    """validate_completion's answer (seed 002's ``ValidationResult``)."""
+    """validate_completion's answer (the stop contract's ``ValidationResult``)."""
 
     complete: bool
     reason: str
@@ -354,7 +381,8 @@ TOOLS: Final[dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct], str]]] 
     "validate_completion": (
         CompletionArgs,
         CompletionResult,
-        "Seed 002's stop check: may the agent stop now? Incomplete while the loop goes on.",
+        "The stop check: may the agent stop now? Incomplete while the loop goes on. The stop "
+        "contract's own names stop_reason, tool_count and retry_count are taken too.",
     ),
 }
 """Each tool: its arguments, its result and its description."""

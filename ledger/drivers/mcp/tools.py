@@ -59,19 +59,38 @@ def decode(name: str, arguments: dict[str, Any]) -> msgspec.Struct:
     if name not in s.TOOLS:
         raise ToolCallError(f"unknown tool {name!r}; tools/list names the {len(s.TOOLS)} tools")
     args_type = s.TOOLS[name][0]
+    given = _renamed(name, arguments)
     try:
-        return msgspec.convert(arguments, args_type)
+        return msgspec.convert(given, args_type)
     except msgspec.ValidationError as exc:
         where, what = explain(
             str(exc),
-            arguments,
+            given,
             choices={"hookType": get_args(s.HookType)},
             allowed_keys=lambda _data, _path: list(args_type.__struct_encode_fields__),
         )
         key = where.lstrip(".") or "arguments"
         if key == "maxIterations":  # a number or "auto", as in ralph.toml (not msgspec's union words)
             what = f"{MAX_ITERATIONS_EXPECTED}, got {arguments[key]!r}"
+        old = {new: old for old, new in s.ALIASES.get(name, {}).items()}
+        if key in old and old[key] in arguments:  # named as the call named it
+            key = old[key]
         raise ToolCallError(f"{name}: {key}: {what}") from None
+
+
+def _renamed(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` with the older names of tool ``name``'s arguments (``schemas.ALIASES``) as they
+    are named now; ``ToolCallError`` for an argument given under both names."""
+    aliases = s.ALIASES.get(name)
+    if not aliases or not isinstance(arguments, dict) or not aliases.keys() & arguments.keys():
+        return arguments
+    renamed = dict(arguments)
+    for old, new in aliases.items():
+        if old in renamed:
+            if new in renamed:
+                raise ToolCallError(f"{name}: {old}: the same argument as {new}; give one of them")
+            renamed[new] = renamed.pop(old)
+    return renamed
 
 
 class Tools:
@@ -285,10 +304,10 @@ class Tools:
         """Clear the task's hooks."""
         return s.HooksCleared(task_id=a.task_id, cleared_count=self.engine.hook_clear(a.task_id))
 
-    # -- seed 002 --------------------------------------------------------------------
+    # -- the stop contract (docs/design/validation.md#validate_completion) -----------
     def validate_completion(self, a: s.CompletionArgs) -> s.CompletionResult:
         """May the agent stop now: yes once the loop has ended or its iteration validated as COMPLETE,
-        BLOCKED or ESCALATE; no while it goes on (seed 002's fail-open rules apply). Recorded as a
+        BLOCKED or ESCALATE; no while it goes on (the stop contract's fail-open rules apply). Recorded as a
         ``stop_decided`` event while the loop runs."""
         view = self.engine.view(a.task_id)
         n = view.iteration

@@ -1,49 +1,12 @@
-"""The classic loop: run an agent command again and again until the engine says stop.
+"""The classic loop: run an agent command again and again until the loop says stop.
 
-Each iteration starts the agent (an argv list, never a shell) in the engine's
-work directory with the prompt on stdin, streams its stdout and stderr to
-``out`` line by line while keeping them, and kills its whole process group if
-it runs longer than ``iteration_timeout_s``. The files it changed (in a git
-work tree) and its output go to ``Engine.validate``; the signal decides:
-
-| exit | meaning                                                              |
-|------|----------------------------------------------------------------------|
-| 0    | complete: the engine answered COMPLETE and the session was completed |
-| 3    | blocked: the engine answered BLOCKED (a BLOCKED promise, a guard)    |
-| 4    | escalated: ESCALATE, or ``next`` refused (e.g. maximum iterations)   |
-| 130  | interrupted by Ctrl-C (SIGINT); the session stays running, resumable |
-| 143  | interrupted by SIGTERM (128 + 15), likewise                          |
-| 129  | interrupted by SIGHUP (128 + 1: the terminal closed), likewise       |
-| 2    | bad usage (the ``run`` command line; see ``ledger.cli``)             |
-| 1    | a configuration that would fail, a session that cannot start/resume  |
-
-The agent's output is read in its own format (``ledger.drivers.runner.formats``: Claude
-Code's stream JSON, Codex's ``exec --json``, Gemini CLI's stream JSON, ..., or
-plain text), named by the caller or detected from the agent command: its tokens,
-tool calls and edited files are recorded, and promises are looked for in its
-final text only (never in the prompt a stream echoes, nor in tool output, nor on
-stderr). A run that failed (a non-zero exit, a time-out) is a failed iteration,
-whatever its text says (``docs/design/clients.md``).
-
-Every iteration's prompt is the task plus what the previous iteration taught
-the loop (``ledger.loop.prompt.next_prompt.next_prompt``, shared with the Claude Code hook) and,
-when the session's configuration says ``summary = true``, the summary of the loop so far
-(``ledger.loop.prompt.summary``), recorded as ``summary_given`` in the append that starts the iteration,
-plus the guidance a human gave with ``ralph-ledger steer`` (once). A loop paused
-with ``ralph-ledger pause`` finishes its iteration, says so in one line, and waits
-(polling the journal) for ``ralph-ledger resume``; a ``stop`` meanwhile ends it
-blocked (``ledger.loop.steering.commands``). ``--resume`` of an unblocked session begins its
-next iteration, with the guidance.
-
-An interruption (SIGINT, SIGTERM or SIGHUP) kills the agent's process group,
-or the running validation rule's, records the agent's turn so far (its output,
-``stop_reason`` ``interrupted``) unless the engine already has, then an
-``override`` of kind ``interrupted`` (a human intervened), not
-``Engine.stop``'s ``manual_stop``: a manual stop is honoured at the next
-validate as BLOCKED, which would make the session impossible to resume.
-``run_loop(..., resume=True)`` carries on with the session's current
-iteration, running the agent for it again with the prompt it had; the
-session recorded its prompt and agent command when it started (``recorded``).
+Each iteration starts the agent (an argv list, never a shell) in the work directory with the prompt
+on stdin, streams and keeps its output, kills its whole process group past ``iteration_timeout_s``,
+and hands the turn (read in the agent's format, ``ledger.drivers.runner.formats``) to the loop step
+(``ledger.loop.step``), which decides. A pause waits, polling the journal; a signal kills the agent,
+records its turn so far and an ``interrupted`` override, and leaves the session resumable
+(``resume=True`` carries on with its current iteration). Exit codes, prompts, signals and limits:
+docs/runner.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """A loop's own git worktree: ``ralph-ledger run --worktree NAME``.
 
-Several loops on one repository each run in a worktree of their own, so their edits never meet:
-
-- the worktree is ``<repository>/.ralph/worktrees/NAME`` (the main work tree's ``.ralph``, the
-  home every loop of the repository shares), on the branch ``ralph/NAME``, created from the
-  current ``HEAD`` the first time and reused afterwards (a branch that exists is checked out as it
-  is; a worktree removed with ``git worktree remove`` is made again from its branch);
-- ``.ralph/worktrees/.gitignore`` ignores everything there, so ``git add -A`` in the main checkout
-  never takes a worktree in as an embedded repository;
-- one loop at a time works in a worktree: ``hold`` keeps an exclusive ``flock`` on its folder while
-  the loop runs (released by the kernel when the loop's process dies).
-
-Every refusal is a ``WorktreeError``: one line, with the exit status the command should use.
+The worktree is ``<repository>/.ralph/worktrees/NAME`` on the branch ``ralph/NAME``, created from
+``HEAD`` the first time and reused afterwards; ``.ralph/worktrees/.gitignore`` keeps it out of the
+main checkout; ``hold`` keeps an exclusive ``flock`` on it while a loop runs. Every refusal is a
+``WorktreeError``: one line, with the exit status the command should use. The rules:
+docs/runner.md (Parallel loops in one repository).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Loop configuration: ``ralph.toml`` (or ``[tool.ralph]`` in ``pyproject.toml``)
-and the ``iteration:`` block of agent markdown frontmatter (seed 000 §2.3).
+and the ``iteration:`` block of agent markdown frontmatter (docs/design/agent-definitions.md).
 
 Everything is validated with msgspec; an unknown key or a wrong type is a
 ``ConfigError`` whose message is one line naming the file, the key and what
 was expected, e.g. ``ralph.toml: guards.thrashing.min_iterations: expected
 int, got str``.
 
-Per-agent default iteration limits (seed 000 §6.1; ``docs/seeds.md``).
+Per-agent default iteration limits: docs/design/iteration-limits.md#per-agent-defaults.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
 
 class AgentIteration(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
-    """The ``iteration:`` block of an agent's frontmatter (seed 000 §2.3)."""
+    """The ``iteration:`` block of an agent's frontmatter (docs/design/agent-definitions.md)."""
 
     enabled: bool = False
     max_iterations: int | Literal["auto"] | None = None  # "auto": as max_iterations in ralph.toml
@@ -356,3 +356,13 @@ def recorded_config(config: LoopConfig) -> dict[str, Any]:
             del recorded[key]
     del recorded["notify"]  # its URLs may hold secrets: read from the configuration when sent
     return recorded
+
+
+def changed_settings(recorded: dict[str, Any], current: LoopConfig) -> list[str]:
+    """The settings of ``current`` (the configuration as a loop's start would read it now) that differ
+    from ``recorded`` (what the loop's ``session_started`` recorded), by name, the task aside: what an
+    edit of the configuration file since the start would change, were the loop to take it (it does
+    not: docs/design/loop-config.md)."""
+    now = recorded_config(current)
+    keys = (now.keys() | recorded.keys()) - {"task"}
+    return sorted(k for k in keys if now.get(k) != recorded.get(k))

@@ -1,27 +1,10 @@
-"""Safety guards (seeds 000 §5, 002, 003 §5, 004): when a loop must stop.
+"""Safety guards: when a loop must stop.
 
-Each guard is one small function of ``Facts`` (a snapshot of the session,
-read from the ledger by ``facts()``: the SQL detectors are the one place
-regression, thrashing, stall and streaks are computed) and its settings. A
-guard that fires returns a ``Trip`` with its evidence and the signal it forces.
-
-| guard              | fires when                                          | signal   | default     |
-|--------------------|-----------------------------------------------------|----------|-------------|
-| max_iterations     | iteration > max; or == max and not ending           | ESCALATE | on          |
-| circuit_breaker    | failures in a row >= threshold; any validate while  | ESCALATE | on, 3,      |
-|                    | open; a failure while half-open                     |          | 300 s reset |
-| quality_regression | last `span` scores strictly falling, drop > min_drop | ESCALATE | on, 3, 10   |
-| thrashing          | one file modified in >= N iterations                | BLOCKED  | on, 5       |
-| validation_stall   | `span` iterations without beating the best score    | ESCALATE | on, 3       |
-| time_limit         | time run since the loop's start event > limit       | BLOCKED  | on, 1800 s  |
-| token_budget       | tokens used >= budget                               | ESCALATE | off         |
-| cost_budget        | dollars spent (``turn_costs``) >= max_cost_usd      | ESCALATE | off         |
-| context_window     | the next iteration would start with the context     | BLOCKED  | off, 0.9    |
-|                    | window >= max_fraction full (the last turn's)       |          |             |
-| max_stop_retries   | stops blocked in a row within one iteration >= N    | ESCALATE | on, 3       |
-| error_threshold    | validation runs with an errored rule in a row >= N  | ESCALATE | on, 3       |
-
-Where the seeds disagree on signals and the token budget: ``docs/seeds.md``.
+Each guard is one small function of ``Facts`` (a snapshot of the session, read from the ledger by
+``ledger.loop.decide.facts.read_facts``: the SQL detectors are the one place regression, thrashing,
+stall and streaks are computed) and its settings (``GuardConfig``). A guard that fires returns a
+``Trip`` with its evidence and the signal it forces. Every guard, its facts, defaults and signal,
+and why: docs/design/guards.md.
 """
 
 from __future__ import annotations

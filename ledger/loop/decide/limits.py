@@ -1,4 +1,4 @@
-"""Adaptive iteration limits (seed 000 Phase 4): what ``max_iterations = "auto"`` chooses.
+"""Adaptive iteration limits: what ``max_iterations = "auto"`` chooses (docs/design/iteration-limits.md).
 
 The ``limit_suggestions`` view holds, per agent and task kind, the iteration count that covered 90% of
 the past completed loops and whether enough loops (10) back it. A loop starting with ``"auto"`` takes

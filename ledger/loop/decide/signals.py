@@ -1,28 +1,9 @@
 """Signal resolution: what one validate call answers, from everything it saw.
 
-The one table (first matching row wins; ``tests/unit/test_signals.py`` has a test
-per row):
-
-| row | condition                                            | signal    |
-|-----|------------------------------------------------------|-----------|
-| 1   | a manual stop was requested                          | BLOCKED   |
-| 2   | a guard tripped whose signal is BLOCKED              | BLOCKED   |
-| 3   | any other guard tripped                              | ESCALATE  |
-| 4   | the agent promised BLOCKED                           | BLOCKED   |
-| 5   | hooks are registered and decided ``escalate``        | ESCALATE  |
-| 6   | hooks decided ``complete`` (gate: see below)         | COMPLETE  |
-| 7   | hooks are registered and decided ``continue``        | CONTINUE  |
-| 8   | no hooks; the agent promised COMPLETE (gate)         | COMPLETE  |
-| 9   | no hooks; the agent promised ESCALATE                | ESCALATE  |
-| 10  | otherwise                                            | CONTINUE  |
-
-Gate: a COMPLETE from rows 6 or 8 becomes CONTINUE while a rule that gates
-completion failed (``todos``, ``work_done``: ``ledger.loop.validate.rules.GATES_COMPLETION``),
-always ("completion refused (agent promised COMPLETE): todos: 2 todos remaining: ..."); and, with
-``require_passing_validation``, while any rule failed ("completion claimed but
-validation failed"), off by default, as seed 000 §3.2 completes on the promise alone.
-
-Why this order, where the seeds disagree: ``docs/seeds.md``.
+``resolve`` applies the one table (first matching row wins): a manual stop, the guards' trips, a
+BLOCKED promise, the hooks, then the promise alone; a COMPLETE passes the completion gate
+(``Inputs.refusals``, ``require_passing_validation``). The table, the gate and why the rows are in
+this order: docs/design/signals.md. ``tests/unit/test_signals.py`` has a test per row.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-"""The stop-hook registry (seed 001).
+"""The stop-hook registry: preset and custom hooks, evaluated in registration order.
 
-A hook looks at what one iteration produced (``AgentContext``) and answers
-complete / continue / escalate. Rules, each tested in ``tests/test_hooks.py``:
-
-- hooks are evaluated in registration order; disabled hooks are skipped;
-- the first ``complete`` or ``escalate`` stops the evaluation;
-- if every hook continues, the last hook's result is used;
-- a hook that raises gives ``escalate`` "Hook evaluation failed: <error>";
-- with no (enabled) hooks the answer is ``continue`` "No hooks registered for
-  this task", from the pseudo-hook ``default``.
-
-Preset hooks (``default``, ``validation``, ``promise``) are declarative: they
-are recorded as ``hook_registered`` events and rebuilt from them, so they
-survive a restart (seed 001, "Future: persistent hooks"). Custom callables
-live in the process that registered them. Every evaluation is returned so the
-engine can record it as a ``hook_decided`` event.
+A hook looks at what one iteration produced (``AgentContext``) and answers complete / continue /
+escalate. Presets are recorded as ``hook_registered`` events and rebuilt from them (``Registry``);
+every evaluation is returned so the engine records it as a ``hook_decided`` event. The rules
+(evaluation order, a hook that raises, no hooks, persistence), each tested in
+``tests/unit/test_stop_policies.py``: docs/design/stop-hooks.md.
 """
 
 from __future__ import annotations
@@ -31,7 +21,7 @@ PRESETS: Final = ("default", "validation", "promise")
 
 @dataclass(frozen=True, slots=True)
 class AgentContext:
-    """What a hook sees (seed 001 ``AgentContext``)."""
+    """What a hook sees: what one iteration produced."""
 
     task_id: str
     iteration: int

@@ -1,24 +1,9 @@
-"""The prompt of the next iteration: the one rule both drivers of a loop follow.
+"""The prompt of the next iteration: the one rule every driver of a loop follows.
 
-The loop runner (``ledger.drivers.runner.run``) and the Claude Code ledger-native hook
-(``ledger.drivers.claude_code.stop.native``) tell the agent the same thing after an iteration that
-continues: the task, always, then what the loop learned from that iteration,
-the hooks' next prompt and every line of feedback (failing rules, tripped
-guards) it does not already say::
-
-    Make the tests pass.
-
-    Feedback from iteration 2:
-    Fix the failing validation rules: tests: 1 failed
-    - thrashing: app.py modified in 5 iterations
-
-With nothing learned, the prompt is the task unchanged. A loop with ``summary = true`` gives the
-summary of the loop so far (``ledger.loop.prompt.summary``) too: it comes after the feedback, and a
-feedback line it already carries is not said twice. Guidance a human gave with ``ralph-ledger
-steer`` (or ``unblock``) comes last, once, in the iteration that consumed it::
-
-    Guidance from the person running this loop:
-    Use the sqlite backend, not postgres.
+``next_prompt`` composes it: the task, always; then what the loop learned from the iteration (the
+hooks' next prompt and every feedback line it does not already say); then, with ``summary = true``,
+the summary of the loop so far (``ledger.loop.prompt.summary``); then a person's guidance, once.
+The order and why: docs/design/summary-and-prompt.md#the-next-prompt.
 """
 
 from __future__ import annotations

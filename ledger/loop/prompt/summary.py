@@ -1,30 +1,10 @@
 """The loop so far, in at most 2 KB: what each next prompt carries with ``summary = true``.
 
-Seed 003 §4.2's first tier ("always in context, <= 2KB"): a loop whose configuration says
-``summary = true`` tells the agent, after the task and the last iteration's feedback
-(``ledger.loop.prompt.next_prompt.next_prompt``), what the ledger knows of the loop so far::
-
-    Loop so far: iteration 12 of 20 done, score 50 (best 67, at iteration 8).
-    Iterations (score, failing rules):
-    - 1: 0 (build, tests)
-    ...
-    Iteration 12: score 50
-      failing: tests
-      files: app.py
-    Still failing: tests since iteration 3.
-    Files changed repeatedly: app.py (12 iterations), util.py (3 iterations).
-    Close to tripping:
-    - circuit_breaker: 2 failed validations in a row, trips at 3
-    Last feedback (iteration 12):
-    - tests: 1 failed
-
 Every number is read from the views and detectors (``iterations``, ``iteration_scores``,
 ``rule_results``, ``thrashing``, ``validation_stall``, ``quality_regression`` and the guards' own
-facts, ``ledger.loop.decide.facts.read_facts``), through the session's in-memory ledger the engine keeps
-(``ledger.storage.fold``); nothing is computed again here. Up to ``COMPACT_AFTER`` iterations each
-is shown in full; after that the older ones take one line each and the last ``FULL_TAIL`` stay in
-full. The text never exceeds ``MAX_BYTES`` (UTF-8): when the one-line iterations do not fit, the
-oldest are folded into one line giving their range of scores.
+facts, ``ledger.loop.decide.facts.read_facts``), through the session's in-memory ledger
+(``ledger.storage.fold``); nothing is computed again here. What it says, how a long loop folds to
+fit ``MAX_BYTES``, and why: docs/design/summary-and-prompt.md#the-summary-of-the-loop.
 """
 
 from __future__ import annotations
@@ -43,9 +23,9 @@ from ledger.loop.engine import Engine
 from ledger.storage.database import Ledger
 
 MAX_BYTES: Final = 2048
-"""The most a summary takes, in UTF-8 bytes (seed 003 §4.2: tier 1 is at most 2 KB)."""
+"""The most a summary takes, in UTF-8 bytes."""
 COMPACT_AFTER: Final = 10
-"""Beyond this many iterations, all but the last ``FULL_TAIL`` are one line each (seed 003 §4.2)."""
+"""Beyond this many iterations, all but the last ``FULL_TAIL`` are one line each."""
 FULL_TAIL: Final = 3
 NEAR: Final = 0.5
 """A guard whose measure reached this fraction of its threshold is close to tripping."""

@@ -1,25 +1,10 @@
-"""Steering a loop without stopping it (seed 000 §5.4): pause, resume, steer and unblock.
+"""Steering a loop without stopping it: pause, resume, steer and unblock.
 
 Each is an ``override`` event in the session's journal (``kind`` ``pause``, ``resume``, ``steer``,
 ``unblock``; the text in ``reason``), and every driver of a loop (the runner, the Claude Code hook
-in both modes, the MCP tools) reads them through this module and ``Engine.next``:
-
-- **pause**: the iteration under way finishes (it is validated as usual); then ``Engine.next``
-  refuses with ``Paused`` until a ``resume``. The runner waits, polling the journal; the hook
-  allows the stop ("paused"); MCP's ``iteration_next`` answers the refusal. A stop requested
-  while paused ends the loop there, blocked (:func:`halt`).
-- **resume**: the loop goes on from the next iteration.
-- **steer**: the text is given once, in the prompt of the next iteration to begin: ``Engine.next``
-  records it in that ``iteration_started`` (``guidance``) and returns it, and
-  ``ledger.loop.prompt.next_prompt.next_prompt`` adds it after the feedback.
-- **unblock**: a blocked or escalated session runs again, with ``N`` more iterations than it has
-  used (the maximum is raised; the failure streaks and the other windowed guards count from
-  there), a pending stop request and a pause lifted; its next iteration begins as after any
-  iteration (``Engine.next``: the runner's ``run --resume``, the hook's next stop, MCP's
-  ``iteration_next``) and its prompt carries the guidance.
-
-A steering command for a session that has ended (unblock excepted), or that the home does not
-hold, is refused with one line (``EngineError``).
+in both modes, the MCP tools) reads them through this module and ``Engine.next``. A command for a
+session that has ended (unblock excepted), or that the home does not hold, is refused with one line
+(``EngineError``). What each command does, and what each driver does then: docs/steering.md.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from ledger.loop.validate.todos import summary
 
 
 def due(rule: Rule, iteration: int, final: bool) -> bool:
-    """Whether the rule runs this iteration (seed 003 §4.3 lazy validation)."""
+    """Whether the rule runs this iteration (its cadence: docs/design/validation.md#cadence)."""
     if not rule.enabled:
         return False
     if rule.cadence == "moderate":

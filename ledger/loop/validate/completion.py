@@ -1,26 +1,10 @@
-"""Seed 002's ``validate_completion`` contract, as a stop hook's decision.
+"""The stop contract ``validate_completion``, as a stop hook's decision: allow or block a stop.
 
-When the agent tries to stop, the hook asks an optional validator whether the
-task is complete and answers the harness with *allow* or *block*:
-
-| scenario                           | decision | reason / warning                                   |
-|------------------------------------|----------|----------------------------------------------------|
-| no validator attached (``None``)   | allow    | "No validator attached"                            |
-| ``retry_count >= max_stop_retries``| allow    | warning "max stop retries (N) reached; ..."        |
-| validator raises                   | allow    | warning "validator failed: Type: message; ..."     |
-| validator returns ``complete``     | allow    | the result's reason                                |
-| validator returns ``incomplete``   | block    | the result's reason; ``retry_count + 1``           |
-
-Failing open (allowing the stop) is deliberate: a broken validator must never
-trap an agent in a loop. ``to_events`` turns a decision into the journal's
-``StopDecided`` (plus an ``ErrorRecorded`` when the validator raised).
-
-``retry_count_from`` recovers seed 002's ``retry_count`` from a session's
-journal: the one implementation of that count, used by the engine's
-``max_stop_retries`` guard (``ledger.loop.decide.facts``) and by stop hooks alike. It is
-plain Python because a stop hook must not pay for importing DuckDB.
-
-This module imports neither DuckDB nor pyarrow (a test checks it).
+``decide_stop`` asks an optional validator and fails open (a broken validator never traps an
+agent); ``to_events`` records a decision as ``StopDecided`` (and ``ErrorRecorded``);
+``retry_count_from`` is the one count of stops blocked in a row, which the ``max_stop_retries``
+guard uses too. Each case: docs/design/validation.md#validate_completion. Plain Python: this module
+imports neither DuckDB nor pyarrow (a test checks it), so a stop hook can use it.
 """
 
 from __future__ import annotations
@@ -34,7 +18,7 @@ from ledger.core.errors import one_line
 
 MAX_STOP_RETRIES: Final = 3
 VALIDATE_COMPLETION: Final = "validate_completion"
-"""The seed's reserved tool name; also the ``component`` of recorded errors."""
+"""The contract's reserved tool name; also the ``component`` of recorded errors."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +55,7 @@ Validator = Callable[[ValidationParams], ValidationResult]
 
 
 def always_complete(params: ValidationParams) -> ValidationResult:
-    """The seed's default validator: every stop is allowed."""
+    """The default validator: every stop is allowed."""
     return ValidationResult(complete=True, reason="No validation configured")
 
 
@@ -137,7 +121,7 @@ def _allow(reason: str, *, warning: str = "", error: str = "") -> StopDecision:
 def decide_stop(
     validator: Validator | None, params: ValidationParams, *, max_stop_retries: int = MAX_STOP_RETRIES
 ) -> StopDecision:
-    """Seed 002's stop hook as a pure function (see the module's table).
+    """The stop decision as a pure function (docs/design/validation.md#validate_completion).
 
     Any ``Exception`` from the validator is caught and allows the stop with a
     warning; ``BaseException`` (e.g. ``KeyboardInterrupt``) propagates.

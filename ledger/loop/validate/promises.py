@@ -1,4 +1,4 @@
-"""Completion promises: find ``<promise>X</promise>`` in agent output (seed 000 §3.4, seed 004).
+"""Completion promises: find ``<promise>X</promise>`` in agent output (signals: docs/design/signals.md).
 
 What counts as a promise (the tags, what hides one: comments, fences, inline code), the three
 vocabularies and their signals, custom phrases, and the reason and context captured after a
@@ -57,7 +57,8 @@ CUSTOM_ACTION: Final = "allow stop, end loop"
 VOCABULARY: Final[dict[str, Signal]] = {w.word: w.signal for w in _WORDS}
 #: What the harness does on each known word.
 HARNESS_ACTIONS: Final[dict[str, str]] = {w.word: w.harness_action for w in _WORDS}
-#: Seed 000 §3.3: BLOCKED > COMPLETE > ESCALATE > CONTINUE.
+#: Which of several promises decides: BLOCKED > COMPLETE > ESCALATE > CONTINUE
+#: (docs/design/signals.md#promise-priority).
 PRIORITY: Final[dict[Signal, int]] = {"BLOCKED": 3, "COMPLETE": 2, "ESCALATE": 1, "CONTINUE": 0}
 
 
@@ -394,7 +395,7 @@ def detect_promises(text: str, custom: Sequence[str] = (), *, exclusive: bool = 
 
 
 def strongest(promises: Iterable[Promise]) -> Promise | None:
-    """The promise that decides, by seed 000 §3.3: BLOCKED > COMPLETE > ESCALATE > CONTINUE.
+    """The promise that decides: BLOCKED > COMPLETE > ESCALATE > CONTINUE (``PRIORITY``).
 
     Among equals the last in the text (greatest offset; then the later one
     given) wins. ``None`` when there are no promises.

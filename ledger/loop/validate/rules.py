@@ -1,34 +1,10 @@
-"""Validation rules (seed 000 §2.2, §3.2, §6.4; seed 003 §4.3, §6.2): what one iteration is checked against.
+"""Validation rules: what one iteration is checked against.
 
-A rule is configuration (a frozen msgspec Struct, tagged on ``type``, decoded
-from TOML or JSON by ``parse_rules``) or a ``CustomRule`` wrapping a Python
-callable. ``run_rules`` runs the rules that are due and answers one
-``ledger.events.RuleResult`` per rule; it never raises for a rule's failure.
-
-| type            | passes when                                    | errored when                            |
-|-----------------|------------------------------------------------|-----------------------------------------|
-| command         | the program exits 0                            | timeout, program missing or not allowed |
-| content_pattern | the regex matches, iff ``must_match``          | bad regex, unreadable target file       |
-| coverage        | line coverage (percent) >= ``threshold``       | report missing or invalid               |
-| file_exists     | the path exists, iff ``must_exist``            | (never)                                 |
-| todos           | the agent's todo list has no unfinished item,  | (never)                                 |
-|                 | or no list is known (``RuleContext.todos``)    |                                         |
-| work_done       | no completion promise, or the iteration made a | (never)                                 |
-|                 | tool call or changed a file                    |                                         |
-| custom          | the callable returns True (or ``(True, msg)``) | the callable raises                     |
-
-``todos`` and ``work_done`` (seed 002's validators) gate completion: while one fails, a COMPLETE
-becomes CONTINUE whatever ``require_passing_validation`` says (``GATES_COMPLETION``,
-``ledger.loop.decide.signals``). They run no command.
-
-Lazy validation (seed 003 §4.3): ``cheap`` rules run every iteration,
-``moderate`` ones every 2nd iteration, ``expensive`` ones every 3rd, and both
-on the final check.
-
-Security: commands come only from configuration. ``argv`` runs without a
-shell; a shell runs only when a rule says ``shell = "..."`` explicitly. Agent
-output never reaches a process: ``content_pattern`` only uses it as the
-subject of a regex search.
+A rule is configuration (a frozen msgspec Struct, tagged on ``type``, decoded from TOML or JSON by
+``parse_rules``) or a ``CustomRule`` wrapping a Python callable; ``ledger.loop.validate.checks``
+runs the rules that are due, one ``ledger.events.RuleResult`` per rule. Each type, when it passes
+or errors, cadence, the rules that gate completion (``GATES_COMPLETION``), and why commands come
+only from configuration: docs/design/validation.md.
 """
 
 from __future__ import annotations
@@ -102,7 +78,7 @@ class ContentPatternRule(_Rule, frozen=True, kw_only=True, tag="content_pattern"
     """Search a Python regex in the agent's output or in a file (relative to the work dir).
 
     Passes when "the pattern matched" equals ``must_match``; on a match the
-    message is the matched text (a detected promise, seed 000 §3.2).
+    message is the matched text (a detected promise, say).
     """
 
     pattern: str
@@ -141,8 +117,8 @@ class _GatingRule(_Rule, frozen=True, kw_only=True):
 
 
 class TodosRule(_GatingRule, frozen=True, kw_only=True, tag="todos"):
-    """Seed 002's Todo Validator: fails while the agent's own todo list (Claude Code's last
-    ``TodoWrite``) has items not completed; passes when it has none, or when no list is known."""
+    """The todo validator: fails while the agent's own todo list (Claude Code's last ``TodoWrite``)
+    has items not completed; passes when it has none, or when no list is known."""
 
 
 class WorkDoneRule(_GatingRule, frozen=True, kw_only=True, tag="work_done"):
@@ -162,7 +138,7 @@ AGENT_RUN: Final = "agent_run"
 
 
 GATES_COMPLETION: Final[frozenset[str]] = frozenset({"todos", "work_done", AGENT_RUN})
-"""The rule types whose failure refuses a completion (``ledger.loop.decide.signals``, ``docs/seeds.md``);
+"""The rule types whose failure refuses a completion (docs/design/signals.md#the-completion-gate);
 ``agent_run`` is the engine's own result for an agent run that failed (``docs/design/clients.md``)."""
 
 

@@ -1,4 +1,4 @@
-"""Validation score (seed 000, Appendix B): the one implementation."""
+"""Validation score: the one implementation (docs/design/validation.md#score)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from ledger.events import RuleResult
 def validation_score(results: Iterable[RuleResult]) -> float:
     """0-100: share of rules passed, minus the share of rules that errored.
 
-    An errored rule counts twice (it did not pass, and it is penalised), as in
-    the seed; with no rules the score is 100.
+    An errored rule counts twice (it did not pass, and it is penalised); with
+    no rules the score is 100.
     """
     rules = list(results)
     if not rules:

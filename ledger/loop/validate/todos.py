@@ -1,4 +1,4 @@
-"""The agent's own todo list (seed 002's Todo Validator): what the ``todos`` rule checks.
+"""The agent's own todo list: what the ``todos`` rule checks (docs/design/validation.md).
 
 A :class:`Todo` is one item of Claude Code's ``TodoWrite`` tool input, field for field (an MCP
 client passes the same shape); the list an agent wrote last is its current one. Claude Code's
@@ -19,7 +19,7 @@ FINISHED: Final[frozenset[TodoStatus]] = frozenset({"completed"})
 """The statuses of a finished item (a todo's status is not a session's)."""
 
 SHOWN: Final = 3
-"""How many unfinished items a summary names (seed 002 names the first three)."""
+"""How many unfinished items a summary names (the first three)."""
 
 CONTENT_CUT: Final = 60
 """Longest item content a summary shows before an ellipsis."""

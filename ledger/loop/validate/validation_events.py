@@ -1,4 +1,4 @@
-"""The events one validate records after the turn and the rules ran (seed 001's stop policies and
+"""The events one validate records after the turn and the rules ran (the stop policies' decisions and
 their checkpoints, guard trips, the resolved signal, the session's end)."""
 
 from __future__ import annotations

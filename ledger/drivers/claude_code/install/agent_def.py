@@ -1,9 +1,11 @@
-"""Agent definitions for Claude Code (seed 000 §2.2-2.3): the ``ralph-ledger mcp`` server registered
-in the project's ``.mcp.json`` (merged into what is there, never clobbering another server), and
+"""Agent definitions for Claude Code: the ``ralph-ledger mcp`` server registered in the project's
+``.mcp.json`` (merged into what is there, never clobbering another server), and
 ``.claude/agents/<name>.md``, whose ``iteration:`` frontmatter ``ledger.loop.config.loop_config.load_agent``
-reads and whose body is the iterative execution protocol on the server's tools.
+reads and whose body is the iterative execution protocol on the server's tools
+(docs/design/agent-definitions.md).
 
-Stop hooks never import this module."""
+Stop hooks never import this module.
+"""
 
 from __future__ import annotations
 
@@ -103,7 +105,7 @@ def agent_markdown(
 ) -> str:
     """The definition of agent ``name``: frontmatter (``name``, ``description``, ``tools``, the
     ``iteration:`` block) and the iterative execution protocol. ``completion_promises`` are promise
-    words (``COMPLETE``), written as the seed writes them (``<promise>COMPLETE</promise>``);
+    words (``COMPLETE``), written tagged (``<promise>COMPLETE</promise>``);
     ``max_iterations`` is a number or ``"auto"`` (``ledger.loop.decide.limits``)."""
     import yaml
 
@@ -239,4 +241,4 @@ Never emit a promise to leave the loop early: a COMPLETE promise the loop cannot
 gate rule such as `todos` or `work_done` failing, a guard tripped) comes back as CONTINUE, and
 `result.feedback` says why.
 """
-"""The body of an agent definition (seed 000 §2.2, on this project's tools and arguments)."""
+"""The body of an agent definition: the iterative execution protocol on this project's tools."""

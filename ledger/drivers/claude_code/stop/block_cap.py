@@ -1,19 +1,11 @@
 """Claude Code's block cap, counted by the loop so that Claude Code never ends a loop silently.
 
-Claude Code (2.1.x) ends a turn by itself, whatever the Stop hook answers, once the hook has
-blocked ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`` times in a row (default 8; 0 turns the cap off) without
-the agent making progress: a continuation that runs a tool sets its count back to 0. The hook is
-not told: its block is dropped and the loop would end with nothing recorded.
-
-Claude Code 2.1.328, run for real (tests/clients/test_claude_code_stop.py), honours ``N`` blocks in a
-row and overrides the ``N+1``-th ("A hook blocked the turn from ending N+1 consecutive times—overriding
-and ending turn"). So the loop keeps the same count from its journal (:func:`blocks_without_progress`,
-the one definition) and, at the stop whose block would be the ``N+1``-th in a row, the one Claude
-Code would drop, allows the stop itself with a message saying why, records a ``block_cap`` guard
-trip and escalates the session (:func:`cap_reached`). Both the drop-in and the ledger-native loop
-use it.
-
-The cap is read from the hook's environment, which is Claude Code's (:func:`block_cap`).
+Claude Code ends a turn by itself once the hook has blocked ``CLAUDE_CODE_STOP_HOOK_BLOCK_CAP``
+times in a row without progress (default 8; 0: no cap). The loop keeps the same count from its
+journal (:func:`blocks_without_progress`, the one definition) and, at the stop Claude Code would
+override, allows it, records a ``block_cap`` guard trip and escalates (:func:`cap_reached`); the cap
+is read from the hook's environment (:func:`block_cap`). Both modes use it:
+docs/design/claude-code-stop.md#3-the-block-cap.
 """
 
 from __future__ import annotations

@@ -7,15 +7,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
 from ledger.core.atomic import atomic_write
 from ledger.core.errors import error_reason
 from ledger.core.home import Home
-from ledger.drivers.claude_code.stop.loop_sessions import LoopRecord, belongs, loop_session, named_session
+from ledger.drivers.claude_code.stop.loop_sessions import (
+    LoopRecord,
+    belongs,
+    claude_session_of,
+    loop_session,
+    named_session,
+)
 from ledger.drivers.claude_code.stop.stop_input import HookInput
+
+AGENT: Final = "claude-code"
+"""The agent a ledger-native loop records when neither its configuration nor ``loop start`` names one."""
 
 
 class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,10 +112,33 @@ def restore(project: Path, journal: Path) -> Path | None:
     started = [e for e in events_of(journal) if isinstance(e, ev.SessionStarted)]
     if not started or started[-1].config.get("mode") == "ralph-loop":
         return None
-    base, _, n = sid[3:].rpartition("-")
-    claude = base if n.isdigit() and base and belongs(sid, base) else sid[3:]
     first = started[-1]
-    loop = LoopFile(prompt=first.prompt or first.task, claude_session_id=claude, ledger_session=sid)
+    claude = claude_session_of(sid, journal.parent)
+    loop = LoopFile(
+        prompt=first.prompt or first.task,
+        claude_session_id=claude,
+        ledger_session=sid,
+        **_as_started(first.config),
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     write_loop_file(path, loop)
     return path
+
+
+def _as_started(config: dict[str, Any]) -> dict[str, Any]:
+    """The loop file's overrides that give, over the project's configuration file, the settings a
+    loop recorded at its start (``config``) when that file is as it was: what ``native.config_note``
+    compares the file with once an ``unblock`` wrote the loop file again."""
+    promises = config.get("completion_promises") or []
+    agent = config.get("agent") or ""
+    max_iterations = config.get("max_iterations")
+    return {
+        "max_iterations": max_iterations
+        if max_iterations == "auto" or isinstance(max_iterations, int)
+        else None,
+        "completion_promise": promises[0]
+        if config.get("exclusive_promises") and len(promises) == 1
+        else None,
+        "kind": str(config.get("kind") or ""),
+        "agent": "" if agent == AGENT else str(agent),
+    }

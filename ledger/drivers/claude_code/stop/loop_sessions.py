@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -12,7 +14,7 @@ import msgspec
 from ledger import events as ev
 from ledger.core.home import Home
 from ledger.storage.fold import events_of
-from ledger.storage.journal import Journal, check_session_id, journal_path
+from ledger.storage.journal import Journal, JournalError, check_session_id, journal_path
 
 if TYPE_CHECKING:
     from ledger.drivers.claude_code.stop.plugin import LoopState
@@ -57,6 +59,30 @@ def read_record(journal: Journal) -> LoopRecord:
         elif isinstance(e, ev.Override) and e.kind == "unblock":  # a person let the loop go on
             ended = False
     return LoopRecord(started=started, ended=ended, offset=offset, iteration=iteration, config=config)
+
+
+_UUID: Final = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def claude_session_of(sid: str, journals: Path) -> str:
+    """The Claude Code session whose loop the ledger session ``sid`` is (``ledger_session`` read
+    back): ``cc-<id>-N`` is the ``N``-th loop of ``<id>`` only when ``N`` >= 2 is written as
+    ``ledger_session`` writes it and ``<id>`` is a UUID (what Claude Code's ids are) or, for any
+    other id, its first loop ``cc-<id>`` has a journal in ``journals``. A UUID's last group may be
+    all digits (``...-123456789012``): that group is never taken for a loop's number."""
+    rest = sid.removeprefix("cc-")
+    if _UUID.fullmatch(rest):
+        return rest
+    base, _, n = rest.rpartition("-")
+    if not (base and n.isdigit() and n == str(int(n)) and int(n) >= 2):
+        return rest
+    if _UUID.fullmatch(base):
+        return base
+    try:
+        first = journal_path(journals, ledger_session(base))
+    except JournalError:
+        return rest
+    return base if first.exists() else rest
 
 
 def belongs(sid: str, claude_session: str) -> bool:

@@ -1,44 +1,12 @@
 """Ledger-native Claude Code loops: the project's rules and every guard, driven by the Stop hook.
 
-``ralph-ledger loop start "PROMPT"`` in a project with a ralph configuration
-(``ralph.toml`` or ``[tool.ralph]``) writes ``.claude/ralph-ledger.local.json``
-instead of the ``ralph-loop`` plugin's state file. From then on every stop of
-the Claude Code session that owns the loop is one iteration of the loop
-engine (``ledger.loop.engine``): the turn is stdin's ``last_assistant_message`` and what the
-transcript says it did (once it holds it: docs/design/claude-code-stop.md), and, when a ``todos``
-rule is configured, the agent's todo list (its task list or its last ``TodoWrite``); the
-configured validation rules run in the project, promises are detected, the
-guards and hooks are evaluated and the signal table decides:
-
-| signal    | the hook                                                            |
-|-----------|---------------------------------------------------------------------|
-| CONTINUE  | blocks the stop; the reason is the prompt plus the validation       |
-|           | feedback (and, with ``summary = true``, the summary of the loop so   |
-|           | far), the system message the iteration, score and failures          |
-| COMPLETE  | allows the stop, completes the session, removes the loop file        |
-| BLOCKED   | allows the stop (the session is blocked), removes the loop file      |
-| ESCALATE  | allows the stop (the session is escalated), removes the loop file    |
-
-A person steers the loop with ``ralph-ledger pause`` / ``resume`` / ``steer`` / ``unblock``
-(``ledger.loop.steering.commands``): a paused loop's next stop is validated as usual and then allowed
-("paused"; the loop file stays); the stops after it are allowed, unrecorded, until ``resume``; the
-first stop after ``resume`` begins the next iteration and blocks with its prompt (the person's own
-turns in between are not iterations). ``unblock`` writes the loop file again, and its next stop
-likewise begins the next iteration and blocks with its prompt. Guidance given with ``steer``
-is added once to the next iteration's prompt.
-
-The loop file only says which Claude Code session owns the loop, what the
-user asked and which ledger session records it; everything else (iteration,
-scores, trips) is that session's. The first stop claims an unclaimed file for
-its session, like the plugin, and names the loop's own ledger session in it
-(``cc-<claude session id>`` for the session's first loop, ``cc-<id>-2``, ...
-after it: ``ledger.drivers.claude_code.stop.loop_sessions.loop_session``); a stop of any other session never
-blocks or touches the loop. Every block starts a new iteration, so seed 002's
-``max_stop_retries`` (blocks within one iteration) never trips here: the
-iteration guards bound the loop instead (``max_iterations`` is on by default).
-
-This mode imports DuckDB (the guards read their facts with SQL); the plugin
-drop-in mode does not.
+``ralph-ledger loop start`` in a project with a ralph configuration writes
+``.claude/ralph-ledger.local.json``; from then on every stop of the Claude Code session that owns
+the loop is one iteration of the loop step (``ledger.loop.step``): CONTINUE blocks the stop with the
+next prompt, an ending allows it and removes the loop file. The loop file says only which session
+owns the loop, what the user asked and which ledger session records it. What each signal does, and
+steering: docs/claude-code.md, docs/steering.md; what a stop decides from:
+docs/design/claude-code-stop.md. This mode imports DuckDB (the guards read their facts with SQL).
 """
 
 from __future__ import annotations
@@ -46,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
@@ -58,6 +26,7 @@ from ledger.drivers.claude_code.stop import block_cap
 from ledger.drivers.claude_code.stop.error_sink import ErrorSink
 from ledger.drivers.claude_code.stop.locate import HookInputError
 from ledger.drivers.claude_code.stop.loop_file import (
+    AGENT,
     LoopFile,
     LoopFileError,
     claim,
@@ -73,6 +42,7 @@ from ledger.loop.config.loop_config import (
     ConfigError,
     LoopConfig,
     agent_config,
+    changed_settings,
     check_can_complete,
     find_config,
     source_of,
@@ -83,8 +53,6 @@ from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
 from ledger.loop.validate.todos import todos_wanted
 from ledger.notify import notify_events
 from ledger.storage.journal import journal_path
-
-AGENT: Final = "claude-code"
 
 
 def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
@@ -113,6 +81,23 @@ def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
     except ConfigError as exc:  # refused by loop start before any loop file is written
         raise HookInputError(f"{exc}; or give loop start --completion-promise PHRASE") from None
     return config
+
+
+def config_note(project: Path, loop: LoopFile, recorded: dict[str, Any]) -> str:
+    """One line when the project's configuration no longer gives what the running loop started with
+    (``recorded``): the loop runs with what it started with (docs/design/loop-config.md), and each
+    block says so, naming the settings that differ, or why the file cannot be read; "" otherwise."""
+    try:
+        changed = changed_settings(recorded, loop_config(project, loop))
+    except HookInputError as exc:
+        return f"⚠ {exc}; this loop goes on with the configuration it started with"
+    if not changed:
+        return ""
+    return (
+        f"⚠ {source_of(project)[0]} changed since this loop started ({', '.join(changed)}); it goes on "
+        "with the configuration it started with (`ralph-ledger set` changes its limits, a new "
+        "`loop start` takes the file)"
+    )
 
 
 def native_stop(
@@ -174,8 +159,9 @@ def _owned_stop(
         sweep_temps(path)
         return HookOutcome()
     session = LoopSession(engine, sid, loop.prompt)
+    note = config_note(project, loop, record.config) if record.started else ""
     if record.started and not record.ended and session.let_go():  # a person paused or unblocked it
-        return _went_on(session.resume(_resumed(sid)), path, synced)
+        return _went_on(session.resume(_resumed(sid, note)), path, synced, note)
     fields = data.stop_fields()
     waiting = data.running_subagents()
     if waiting:  # the client wakes the agent when they end: docs/design/claude-code-stop.md
@@ -217,10 +203,10 @@ def _owned_stop(
             if read.landed
             else _late(sid, data, read, start, decision.iteration, ending=isinstance(decision, End))
         )
-        return [*late, _stop_decided(sid, decision, count, cap, fields)]
+        return [*late, _stop_decided(sid, decision, count, cap, fields, note)]
 
     decision = session.take_turn(said, lead, limit=limit)
-    outcome = _answer(decision, path, count, cap)
+    outcome = _answer(decision, path, count, cap, note)
     stderr = outcome.stderr + (warning + "\n" if warning and not isinstance(decision, End) else "")
     return msgspec.structs.replace(outcome, stderr=stderr, sync=synced)
 
@@ -254,10 +240,11 @@ def _late(sid: str, data: HookInput, read: TurnRead, start: int, n: int, *, endi
 
 
 def _stop_decided(
-    sid: str, decision: Decision, count: int, cap: int, fields: dict[str, Any]
+    sid: str, decision: Decision, count: int, cap: int, fields: dict[str, Any], note: str = ""
 ) -> ev.StopDecided:
     """The stop's decision as recorded: a block that begins the next iteration (at the iteration
-    validated), or an allowed stop (paused, ended, or at Claude Code's block cap)."""
+    validated; its system message as shown, ``config_note``'s line with it), or an allowed stop
+    (paused, ended, or at Claude Code's block cap)."""
     decision_point()  # as the append is made: a hook killed meanwhile gets nothing decided
     result = decision.result
     n = result.iteration if result is not None else decision.iteration
@@ -267,7 +254,7 @@ def _stop_decided(
             iteration=n,
             decision="block",
             reason="loop continues",
-            system_message=decision.status,
+            system_message=_shown(decision.status, note),
             **fields,
         )
     if isinstance(decision, Wait):
@@ -279,7 +266,12 @@ def _stop_decided(
     return ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=reason, **fields)
 
 
-def _resumed(sid: str) -> Callable[[Decision], list[ev.Event]]:
+def _shown(status: str, note: str) -> str:
+    """A block's system message: the iteration's status line, then ``config_note``'s line if any."""
+    return f"{status}\n{note}" if note else status
+
+
+def _resumed(sid: str, note: str = "") -> Callable[[Decision], list[ev.Event]]:
     """The events of the stop that lets a loop go on after a person let it go: a block, when the
     next iteration begins (a stop asked for meanwhile ends it blocked, nothing else recorded)."""
 
@@ -293,23 +285,28 @@ def _resumed(sid: str) -> Callable[[Decision], list[ev.Event]]:
                 iteration=decision.iteration - 1,
                 decision="block",
                 reason="loop resumes",
-                system_message=decision.status,
+                system_message=_shown(decision.status, note),
             )
         ]
 
     return lead
 
 
-def _went_on(decision: Decision, path: Path, synced: tuple[str, ...]) -> HookOutcome:
+def _went_on(decision: Decision, path: Path, synced: tuple[str, ...], note: str = "") -> HookOutcome:
     """The answer to the stop of a loop a person let go (``LoopSession.resume``)."""
-    return msgspec.structs.replace(_answer(decision, path, 0, 0), sync=synced)
+    return msgspec.structs.replace(_answer(decision, path, 0, 0, note), sync=synced)
 
 
-def _answer(decision: Decision, path: Path, count: int, cap: int) -> HookOutcome:
-    """What the hook prints for a decision: a block with the next prompt, a line when the loop
-    waits or ends (the loop file goes once the journal says the loop ended)."""
+def _answer(decision: Decision, path: Path, count: int, cap: int, note: str = "") -> HookOutcome:
+    """What the hook prints for a decision: a block with the next prompt (its system message with
+    ``note``), a line when the loop waits or ends (the loop file goes once the journal says the loop
+    ended)."""
     if isinstance(decision, Continue):
-        block = {"decision": "block", "reason": decision.prompt, "systemMessage": decision.status}
+        block = {
+            "decision": "block",
+            "reason": decision.prompt,
+            "systemMessage": _shown(decision.status, note),
+        }
         return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
     if isinstance(decision, Wait):
         return HookOutcome(stdout=decision.line + "\n")

@@ -1,20 +1,9 @@
 """Claude Code's ``SubagentStop``: a sub-agent's run, recorded for its parent loop.
 
-``init claude-code`` installs the same command for ``SubagentStop`` as for ``Stop``; the hook tells
-them apart by stdin's ``hook_event_name``. A SubagentStop's ``session_id`` is the parent Claude
-Code session's, so the loop it belongs to is found as a stop finds it (the drop-in's state file or
-the ledger-native loop file, owned by that session), claimed for that session when no stop has
-claimed it yet (a sub-agent that ran in the loop's first turn), and its ledger session gets one
-``subagent_stopped`` event at its current iteration: the sub-agent's id and type, its transcript
-(``agent_transcript_path``, read from where this sub-agent's previous record stopped, so a resumed
-sub-agent is never counted twice), tokens, tool calls and edited files. Those tokens count in the
-session's tokens (``sql/views/turn_tokens.sql``).
-
-A SubagentStop never blocks and never decides the parent's loop: it prints nothing. With no loop
-of this session (none, another session's, or one that ended) it records nothing. Claude Code
-before 2.0.42 sent no ``agent_transcript_path`` (its sub-agents' lines were in the main transcript,
-marked ``isSidechain``, which the Stop's reading counts): the event is then recorded without
-tokens. Like a stop, it imports neither DuckDB nor pyarrow.
+The loop is found as a stop finds it; its ledger session gets one ``subagent_stopped`` event at its
+current iteration (the sub-agent's transcript read from where its previous record stopped: tokens,
+tool calls, edited files). A SubagentStop never blocks, prints nothing and imports neither DuckDB
+nor pyarrow. The rules: docs/design/claude-code-stop.md#subagentstop.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """The warm stop worker's client: the Stop hook's entry, which hands the stop to a process that stays up.
 
-A ledger-native stop spends most of its time before it starts: importing DuckDB, creating an
-in-memory ledger with its views and detectors, reading the session's journal; a drop-in stop,
-importing msgspec and the hook's modules (``docs/performance.md``). So a stop (of either kind) is
-asked of the home's worker instead, unless ``RALPH_WARM=0`` is in the hook's environment: a process
-listening on ``<home>/stop-worker.sock`` (owner only), with the modules imported and each session's
-state kept in memory (``ledger.storage.fold``), so a stop reads only what was appended since the
-last one. It is started on demand by the first stop that finds none (which runs in-process
-meanwhile) and exits after ``IDLE`` seconds without a stop.
-
-This module is the hook process's side and uses the standard library only (``os``, ``sys``,
-``_socket``; ``json`` when the loop is found from stdin's ``cwd``): :func:`hook_main`
-finds the loop and the home (``ledger.drivers.claude_code.stop.locate``) and asks the worker before
-msgspec or the journal is imported. The worker (``ledger.drivers.claude_code.stop.warm_worker``) runs
-the very same stop as the hook process (``ledger.drivers.claude_code.stop.hook.run``), in the hook's
-working directory and with its environment, one stop at a time, under the same loop lock; the hook
-process prints the answer and syncs the journal, as in-process. The hook falls back to in-process
-work, unchanged, when the worker is absent, broken, or does not take the stop within ``ACCEPT``
-seconds: a two-step handshake (the worker says it is ready, the hook says go) means a stop is run
-by the worker or by the hook, never by both. A worker that dies during a stop leaves what a killed
-stop leaves, and the hook then runs the stop in-process, as the next stop would.
+:func:`hook_main` finds the loop and the home (``ledger.drivers.claude_code.stop.locate``) with the
+standard library only, and asks the home's worker (``ledger.drivers.claude_code.stop.warm_worker``,
+on ``<home>/stop-worker.sock``) to run the very same stop; a two-step handshake means a stop is run
+by the worker or by the hook process, never both, and anything amiss runs it in-process, unchanged.
+``RALPH_WARM=0`` turns it off. Why, how it is started and stopped, and its faults:
+docs/performance.md (The warm stop worker).
 """
 
 from __future__ import annotations

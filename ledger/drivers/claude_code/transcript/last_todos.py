@@ -1,27 +1,9 @@
 """The agent's current todo list in a Claude Code transcript: its ``TodoWrite`` list, or its task list.
 
-Claude Code keeps the agent's plan in one of two ways, and the ``todos`` rule reads either:
-
-- ``TodoWrite`` (interactive sessions, older versions): each call's ``input.todos`` replaces the
-  whole list. A call Claude Code refused does not count: its ``tool_result`` has ``is_error`` (in
-  ``-p`` mode 2.1.328 answers every TodoWrite with "No such tool available: TodoWrite"), or its input
-  does not have the :class:`ledger.loop.validate.todos.Todo` shape. A call with no result yet counts (the
-  result may not have landed; older transcripts).
-- Task tools (2.1.328 in ``-p`` mode offers them instead): ``TaskCreate`` (input ``subject``,
-  ``description``, ``activeForm``; result ``toolUseResult.task.id``) adds a pending task,
-  ``TaskUpdate`` (input ``taskId`` and the fields it changes: ``status`` ``pending`` /
-  ``in_progress`` / ``completed`` / ``deleted``, ``subject``, ``activeForm``; result
-  ``toolUseResult.success``) changes one, and ``TaskList``'s result (``toolUseResult.tasks``: ``id``,
-  ``subject``, ``status``) is the whole list as Claude Code holds it. Only calls whose result
-  landed, without ``is_error``, count. A task is a :class:`Todo` whose content is its subject.
-
-The shapes are those of the real client (tests/fixtures/clients/claude-code-2.1.328/). The list
-outlives turns and stops, so the current one is found from the end of the whole transcript:
-:func:`find_last_todos` reads backwards (as ``last_text`` does), decoding only the lines that
-mention these tools, until a point that sets the whole list (an accepted ``TodoWrite`` or a
-``TaskList`` result), then replays what came after it. Sub-agents' lines (``isSidechain``) are
-their own. Imports only the standard library, msgspec and ``ledger.loop.validate.todos``: the Stop hook
-runs it.
+:func:`find_last_todos` reads backwards from the end of the transcript to the last point that sets
+the whole list (an accepted ``TodoWrite`` or a ``TaskList`` result), then replays what came after
+it. Which calls count, as the real client writes them: docs/design/transcripts.md#the-todo-list.
+Imports only the standard library, msgspec and ``ledger.loop.validate.todos``: the Stop hook runs it.
 """
 
 from __future__ import annotations

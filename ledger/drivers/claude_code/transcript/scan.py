@@ -1,50 +1,11 @@
 """Fast, forgiving reading of Claude Code transcripts (JSON Lines) for the Stop hook.
 
-A transcript (``~/.claude/projects/<project>/<session>.jsonl``) has one JSON object per line. The lines
-that matter here:
-
-- ``assistant``: one content block per line (``thinking``, ``text`` or ``tool_use``); the blocks of one
-  API message share ``message.id`` and each line repeats ``message.usage``, the later lines of a
-  message carrying the final counts;
-- ``user``: ``tool_result`` blocks, or a prompt (``message.content`` is a string). A blocked stop shows
-  up as a user line with ``isMeta: true`` whose content starts with ``Stop hook feedback:``.
-
-Every other line type (``summary``, ``progress``, ``system``, ``file-history-snapshot``,
-``queue-operation`` and whatever comes next) is read and ignored.
-
-Two entry points:
-
-- :func:`scan` reads the complete lines from a byte offset to the end and aggregates them into a
-  :class:`Scan` (tokens, tools, files modified, the last text, the stop reason). Its ``end`` is the
-  offset to give the next call, so a hook can read a growing transcript incrementally.
-- ``last_text`` (the module: :func:`last_text`, and :func:`find_last_text`, which also reports its
-  cost) finds the agent's last text by reading backwards from the end of the file, decoding only the
-  lines of the current turn. Both read lines through ``lines``.
-
-Decisions:
-
-- Lines are decoded with msgspec into narrow Structs (unknown fields skipped, every field optional,
-  ``gc=False``) by one reused decoder. A line that is not JSON or has the wrong types is skipped and
-  counted in ``bad_lines``; nothing in the file's content can make these functions raise.
-- Only complete lines (ending with ``\\n``) are read: a partial last line is left for a later call,
-  which sees it whole. Lines longer than :data:`MAX_LINE_BYTES` are skipped without being decoded
-  (or held in memory) and counted as bad. Blank lines are skipped and not counted as bad.
-- A turn starts at a *prompt*: a ``user`` line, not a sidechain, not ``isMeta``, whose content is a
-  string not starting with ``Stop hook feedback:``. The last text is the text of the current turn:
-  :attr:`Scan.last_text` is reset by a prompt, and :func:`last_text` stops reading at one, so the two
-  agree. Lines with ``isSidechain: true`` (sub-agents in Claude Code 1.x) count for tokens, tools and
-  files, but never for the last text, the stop reason or turn boundaries.
-- The text of a message is its non-blank text blocks, each stripped, joined by a blank line, in file
-  order. A message is taken as a run of consecutive assistant lines with one ``message.id`` (other
-  line types in between do not break a run), which is how Claude Code writes them.
-- ``session_id`` is the last non-empty ``sessionId`` in the range read (summary and snapshot lines
-  have none).
-- A missing or unreadable file raises ``OSError`` (``FileNotFoundError`` for a missing one) from both
-  functions: the caller decides whether that is fatal. So does anything but a regular file (a FIFO,
-  a device such as ``/dev/zero``, a directory), without blocking: it could never be read to its end.
-
-This module imports only the standard library, msgspec and :mod:`ledger.events`: never DuckDB or
-pyarrow, since a Stop hook runs it on every stop.
+:func:`scan` reads the complete lines from a byte offset to the end into a :class:`Scan` (tokens,
+tools, files modified, the last text, the stop reason) and says where the next call starts; bad
+lines are skipped and counted, nothing in the file can make it raise, a missing or unreadable file
+raises ``OSError``. The lines that matter and the rules (turns, messages, sidechains):
+docs/design/transcripts.md. Imports only the standard library, msgspec and :mod:`ledger.events`:
+a Stop hook runs it on every stop.
 """
 
 from __future__ import annotations

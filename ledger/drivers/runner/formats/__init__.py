@@ -1,25 +1,10 @@
 """Agent output formats for ``ralph-ledger run``: one parser per agent, a registry, and detection.
 
 Each format reads an agent's whole stdout into an ``AgentReport`` (final text, tokens, cost when
-reported, model, tool calls, edited files, skipped lines). A run names one with
-``--agent-format NAME`` or lets ``detect`` choose from the agent command:
-
-| format   | detected from                                             | checked against                  |
-|----------|-----------------------------------------------------------|----------------------------------|
-| claude   | ``claude ... --output-format stream-json|json``           | Claude Code 2.1.328, real runs   |
-| codex    | ``codex exec ... --json``                                 | real Codex 0.169.0 (captures)    |
-| gemini   | ``gemini ... --output-format|-o stream-json|json``        | Gemini CLI 0.61.0 (real runs)    |
-| opencode | ``opencode run ... --format json``                        | opencode 1.18.33, real capture   |
-| cursor   | ``cursor-agent ... --output-format stream-json|json``     | none: fixture from Cursor's docs |
-|          | ``agent -p|--print ... --output-format stream-json|json`` |                                  |
-| amp      | ``amp ... --stream-json``                                 | none (Claude's format, per Amp)  |
-| copilot  | ``copilot ... --output-format json``                      | Copilot 1.0.102, real capture    |
-| text     | anything else                                             | -                                |
-
-(see ``tests/fixtures/agents/README.md``; real captures: ``tests/fixtures/clients/``). A format checked
-against no captured output of its agent is ``confirmed=False``. Plain ``codex exec`` is read as
-``text``: its stdout is its final answer alone (its echo goes to stderr; Codex 0.169.0). Plain
-``gemini`` is refused (``PLAIN_REFUSALS``): its stdout is every model turn's text (Gemini CLI 0.61.0).
+reported, model, tool calls, edited files, skipped lines). A run names one with ``--agent-format
+NAME`` or lets ``detect`` choose from the agent command; a plain mode whose stdout mixes the answer
+with echo is refused (``PLAIN_REFUSALS``). The formats: docs/runner.md; each
+agent's: docs/design/agent-formats.md.
 """
 
 from __future__ import annotations

@@ -2,24 +2,9 @@
 ``json``, and Amp's ``--stream-json``, which writes the same messages.
 
 Tool calls, edited files, the last text and the context figure come from the one reader of Claude
-Code's message format, ``ledger.drivers.claude_code.transcript.scan.scan_output``; the context figure is
-the hook's (``Scan.context_tokens``: the input tokens, cache included, of the last assistant
-message's request). Read here besides: the ``result`` line (its ``result`` is the final text, its
-``total_cost_usd`` the cost, its tokens: below) and the model (the
-``system`` ``init`` line's ``model``, else the last assistant message's, else the first of the
-``result``'s ``modelUsage``: json mode has no other line). A ``result`` with ``is_error`` (an API
-error: ``Invalid API key · Fix external API key``, ``API Error: 500 ...``; ``--max-turns`` reached:
-no text, ``errors: ["Reached maximum number of turns (1)"]``) gives its text, else its ``errors``,
-as the report's ``error``.
-
-Tokens come from the ``result`` line when there is one: in stream-json, every ``assistant`` line
-repeats its message's ``message_start`` usage, whose ``output_tokens`` is 1 (Claude Code 2.1.328,
-``tests/fixtures/clients/claude-code-2.1.328/README-run.md``), so only the ``result`` has the output
-counted. Its ``usage`` counts the main thread's requests only, while its ``modelUsage`` (per model)
-and ``total_cost_usd`` count the sub-agents' too: the tokens are the sum of ``modelUsage``, so that
-they and the cost describe the same requests (``usage`` when ``modelUsage`` is empty). A stream
-cut short before its ``result`` (a killed run) falls back to the assistant lines' usage, once per
-``message.id``: input and cache exact, output low.
+Code's message format, ``ledger.drivers.claude_code.transcript.scan.scan_output``; the final text,
+cost, tokens (the ``result``'s ``modelUsage``, sub-agents included) and model from the ``result``
+and ``system`` lines. What is read, and why: docs/design/agent-formats.md#claude-code-and-amp.
 """
 
 from __future__ import annotations

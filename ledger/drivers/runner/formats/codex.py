@@ -1,21 +1,8 @@
-"""OpenAI Codex's ``codex exec --json``: one JSON event per line (``docs/exec.md`` in openai/codex).
+"""OpenAI Codex's ``codex exec --json``: one JSON event per line.
 
-- ``turn.completed`` carries the turn's ``usage``: ``input_tokens`` (cache reads and cache writes
-  included, as OpenAI counts them), ``cached_input_tokens``, ``cache_write_input_tokens``,
-  ``output_tokens`` (reasoning included) and ``reasoning_output_tokens``; the turns are summed, the
-  input recorded without its cache reads and writes (Codex 0.169.0 against a mock of the Responses
-  API: ``tests/fixtures/clients/codex-0.169.0/``).
-- ``item.started`` / ``item.updated`` / ``item.completed`` carry an ``item`` with an ``id`` and a
-  ``type``: a ``command_execution``, ``file_change``, ``mcp_tool_call`` or ``web_search`` is a
-  tool call (counted once per item id); a ``file_change``'s ``changes`` name the files
-  (``path``); the last ``agent_message``'s ``text`` is the final text, unless a tool call follows
-  it: Codex's own last message is then commentary made before a call (its last request answered
-  nothing), and the final text is ``""``.
-- ``turn.failed`` (``error.message``) and ``error`` (``message``) end the run on an error (a 401,
-  a usage limit, a stream that broke): the last one is the report's ``error``. An ``item`` of type
-  ``error`` is a warning, not a failure.
-- ``thread.started`` and ``turn.started`` carry nothing read here. Codex names no model and no cost
-  in this stream. File paths are absolute (the runner makes them relative to the project).
+``turn.completed`` carries the tokens, ``item.*`` events the tool calls, edited files and the final
+text (the last ``agent_message`` with no tool call after it), ``turn.failed`` and ``error`` an error
+that ended the run. Each event, as Codex 0.169.0 writes it: docs/design/agent-formats.md#codex.
 """
 
 from __future__ import annotations

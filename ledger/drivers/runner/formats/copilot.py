@@ -1,19 +1,11 @@
 """GitHub Copilot CLI's ``copilot --output-format json``: one JSON event per line, ``{"type", "data",
-"id", "timestamp", "parentId", "ephemeral"}``, read as Copilot CLI 1.0.102 writes them
-(``tests/fixtures/clients/copilot-1.0.102/``).
+"id", "timestamp", "parentId", "ephemeral"}``.
 
-- ``assistant.message`` is one model response: ``data.content`` (its text), ``data.toolRequests``
-  (the tools it calls) and ``data.model``. The final text is the content of the last message that
-  calls no tool (a message that calls one is commentary); a sub-agent's message (an event with an
-  ``agentId``, or a ``parentToolCallId`` in its data) never counts. The model is the last message's.
-- ``tool.execution_complete`` is one finished tool call (counted once per ``toolCallId``); its
-  ``fileEdits`` name the files it created or edited (``path``) when it succeeded. The closing
-  ``result`` names them again (``usage.codeChanges.filesModified``).
-- ``session.error`` ends the run on an error (``data.message``; a 429 is one): the report's ``error``.
-- Everything else (``user.message``, which echoes the prompt; reasoning; deltas; ``session.*``,
-  ``model.*`` and ``assistant.*`` progress) carries nothing read here, and an
-  event of any ``namespace.kind`` type is known. The stream reports no tokens and no cost: a run
-  reads them from the ``--usage-output-file`` it adds (``ledger.drivers.runner.formats.copilot_usage``).
+``assistant.message`` carries the text and the model (the final text: the last message that calls
+no tool, never a sub-agent's), ``tool.execution_complete`` the tool calls and edited files,
+``session.error`` an error that ended the run. The stream reports no tokens and no cost
+(``ledger.drivers.runner.formats.copilot_usage`` reads them). As Copilot CLI 1.0.102 writes them:
+docs/design/agent-formats.md#github-copilot-cli.
 """
 
 from __future__ import annotations

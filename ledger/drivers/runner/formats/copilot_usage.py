@@ -1,19 +1,9 @@
 """Copilot CLI's exact tokens: its ``--usage-output-file FILE``, read after each run of the ``copilot``
 format (whose JSON stream reports no tokens).
 
-Copilot 1.0.102 writes the file when it exits (a failed run too), as one JSON object: ``modelMetrics``
-maps each model to its ``usage`` (``inputTokens``, counting cache reads and writes; ``outputTokens``,
-counting reasoning; ``cacheReadTokens``; ``cacheWriteTokens``), summed over the session's requests;
-``currentModel`` names the model; ``sessionStartTime`` the session (``--continue`` and ``--resume``
-go on with one, and its totals grow); ``lastCallInputTokens`` the last request's input.
-Captures: ``tests/fixtures/clients/copilot-1.0.102/usage-*.json``.
-
-A ``copilot`` command without the flag gets one (first, after the program) naming ``usage.json`` in a
-private ``mkdtemp`` folder (0700), removed after the run; a command with it has its own file read when
-the run changed it; another program (a wrapper run with ``--agent-format copilot``) is left alone.
-The file is opened without following a symlink and only when this user owns it. A run's tokens are
-the session's totals less those this loop last read for the same session, each model's apart (each
-priced at its model). See ``docs/design/clients.md``.
+A ``copilot`` command without the flag gets one naming a file in a private temporary folder; a
+run's tokens are the session's totals less those this loop last read, each model's apart. The
+file's fields, and how it is opened safely: docs/design/agent-formats.md#tokens-the-usage-file.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Cursor's agent CLI, ``cursor-agent`` (or ``agent``) ``-p --output-format stream-json`` or
-``json``: one JSON event per line, as Cursor documents it at
-https://cursor.com/docs/cli/reference/output-format (the CLI is not open source and no captured
-stream of it was found).
+``json``: one JSON event per line, as Cursor documents it (the CLI is not open source and no
+captured stream of it was found).
 
-- ``system`` ``init`` names the ``model`` (its display name, e.g. "Claude 4 Sonnet");
-- ``assistant`` lines carry ``message.content[].text``: one line per message (or, with
-  ``--stream-partial-output``, per chunk of it), concatenated;
-- ``result`` ends the run: its ``result`` (all the assistant's text, concatenated) is the final
-  text when there is one, else the concatenated assistant texts; ``--output-format json`` writes
-  this line alone;
-- ``tool_call`` lines (``subtype`` ``started``, then ``completed``) are one tool call per
-  ``call_id``; ``tool_call`` holds one ``<name>ToolCall`` (or ``function``) object: a completed
-  ``writeToolCall`` whose ``result`` holds ``success`` edits the file in ``args.path``. The
-  documentation shows ``readToolCall`` and ``writeToolCall``; ``editToolCall`` (not in it) is read
-  the same way as ``writeToolCall``.
-- ``user`` (the prompt, echoed) and ``thinking`` are known and carry nothing read here. The
-  documentation shows no token counts and no cost, so none are read.
+``system`` ``init`` names the model, ``assistant`` and ``result`` carry the text, ``tool_call``
+lines the tool calls and edited files; no tokens or cost are documented. Each event:
+docs/design/agent-formats.md#cursor.
 """
 
 from __future__ import annotations

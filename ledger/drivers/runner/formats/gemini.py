@@ -1,34 +1,9 @@
 """Google's Gemini CLI's two output formats, ``gemini --output-format stream-json`` (one JSON event
-per line) and ``--output-format json`` (one pretty-printed object), told apart by their content
-(``docs/cli/headless.md`` and ``packages/core/src/output/types.ts`` in google-gemini/gemini-cli;
-confirmed with Gemini CLI 0.61.0, ``tests/fixtures/clients/gemini-cli-0.61.0``).
+per line) and ``--output-format json`` (one pretty-printed object), told apart by their content.
 
-stream-json:
-
-- ``init`` names the ``model`` (``auto`` when Gemini CLI chooses it); ``message`` lines with ``role``
-  ``assistant`` carry the text (in chunks when ``delta`` is true): the final text is the assistant's
-  text after the last tool call;
-- ``tool_use`` is one tool call (``tool_name``, ``parameters``); ``write_file`` and ``replace``
-  edit the file in ``parameters.file_path``;
-- ``result`` carries the run's ``stats``: ``total_tokens``, ``input_tokens`` (cache reads included),
-  ``output_tokens`` (thoughts excluded), ``cached``, ``input`` (the part not cached), and per model
-  the same in ``models``. Thinking tokens are not given apart: they are what ``total_tokens`` holds
-  beyond input and output, and Gemini bills them as output, so output is ``output_tokens`` plus that
-  remainder.
-- a ``result`` with ``status`` ``error`` ends a run that failed, even when Gemini CLI exits 0 (an
-  empty answer from the model): its ``error.message``, else the last ``error`` line's ``message``,
-  is the report's ``error`` (a failed iteration); ``tool_result`` carries nothing read here.
-
-json: ``response`` is the final text (the last model turn's), ``stats.models`` each model's
-``tokens`` (``input`` not cached, ``prompt``, ``candidates``, ``thoughts``, ``cached``, ``tool``)
-and ``roles`` (``main``: the agent's own turns; ``utility_router`` and others: Gemini CLI's side
-calls), ``stats.tools.totalCalls`` the tool calls (no file paths: a run's files come from git),
-``error`` (``message``) the error that ended the run, if any.
-
-Each model's tokens are input (not cached; tool-use prompts too), output (candidates and thoughts)
-and cache reads, so that each is priced at its own model (``AgentReport.models``). The model of the
-run is the ``main`` role's (json), else ``init``'s when it is one of ``stats.models``, else the one
-that wrote most. No cost is reported.
+Each model's tokens are input (not cached), output (candidates and thoughts) and cache reads, so
+that each is priced at its own model (``AgentReport.models``); no cost is reported. Each format's
+events and fields, as Gemini CLI 0.61.0 writes them: docs/design/agent-formats.md#gemini-cli.
 """
 
 from __future__ import annotations

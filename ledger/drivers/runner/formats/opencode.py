@@ -1,24 +1,9 @@
 """opencode's ``opencode run --format json``: one JSON event per line, ``{"type", "timestamp",
-"sessionID", ...}`` (``packages/opencode/src/cli/cmd/run.ts`` in anomalyco/opencode, formerly
-sst/opencode; the parts are ``packages/opencode/src/session/message-v2.ts``'s), as opencode 1.18.33
-writes them (``tests/fixtures/clients/opencode-1.18.33/``: each text part whole, each tool call once,
-completed; no ``reasoning`` line for a chat completions provider's reasoning).
+"sessionID", ...}``.
 
-- ``step_finish`` ends one model request; its ``part`` is a ``StepFinishPart``: ``cost`` (USD, as
-  opencode prices the request) and ``tokens``: ``input`` (cache reads and writes not included),
-  ``output``, ``reasoning`` (billed as output), ``cache.read`` and ``cache.write``. The steps are
-  summed: the cost is their sum, the output their output and reasoning tokens. A cost of 0 for
-  tokens spent is opencode not knowing the model's price (none in its configuration): unknown, so
-  the ledger prices the turn from the model the command names (``-m provider/model``), if it can.
-- ``tool_use`` is one finished tool call (``part.state.status`` ``completed`` or ``error``),
-  counted once per part ``id``; a completed ``edit``, ``write`` or ``multiedit`` edits the file in
-  ``part.state.input.filePath``.
-- ``text`` carries ``part.text`` (a whole text part, or in newer versions one chunk of it): the
-  final text is the text written after the last tool call.
-- ``error`` ends the run on an error (``error.data.message``, else ``error.name``; a 429 opencode
-  gave up on is one): the report's ``error``.
-- ``step_start``, ``reasoning`` and ``done`` are known and carry nothing read here. The stream
-  names no model.
+``step_finish`` carries each model request's cost and tokens (summed), ``tool_use`` the tool calls
+and edited files, ``text`` the final text (written after the last tool call), ``error`` an error
+that ended the run. Each event, as opencode 1.18.33 writes it: docs/design/agent-formats.md#opencode.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """An agent run that hit a usage or rate limit, told apart from a failed iteration, and how long the
 runner waits before running the same iteration again.
 
-Each agent reports a limit in its own way; one module per agent recognises its reports, with
-where each form was taken from: ``claude`` (Claude Code, and Amp, which writes Claude Code's
-stream), ``codex`` (OpenAI Codex), ``copilot`` (GitHub Copilot CLI), ``gemini`` (Gemini CLI) and
-``opencode``. A run's format (its
-``AgentFormat.limits``) chooses the agent: its stream's limit events count in any run, its plain
-lines only when the run failed. A plain-text run (``text``, any format that names no
-agent) is read with every agent's forms, JSON lines included, and only when it failed. Cursor's
-agent is not recognised: no limit report of it could be found in a repository of Cursor's.
-
-Only these exact forms count: prose that mentions a limit never does (a run that succeeded and
-prints such a sentence is an ordinary run). The wait is until the reset time the agent gave, plus a
-margin, at most ``MAX_WAIT_S``; without one, a back-off doubling from ``base_s`` up to
-``MAX_BACKOFF_S``.
+One module per agent recognises its own reports (``claude``, ``codex``, ``copilot``, ``gemini``,
+``opencode``), chosen by the run's format; only those exact forms count, never prose that mentions
+a limit. The wait is until the reset the agent gave, plus a margin, at most ``MAX_WAIT_S``; without
+one, a back-off. Which report counts when, and each agent's forms:
+docs/design/agent-formats.md#usage-and-rate-limits.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Claude Code's limit reports (also Amp's ``--stream-json``, which writes Claude Code's format).
 
-- a ``--output-format stream-json`` line ``{"type": "rate_limit_event", "rate_limit_info":
-  {"status": "rejected", "resetsAt": EPOCH, "rateLimitType": ...}}`` (the event's shape as a real
-  stream shows it, anthropics/claude-code#38673);
-- a ``result`` line with ``"is_error": true`` whose ``result`` is one of the messages below;
-- in a run that failed, a whole line that is one of them: ``Claude AI usage limit reached|EPOCH``
-  (anthropics/claude-code#11429), or ``You've hit your limit · resets 3:30am (Europe/Moscow)``
-  (also ``resets Apr 23 at 4pm``; #55147, #51981);
-- an API rate limit (HTTP 429, ``rate_limit_error``) the client gave up on after its own retries
-  (``CLAUDE_CODE_MAX_RETRIES``), as Claude Code 2.1.328 reports it against a mock of the API
-  (``tests/fixtures/clients/claude-code-2.1.328/README-run.md``): an error ``result`` with
-  ``"api_error_status": 429`` in stream-json and json, the line ``API Error: Request rejected (429) ·
-  MESSAGE`` in text mode (the result's text either way). The client never says when it resets (it
-  does not pass on ``retry-after``), so the loop backs off.
+A ``rate_limit_event`` line that is ``rejected``, a ``result`` with ``is_error`` holding a limit
+message, a whole line of a failed run holding one, or an HTTP 429 the client gave up on. Each form
+and where it was seen: docs/design/agent-formats.md#claude-code-and-amp.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """OpenAI Codex's limit reports (``codex exec``), as its own source writes them.
 
-Origin: https://github.com/openai/codex (Apache-2.0), ``codex-rs/core/src/error.rs`` at commits
-001cb8e233f250c7086c791c51390286c087faea and edb4efee49ae9f130636fab25f2e398a931dd987 (the
-``Display`` of ``UsageLimitReachedError``, ``RateLimitedError`` and ``RetryLimitReachedError``, and
-the tests asserting them), ``codex-rs/exec/src/event_processor_with_jsonl_output.rs`` at commit
-029bf4d55c5d33e77bdbdfaec25d06836ae9e213 (how ``--json`` reports an error) and
-``codex-rs/exec/src/event_processor_with_human_output.rs`` at commit
-00155cc658605491df534df102dab5ceb204f531 (how plain ``codex exec`` prints one: ``ERROR: ...``).
-
-A limit message is one of (its quotes straightened: Codex 0.169.0 writes ``You’ve``, with a
-typographic apostrophe, as ``tests/fixtures/clients/codex-0.169.0/`` shows):
-
-- ``You've hit your usage limit.`` and what the plan adds, ending ``Try again later.``, ``or try
-  again later.``, or ``[Tt]ry again at TIME.`` where TIME is the local reset time (``1:00 AM`` the
-  same day, else ``Jan 3rd, 2024 3:05 AM``: ``format_retry_timestamp``, in this machine's zone);
-- ``rate limited (status 429 Too Many Requests)``, with ``, retry after 30s`` when the server said;
-- ``exceeded retry limit, last status: 429 Too Many Requests`` (Codex gave up retrying on 429s).
-
-It counts in an ``--json`` line ``{"type": "error", "message": M}`` or ``{"type": "turn.failed",
-"error": {"message": M}}`` (newer versions may add `` (details)`` to M), and in a failed run as a
-whole line ``ERROR: M`` (on stderr). The reset time is read from M: Codex 0.169.0 writes the
-429's structured ``usage_limit_reached`` error (``resets_at``) into neither stream, only into M.
-``Quota exceeded. Check your plan and billing details.`` is not a limit that resets (billing), so
-it stays a failed iteration; an ``agent_message`` never counts.
+A usage limit, a 429 rate limit or an exhausted 429 retry, in an ``--json`` ``error`` or
+``turn.failed`` event or a failed plain run's ``ERROR:`` line; the reset time is read from the
+message. Each message, and the commits of openai/codex it was taken from: docs/design/agent-formats.md#codex.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """GitHub Copilot CLI's limit reports, as Copilot CLI 1.0.102 wrote them against an OpenAI-compatible
-provider answering HTTP 429 with OpenAI's error body (``tests/fixtures/clients/copilot-1.0.102/``).
+provider answering HTTP 429.
 
-Copilot retries a 429 by itself (5 times, waiting what the response asks); a run that still ends on
-one exits 1 and reports it:
-
-- with ``--output-format json``, as a line ``{"type": "session.error", "data": {"errorType":
-  "rate_limit", "message": M, "statusCode": 429, ...}}``;
-- in text mode, as a line on stderr: ``Failed to get response from the AI model; retried 5 times
-  (total retry wait time: 5.47 seconds) Last error: 429 Rate limit reached for MODEL ... Please try
-  again in 1s. Visit https://platform.openai.com/account/rate-limits to learn more.``
-
-M is that same sentence. The limit resets after the ``Please try again in 1s`` / ``20ms`` /
-``1m30s`` that OpenAI's message gives, if any. A 429 that is not a rate limit (OpenAI's
-``insufficient_quota``: billing) is not reported as ``rate_limit`` and stays a failed iteration.
+A ``session.error`` of ``errorType`` ``rate_limit`` (``--output-format json``), or the stderr line
+of a failed text-mode run; it resets after the delay OpenAI's message gives. Each form:
+docs/design/agent-formats.md#github-copilot-cli.
 """
 
 from __future__ import annotations

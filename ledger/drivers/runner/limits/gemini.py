@@ -1,32 +1,9 @@
-"""Google's Gemini CLI's limit reports (``gemini --output-format stream-json``), as its own source
-writes them.
+"""Google's Gemini CLI's limit reports (``gemini --output-format stream-json`` or ``json``), as its own
+source writes them.
 
-Origin: https://github.com/google-gemini/gemini-cli (Apache-2.0), read at commit
-5411f113cafae26161b4969b0237b8e1e024e2c2: ``packages/cli/src/utils/errors.ts`` (``handleError``: a
-run that ends on an error writes ``{"type": "result", "status": "error", "error": {"type": ...,
-"message": M}, "stats": ...}`` and exits non-zero), ``packages/core/src/utils/errorParsing.ts``
-(``parseAndFormatApiError``: M is ``[API Error: ...]`` and, only for HTTP 429, a second line, one
-of the three below), ``packages/core/src/utils/googleQuotaErrors.ts`` and its tests (the quota
-messages: ``Please retry in 44.097740004s.``, ``Suggested retry after 60s.``, ``You have exhausted
-your daily quota on this model.``).
-
-A limit is such a ``result`` whose message has a line that is one of:
-
-- ``Please wait and try again later. To increase your limits, request a quota increase through AI
-  Studio, or switch to another /auth method`` (an API key), or the same ``through Vertex``;
-- ``Possible quota limitations in place or slow response times detected. Switching to the MODEL
-  model for the rest of this session.`` (a Google login);
-
-it resets after the ``Please retry in Ns`` / ``Nms`` or ``Suggested retry after Ns`` the message
-gives, if any. Other errors (a context window overflow is ``RESOURCE_EXHAUSTED`` too, without the
-429 line) stay failed iterations. The reason recorded is the whole ``[API Error: ...]``, its lines
-joined (the API's message runs over several lines, the retry advice last).
-
-``--output-format json`` writes no ``result``: a run that ends on an error writes one pretty-printed
-object to stderr, ``{"session_id": ..., "error": {"type": ..., "message": M, "code": C}}``
-(``JsonFormatter.formatError``), M being the error's own message; C 429 is a limit (seen with Gemini
-CLI 0.61.0, ``tests/fixtures/clients/gemini-cli-0.61.0``). Plain ``gemini -p`` prints no such line
-(the error goes to the terminal as an object), so a text run of Gemini is not recognised.
+A ``result`` (stream-json) or error object (json) whose message carries the line Gemini CLI adds for
+HTTP 429; it resets after the retry delay the message gives, if any. Each form, and the commit of
+google-gemini/gemini-cli it was taken from: docs/design/agent-formats.md#gemini-cli.
 """
 
 from __future__ import annotations

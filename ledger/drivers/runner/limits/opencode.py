@@ -1,18 +1,8 @@
 """opencode's limit report (``opencode run --format json``), as its own source writes it.
 
-Origin: https://github.com/anomalyco/opencode (formerly sst/opencode, MIT):
-``packages/opencode/src/cli/cmd/run.ts`` at commit 00f9806cfed20c911d483abb471162a726d250ab (a
-``session.error`` is written as ``{"type": "error", "timestamp": ..., "sessionID": ..., "error":
-ERROR}`` and the run exits 1), ``packages/opencode/src/session/message-v2.ts`` at commit
-c47941910e12e2af43c3feb3f81b6e3b676d375f (``APIError``: ``{"name": "APIError", "data": {"message",
-"statusCode", "isRetryable", "responseHeaders", "responseBody"}}``, a ``NamedError``'s
-``toObject``) and ``packages/opencode/src/session/retry.ts`` at commit
-0266548ac537b4ddc1bdfa207422c6e1ca75cf1f (the wait opencode itself reads from a response:
-``retry-after-ms``, else ``retry-after`` in seconds or as an HTTP date).
-
-opencode retries a retryable 429 by itself; a run that still ends on one writes an ``error`` line
-whose ``APIError`` has ``statusCode`` 429: that is the limit, reset after the response's
-``retry-after-ms`` / ``retry-after`` when given. opencode's plain output prints no exact form.
+An ``error`` line whose ``APIError`` has ``statusCode`` 429, reset after the response's
+``retry-after-ms`` / ``retry-after`` when given. The commits of anomalyco/opencode it was taken
+from: docs/design/agent-formats.md#opencode.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 -- params: session := NULL, span := 3, min_drop := 10
--- Seed 000 §5.3: the last `span` validation scores strictly declining, with a
+-- A regression (docs/design/guards.md#quality-regression): the last `span` scores strictly declining, with a
 -- total drop greater than `min_drop`. One row per iteration at which it holds.
 SELECT session_id, iteration, first_score, score, first_score - score AS drop
 FROM (

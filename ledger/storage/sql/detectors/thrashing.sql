@@ -1,5 +1,5 @@
 -- params: session := NULL, min_iterations := 5
--- Seed 003 §5.1: the same file modified in at least `min_iterations` distinct
+-- Thrashing (docs/design/guards.md#thrashing): the same file modified in at least `min_iterations` distinct
 -- iterations. `tripped_at` is the iteration in which the threshold was reached.
 SELECT
   session_id,

@@ -1,5 +1,5 @@
 -- params: session := NULL, span := 3
--- Seed 003 §5.1 "no progress for 3 iterations": the last `span` scored
+-- No progress (docs/design/guards.md#validation-stall): the last `span` scored
 -- iterations all failed to beat the best score seen before them, and the
 -- latest score is below 100. One row per iteration at which it holds.
 SELECT session_id, iteration, score, best_before

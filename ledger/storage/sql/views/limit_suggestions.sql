@@ -1,4 +1,4 @@
--- Adaptive iteration limits (seed 000 Phase 4): per agent and task kind (session_started.task_kind,
+-- Adaptive iteration limits (docs/design/iteration-limits.md): per agent and task kind (session_started.task_kind,
 -- '-' when none was configured), the iteration count that covered 90% of the past loops that completed
 -- (the nearest-rank 90th percentile: the least N such that at least 90% of them took N iterations or
 -- fewer, i.e. the least N whose cume_dist reaches 0.9), with how many completed loops it is based on.

@@ -1,4 +1,4 @@
--- Loop metrics per agent (seed 000 §7 Phase 2C, §9): how often loops finish on
+-- Loop metrics per agent: how often loops finish on
 -- their own, how many iterations that takes, and how much quality improves.
 -- A loop ended when it completed, blocked or escalated; it completed
 -- autonomously when no human override was recorded in it.

@@ -1,5 +1,5 @@
--- Of the loops that ended after N iterations, how many completed (seed 000 §7
--- Phase 2C "success rate by iteration count"), per agent.
+-- Of the loops that ended after N iterations, how many completed (the success
+-- rate by iteration count), per agent.
 SELECT
   coalesce(nullif(agent, ''), '-') AS agent,
   iteration AS iterations,
