@@ -16,7 +16,7 @@ import pytest
 from rich.color import Color as RichColor
 from textual.app import App
 from textual.widget import Widget
-from textual.widgets import DataTable
+from textual.widgets import DataTable, OptionList
 
 from ledger import events as E
 from ledger.storage.journal import Journal
@@ -219,6 +219,13 @@ def test_vim_keys_move_through_the_sessions_and_the_results(tmp_path: Path) -> N
             assert tuple(results.cursor_coordinate) == (0, 0)
             await pilot.press("G")
             assert results.cursor_coordinate.row == 2
+            await pilot.press("ctrl+l")
+            examples = app.sql_screen.query_one("#examples", OptionList)
+            await settle(pilot, lambda: app.focused is examples)
+            await pilot.press("j", "j", "k")
+            assert examples.highlighted == 1
+            await pilot.press("G")
+            assert examples.highlighted == examples.option_count - 1
 
     asyncio.run(scenario())
 

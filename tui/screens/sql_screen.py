@@ -87,6 +87,16 @@ class ResultTable(DataTable[Any]):
             self.screen.copy_row()
 
 
+class QueryList(OptionList):
+    """The examples and the history: vim's ``j`` / ``k`` / ``G`` besides the arrows, Home and End."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("G", "last", "Last", show=False),
+    ]
+
+
 class QueryEditor(TextArea):
     """The query editor: a text area where ``ctrl+a`` selects all (``home`` goes to the line's start)."""
 
@@ -175,9 +185,9 @@ class SqlScreen(Screen[None]):
         yield Label("SQL console · one read-only SELECT over the views and detectors", id="sql-title")
         with Horizontal(id="sql-main"):
             with Vertical(id="sql-side"):
-                yield OptionList(*(Option(name, id=name) for name in EXAMPLE_QUERIES), id="examples")
+                yield QueryList(*(Option(name, id=name) for name in EXAMPLE_QUERIES), id="examples")
                 yield SchemaTree(self.monitor, id="tables")
-                yield OptionList(id="history")
+                yield QueryList(id="history")
             with Vertical(id="sql-query"):
                 yield QueryEditor(next(iter(EXAMPLE_QUERIES.values())), id="editor", soft_wrap=True)
                 with VerticalScroll(id="sql-error-box"):
