@@ -190,7 +190,7 @@ class SessionScreen(SteeringScreen):
         height: 1fr; min-height: 9; border: round $primary 40%; border-title-color: $text-accent;
     }
     SessionScreen #checkpoints {
-        height: auto; min-height: 3; max-height: 25%; text-wrap: nowrap; text-overflow: ellipsis;
+        height: auto; min-height: 3; max-height: 20%; text-wrap: nowrap; text-overflow: ellipsis;
     }
     SessionScreen #right { width: 1fr; min-width: 28; }
     SessionScreen #right > * { border: round $primary 40%; border-title-color: $text-accent; }

@@ -146,30 +146,34 @@ class FleetView:
 FLEET_STATUSES: Final[tuple[SessionStatus, ...]] = ("running", "complete", "blocked", "escalated")
 
 
+FLEET_FORMS: Final = ((True, True, True), (True, False, True), (False, False, True), (False, False, False))
+"""The fleet line's forms, longest first: (statuses in words, the sort, the filter's text)."""
+
+
 def fleet_line(fleet: Fleet, view: FleetView, width: int) -> Text:
-    """The fleet line in the longest form that fits ``width`` cells: statuses with their words, then
-    as symbol and count, then without the sort (the table's header marks the sorted column) and the
-    filter's text. The totals, the completion rate and the filter's count are never cut; a note
-    that still does not fit ends with an ellipsis."""
+    """The fleet line in the longest form that fits ``width`` cells: statuses with their words and
+    the sort; then without the sort (the table's header marks the sorted column); then statuses as
+    symbol and count; then without the filter's text. The totals, the completion rate and the
+    filter's count are never cut; a note that still does not fit ends with an ellipsis."""
     counts = {s: getattr(fleet, s) for s in FLEET_STATUSES}
     forms: list[Text] = []
-    for level in range(4):
+    for level, (words, sort, filter_text) in enumerate(FLEET_FORMS):
         line = Text(no_wrap=True, overflow="ellipsis", end="")
         line.append(f"{plural(fleet.sessions, 'session')} ", style="bold")
         for status in FLEET_STATUSES:
             symbol, colour = fmt.STATUS[status]
             count = counts[status]
-            line.append(f"{symbol} {count} {status} " if level == 0 else f"{symbol}{count} ", colour)
+            line.append(f"{symbol} {count} {status} " if words else f"{symbol}{count} ", colour)
             if status == "running" and fleet.stalled:
                 symbol, colour = fmt.STALLED
-                word = f"{symbol} {fleet.stalled} stalled " if level == 0 else f"{symbol}{fleet.stalled} "
+                word = f"{symbol} {fleet.stalled} stalled " if words else f"{symbol}{fleet.stalled} "
                 line.append(word, colour)
         gap = "  · " if level == 0 else " · "
         line.append(f"{gap[1:]}completion {fmt.percent(fleet.completion_rate)}")
-        if level < 2:
+        if sort:
             line.append(f"{gap}sort {view.sort}", style=fmt.GREY)
         if view.filter_text:
-            what = f"“{view.filter_text}” " if level < 3 else ""
+            what = f"“{view.filter_text}” " if filter_text else ""
             line.append(f"{gap}filter {what}{view.shown}/{view.total}")
         forms.append(line)
     note = Text(f" · {view.note}", style=fmt.GREY) if view.note else Text()
