@@ -1,20 +1,11 @@
-"""The colours on screen: the current theme's, and every character of text readable on what it is
-drawn on.
+"""The colours on screen: the current theme's, and every character of text readable (WCAG AA,
+4.5:1) on what it is drawn on, in every theme and under ``NO_COLOR``.
 
-Cells are written in ``tui.format``'s palette (green, blue, amber, red, grey) and the charts' own
-colours. ``ThemeColours`` is a line filter the app applies to every line painted:
-
-- a segment in a palette colour gets the colour of its role in the current theme (``$text-success``
-  for green, ...), a chart colour stays itself; either is lightened or darkened until it has a
-  contrast of at least 4.5:1 (WCAG AA) against the segment's own background, so a status or a
-  sparkline stays readable on the cursor row and in a light theme, and the theme picker changes it;
-- any other segment holding text (not only spaces, box-drawing or block characters: borders and
-  scrollbars keep their colours) is made readable the same way: Textual's own muted text, border
-  titles, footer keys and cursor rows included, in every theme;
-- with ``NO_COLOR`` set (Textual then turns every colour grey, after this filter), the contrast is
-  reached between the greys the terminal will show, so a monochrome screen is as readable.
-
-docs/design/tui.md ("Colours") says why a filter and not the styles.
+``ThemeColours`` is a line filter the app applies to every line painted: a palette colour
+(``tui.format``) becomes its role in the current theme, then, like any other text (not borders,
+scrollbars or spaces), is lightened or darkened until it is readable on its own background; under
+``NO_COLOR`` it runs before Textual's grey filter and reaches the contrast between the greys.
+docs/design/tui.md ("Colours") says how and why.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.dom import NoScreen
 from textual.widget import Widget
 
+from ledger import plural
 from ledger.monitor import Checkpoint, Heat, IterationRow
 from tui.format import AMBER, BLOCKS, GREY, RED, SKY, TEAL, VIOLET, cost, score_colour, tokens, truncate_left
 
@@ -184,7 +185,7 @@ class HeatGrid(IterationChart):
                 out.append(mark + " " * (cell - 1), style=colour if hit else GREY)
             out.append(f"{'' if cell > 1 else ' '}×{count}\n", style=colour if count >= 3 else GREY)
         if shown < len(heat.files):
-            out.append(f"+ {len(heat.files) - shown} more file(s)", style=GREY)
+            out.append(f"+ {plural(len(heat.files) - shown, 'more file', 'more files')}", style=GREY)
         out.rstrip()
         return out
 
