@@ -82,7 +82,7 @@ class RalphApp(App[None]):
         Binding("a", "alerts", "Alerts"),
         Binding("plus", "faster", "Faster"),
         Binding("minus", "slower", "Slower"),
-        Binding("p", "pause", "Pause"),
+        Binding("p", "pause", "Pause replay"),
     ]
     CSS = """
     /* the replay's / backlog's progress: the bar shrinks, the percentage always shows */
@@ -139,8 +139,9 @@ class RalphApp(App[None]):
 
     # -- screens -----------------------------------------------------------------------------------
     def get_line_filters(self) -> Sequence[LineFilter]:
-        """Textual's filters, then the status colours in the theme's colours (readable everywhere)."""
-        return [*super().get_line_filters(), self.theme_colours]
+        """Textual's filters and the theme's colours, readable everywhere (tui/colours.py), placed
+        before ``NO_COLOR``'s grey."""
+        return self.theme_colours.place(super().get_line_filters())
 
     def get_default_screen(self) -> Screen[None]:
         """The sessions screen is the bottom of the stack."""

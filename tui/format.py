@@ -39,6 +39,12 @@ THEME_ROLES: Final[dict[str, str]] = {
     GREY: "muted",
 }
 """Palette colour -> the theme variable it stands for (``muted``: the foreground faded into the surface)."""
+SKY: Final = "#5b8def"
+VIOLET: Final = "#b07cd8"
+TEAL: Final = "#5f8f8f"
+CHART_COLOURS: Final = (SKY, VIOLET, TEAL)
+"""The charts' own colours (tokens in / out / cache, a file modified): no theme role, drawn as they
+are where readable, made readable like the palette where not."""
 MIN_CONTRAST: Final = 4.5
 """WCAG AA contrast for text: every palette colour is drawn at least this far from its background."""
 
@@ -68,12 +74,20 @@ def mix(a: RGB, b: RGB, t: float) -> RGB:
 
 
 def readable(fg: RGB, bg: RGB, ratio: float = MIN_CONTRAST) -> RGB:
-    """``fg``, or the least lightened (on a dark background) or darkened (on a light one) version of
-    it that reaches ``ratio`` against ``bg``."""
+    """``fg``, or the least lightened or darkened version of it that reaches ``ratio`` against
+    ``bg``: lightened when ``fg`` is the lighter of the two and white can reach it (a green on a blue
+    cursor row turns pale green, not near-black), darkened when it is the darker and black can,
+    else towards whichever of white and black stands out more."""
     if contrast(fg, bg) >= ratio:
         return fg
     white, black = (255, 255, 255), (0, 0, 0)
-    target = white if contrast(white, bg) >= contrast(black, bg) else black
+    lighter = luminance(fg) >= luminance(bg)
+    if lighter and contrast(white, bg) >= ratio:
+        target = white
+    elif not lighter and contrast(black, bg) >= ratio:
+        target = black
+    else:
+        target = white if contrast(white, bg) >= contrast(black, bg) else black
     for step in range(1, 41):
         candidate = mix(fg, target, step / 40)
         if contrast(candidate, bg) >= ratio:

@@ -127,13 +127,15 @@ class DetailLoaded(Message):
 
 
 class QueryDone(Message):
-    """A SQL console query finished: its result, or a one-line error."""
+    """A SQL console query finished: its result, or an error (one line, and ``detail`` whole)."""
 
-    def __init__(self, sql: str, result: QueryResult | None, error: str) -> None:
+    def __init__(self, sql: str, result: QueryResult | None, error: str, detail: str = "") -> None:
         super().__init__()
         self.sql = sql
         self.result = result
         self.error = error
+        self.detail = detail
+        """The error whole, where it says more than its first line (DuckDB's hints)."""
         self.elapsed = 0.0
         """How long the query ran, in seconds."""
 

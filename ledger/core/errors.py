@@ -129,6 +129,18 @@ def error_reason(exc: BaseException) -> str:
     return _first_line(str(exc)) or type(exc).__name__
 
 
+def all_lines(error: BaseException | str) -> str:
+    """An error's whole message, where a screen has room for more than ``one_line``: every line
+    printable (trailing blanks dropped, blank lines between kept), e.g. DuckDB's ``Candidate
+    bindings`` and ``LINE 1:`` caret under the first line."""
+    lines = [printable(line.rstrip()) for line in str(error).splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return "\n".join(lines) or one_line(error)
+
+
 def _first_line(text: str) -> str:
     """The first non-blank line of ``text``, printable."""
     return printable(next((line.strip() for line in text.splitlines() if line.strip()), ""))

@@ -11,6 +11,7 @@ ingesting) relies on the check. What is refused, as a user sees it: docs/cli.md.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from typing import Any, Final
 
 import duckdb
 
-from ledger.core.errors import one_line
+from ledger.core.errors import all_lines, one_line
 from ledger.core.output import restore, utc, wrap
 
 ALLOWED: Final = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
@@ -32,7 +33,17 @@ _EXPLAIN: Final = re.compile(r"^\s*explain\s+(?:analyze\s+)?(?:\([\w\s,]*\)\s*)?
 
 
 class ReadOnlyViolation(Exception):
-    """The query was refused or failed; the message is one line."""
+    """The query was refused or failed; the message is one line, ``detail`` the whole of it where
+    there is more (DuckDB's hints under its first line: candidate names, the place in the query)."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
+
+
+def sql_error(exc: BaseException) -> ReadOnlyViolation:
+    """A DuckDB error as the one line ``SQL error: ...``, with its whole message as the detail."""
+    return ReadOnlyViolation(f"SQL error: {one_line(exc)}", f"SQL error: {all_lines(exc)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +62,7 @@ def check_readonly(sql: str) -> str:
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise ReadOnlyViolation(f"SQL error: {one_line(exc)}") from None
+        raise sql_error(exc) from None
     if not statements:
         raise ReadOnlyViolation("empty query: expected one SELECT statement")
     if len(statements) > 1:
@@ -132,7 +143,8 @@ def _check_sources(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     row = next(iter(con.execute("SELECT json_serialize_sql(?::VARCHAR)", [inner]).fetchall()), None)
     tree = json.loads(row[0]) if row else {"error": True}
     if tree.get("error"):
-        raise ReadOnlyViolation(f"SQL error: {tree.get('error_message', 'cannot parse the query')}")
+        message = str(tree.get("error_message", "cannot parse the query"))
+        raise ReadOnlyViolation(f"SQL error: {one_line(message)}", f"SQL error: {all_lines(message)}")
     statements = tree.get("statements")
     if not isinstance(statements, list) or len(statements) != 1:
         raise ReadOnlyViolation("refused: expected one SELECT statement after EXPLAIN")
@@ -147,7 +159,10 @@ def _check_sources(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         if kind == "BASE_TABLE":
             name = str(node.get("table_name", ""))
             if name.lower() not in tables | ctes:
-                raise ReadOnlyViolation(f"refused: {name!r} is not a table or view of the ledger")
+                refused = f"refused: {name!r} is not a table or view of the ledger"
+                close = difflib.get_close_matches(name.lower(), sorted(tables | ctes), n=3)
+                hint = f"\nDid you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+                raise ReadOnlyViolation(refused, refused + hint)
         elif kind == "TABLE_FUNCTION":
             fn = node.get("function", {})
             name = str(fn.get("function_name", "")) if isinstance(fn, dict) else ""
@@ -186,6 +201,6 @@ def run_readonly(
         finally:
             con.execute("ROLLBACK")
     except duckdb.Error as exc:
-        raise ReadOnlyViolation(f"SQL error: {one_line(exc)}") from None
+        raise sql_error(exc) from None
     truncated = max_rows is not None and len(rows) > max_rows
     return QueryResult(columns, types, rows[:max_rows], truncated)

@@ -35,7 +35,7 @@ class ExportDialog(ModalScreen[Path | None]):
         padding: 0 1;
     }
     ExportDialog Input { margin-top: 1; }
-    ExportDialog #export-hint { color: $text-muted; }
+    ExportDialog #export-hint { color: $text-muted; width: 1fr; height: auto; }
     """
 
     def __init__(self, default: str) -> None:

@@ -32,6 +32,8 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
         "Sessions",
         (
             ("enter", "open the session"),
+            ("↑ ↓ j k", "move"),
+            ("home end", "first / last (G: last)"),
             ("/", "filter (esc clears)"),
             ("o", "sort by the next column"),
             ("r", "reverse the sort"),
@@ -41,7 +43,8 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
     (
         "Session",
         (
-            ("↑ ↓", "choose an iteration"),
+            ("↑ ↓ j k", "choose an iteration"),
+            ("home end", "first / last (G: last)"),
             ("i e", "focus timeline / events"),
             ("esc", "back"),
         ),
@@ -60,9 +63,12 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("ctrl+r", "run the query"),
             ("esc", "cancel the run · back"),
             ("ctrl+↑ ↓", "query history"),
+            ("ctrl+a", "select all in the editor"),
             ("ctrl+l", "example queries"),
+            ("ctrl+o", "tables: enter inserts a name"),
             ("ctrl+t", "focus the results"),
             ("enter", "view the whole cell"),
+            ("h j k l", "move · G last row"),
             ("c y", "copy the cell / row"),
             ("ctrl+s", "export .csv / .json"),
         ),
@@ -117,7 +123,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
-        width: 78; max-width: 100%; height: auto; max-height: 100%;
+        width: 80; max-width: 100%; height: auto; max-height: 100%; scrollbar-size-vertical: 1;
         border: round $primary; background: $surface; padding: 0 1;
     }
     HelpScreen #legend { color: $text-muted; margin-top: 1; }

@@ -1,4 +1,4 @@
-"""One session: the iteration timeline, score plot, files heat, detail, checkpoints, tokens and events."""
+"""One session: the iteration timeline, detail and checkpoints; score plot, files heat and tokens; events."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, RichLog, Static
+from textual.widgets import DataTable, RichLog, Static
 from textual.worker import get_current_worker
 
 from ledger import plural
 from ledger.monitor import EventLine, IterationDetail, IterationRow, Monitor, SessionRow
 from tui import format as fmt
 from tui.messages import DetailLoaded, SessionLoaded
-from tui.screens.steering_screen import SteeringScreen
+from tui.screens.steering_screen import STEERING_KEYS, SteeringScreen
 from tui.widgets.charts import HeatGrid, ScorePlot, TokenBars, checkpoints_text
+from tui.widgets.footer import KeyFooter
 
 FEEDBACK_LINES = 12
 TIMELINE_TAIL = ("score", "signal", "guards", "promise", "hook", "stop", "tokens", "cost", "ctx", "time")
@@ -35,6 +36,18 @@ EVENT_COLOURS = {
     "rate_limited": fmt.AMBER,
     "summary_given": fmt.BLUE,
 }
+
+
+class TimelineTable(DataTable[Any]):
+    """The iteration timeline: a row per iteration; Home / End (and vim's j, k, G) move the cursor."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "scroll_top", "First iteration", show=False),
+        Binding("end", "scroll_bottom", "Last iteration", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("G", "scroll_bottom", "Last iteration", show=False),
+    ]
 
 
 def rule_cell(rules: dict[str, tuple[bool, bool]], name: str) -> Text:
@@ -152,28 +165,38 @@ class SessionScreen(SteeringScreen):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("e", "focus_events", "Events"),
         Binding("i", "focus_timeline", "Iterations"),
+        *STEERING_KEYS,
     ]
 
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012 (an instance variable in Textual)
 
     # The panels share the screen in proportions, so they grow with the terminal and reflow on a
-    # resize; a short terminal (under 30 rows) gives the detail and the event log fixed heights.
+    # resize; a short terminal (under 30 rows) gives the detail, the checkpoints and the event log
+    # fixed heights. The charts are never below a fold: the score plot takes what the files and the
+    # tokens leave, and each chart draws what fits its size (the same latest iterations in all three,
+    # the most modified files).
     DEFAULT_CSS = """
     SessionScreen { layout: vertical; }
     SessionScreen.-short #detail-box { height: 7; min-height: 7; }
+    SessionScreen.-short #checkpoints { max-height: 3; }
     SessionScreen.-short #events { height: 5; min-height: 5; }
-    SessionScreen.-short #plot { height: 8; }
+    SessionScreen.-short #heat { max-height: 5; }
+    SessionScreen.-short #tokens { max-height: 6; }
     SessionScreen #title { height: 1; padding: 0 1; background: $boost; }
     SessionScreen #body { height: 1fr; }
     SessionScreen #left { width: 2fr; }
     SessionScreen #timeline { height: 1fr; min-height: 4; }
-    SessionScreen #detail-box {
+    SessionScreen #detail-box, SessionScreen #checkpoints {
         height: 1fr; min-height: 9; border: round $primary 40%; border-title-color: $text-accent;
+    }
+    SessionScreen #checkpoints {
+        height: auto; min-height: 3; max-height: 20%; text-wrap: nowrap; text-overflow: ellipsis;
     }
     SessionScreen #right { width: 1fr; min-width: 28; }
     SessionScreen #right > * { border: round $primary 40%; border-title-color: $text-accent; }
-    SessionScreen #plot { height: 40%; min-height: 8; }
-    SessionScreen #checkpoints { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    SessionScreen #plot { height: 1fr; min-height: 6; }
+    SessionScreen #heat { max-height: 30%; }
+    SessionScreen #tokens { max-height: 40%; }
     SessionScreen #events {
         height: 25%; min-height: 8; overflow-x: hidden; border: round $primary 40%;
         border-title-color: $text-accent;
@@ -200,17 +223,16 @@ class SessionScreen(SteeringScreen):
         yield Static(title_text(self.session_id, None), id="title")
         with Horizontal(id="body"):
             with Vertical(id="left"):
-                table: DataTable[Any] = DataTable(cursor_type="row", id="timeline")
-                yield table
+                yield TimelineTable(cursor_type="row", id="timeline")
                 with VerticalScroll(id="detail-box"):
                     yield Static(id="detail")
-            with VerticalScroll(id="right"):
+                yield Static(id="checkpoints")
+            with Vertical(id="right"):
                 yield ScorePlot(id="plot")
                 yield HeatGrid(id="heat")
                 yield TokenBars(id="tokens")
-                yield Static(id="checkpoints")
         yield RichLog(id="events", max_lines=1000, wrap=False, auto_scroll=True)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         """Title the panels and load the session."""

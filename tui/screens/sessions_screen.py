@@ -15,13 +15,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.timer import Timer
-from textual.widgets import Footer, Input, Label, ProgressBar, Static
+from textual.widgets import Input, Label, ProgressBar, Static
 
 from ledger import plural
 from ledger.monitor import Fleet, SessionRow, SessionStatus, fleet_of
 from tui import format as fmt
 from tui.messages import OpenSession
-from tui.screens.steering_screen import SteeringScreen
+from tui.screens.steering_screen import STEERING_KEYS, SteeringScreen
+from tui.widgets.footer import KeyFooter
 from tui.widgets.table import Column, VirtualTable
 
 NEVER: Final = datetime.min.replace(tzinfo=UTC)
@@ -87,12 +88,21 @@ COLUMNS: Final[tuple[Column, ...]] = (
     Column("agent", "agent", 12),
     Column("task", "task", 48),
 )
-"""(key, label, width): fixed widths, so columns never jump live; a dataset's add ``source`` (12)."""
+"""(key, label, width): fixed widths, so columns never jump live; a dataset's add ``source`` (12).
+The task takes the width the others leave (48 at least), and ``iter`` grows (never shrinks) to the
+widest count shown (``2000/5000``)."""
+TASK_CHARS: Final = 400
+"""The most of a task a cell holds (the column cuts it to its width with an ellipsis)."""
+
+
+def iteration_text(row: SessionRow) -> str:
+    """``3/15``, or ``3`` without a maximum."""
+    return f"{row.iteration}/{row.max_iterations}" if row.max_iterations else str(row.iteration)
 
 
 def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
     """The table cells of one session, by column key."""
-    iteration = f"{row.iteration}/{row.max_iterations}" if row.max_iterations else str(row.iteration)
+    iteration = iteration_text(row)
     stop = Text(" ⏹", style=fmt.AMBER) if row.stop_requested and row.status == "running" else Text("")
     stop += Text(" ⏸", style=fmt.AMBER) if row.paused and row.status == "running" else ""
     fails = row.consecutive_failures
@@ -111,7 +121,7 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
         "cost": fmt.cost_text(row.cost_usd),
         "age": Text(fmt.age(row.updated_at, now), justify="right"),
         "agent": Text(fmt.truncate(row.agent, 12)),
-        "task": Text(fmt.truncate(f"⎇ {row.branch} · {row.task}" if row.branch else row.task, 48)),
+        "task": Text(fmt.truncate(f"⎇ {row.branch} · {row.task}" if row.branch else row.task, TASK_CHARS)),
     }
 
 
@@ -122,6 +132,64 @@ def matches(row: SessionRow, needle: str) -> bool:
     return any(needle in f.lower() for f in fields)
 
 
+@dataclass(frozen=True)
+class FleetView:
+    """What the fleet line says besides the totals: the sort, the filter and its count, a note."""
+
+    sort: str
+    filter_text: str = ""
+    shown: int = 0
+    total: int = 0
+    note: str = ""
+
+
+FLEET_STATUSES: Final[tuple[SessionStatus, ...]] = ("running", "complete", "blocked", "escalated")
+
+
+FLEET_FORMS: Final = ((True, True, True), (True, False, True), (False, False, True), (False, False, False))
+"""The fleet line's forms, longest first: (statuses in words, the sort, the filter's text)."""
+
+
+def fleet_line(fleet: Fleet, view: FleetView, width: int) -> Text:
+    """The fleet line in the longest form that fits ``width`` cells: statuses with their words and
+    the sort; then without the sort (the table's header marks the sorted column); then statuses as
+    symbol and count; then without the filter's text. The totals, the completion rate and the
+    filter's count are never cut; a note that still does not fit ends with an ellipsis."""
+    counts = {s: getattr(fleet, s) for s in FLEET_STATUSES}
+    forms: list[Text] = []
+    for level, (words, sort, filter_text) in enumerate(FLEET_FORMS):
+        line = Text(no_wrap=True, overflow="ellipsis", end="")
+        line.append(f"{plural(fleet.sessions, 'session')} ", style="bold")
+        for status in FLEET_STATUSES:
+            symbol, colour = fmt.STATUS[status]
+            count = counts[status]
+            line.append(f"{symbol} {count} {status} " if words else f"{symbol}{count} ", colour)
+            if status == "running" and fleet.stalled:
+                symbol, colour = fmt.STALLED
+                word = f"{symbol} {fleet.stalled} stalled " if words else f"{symbol}{fleet.stalled} "
+                line.append(word, colour)
+        gap = "  · " if level == 0 else " · "
+        line.append(f"{gap[1:]}completion {fmt.percent(fleet.completion_rate)}")
+        if sort:
+            line.append(f"{gap}sort {view.sort}", style=fmt.GREY)
+        if view.filter_text:
+            what = f"“{view.filter_text}” " if filter_text else ""
+            line.append(f"{gap}filter {what}{view.shown}/{view.total}")
+        forms.append(line)
+    note = Text(f" · {view.note}", style=fmt.GREY) if view.note else Text()
+    for line in forms:
+        if line.cell_len + note.cell_len <= width:
+            return line + note
+    last = forms[-1]
+    for line in forms:  # the note is cut, in the longest form that leaves it some room
+        if line.cell_len + min(note.cell_len, 12) <= width:
+            last = line
+            break
+    last.append_text(note)
+    last.truncate(max(width, 1), overflow="ellipsis")
+    return last
+
+
 class SessionsScreen(SteeringScreen):
     """All sessions: status, iteration, score and trend, signal, failures, tokens, cost, age."""
 
@@ -130,6 +198,7 @@ class SessionsScreen(SteeringScreen):
         Binding("o", "sort", "Sort"),
         Binding("r", "reverse", "Reverse"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
+        *STEERING_KEYS,
     ]
 
     DEFAULT_CSS = """
@@ -168,7 +237,8 @@ class SessionsScreen(SteeringScreen):
         """Sessions per status, kept as rows change (the fleet totals are counted from it)."""
         self.stalled = 0
         """Running sessions that nothing drives, kept as rows change."""
-        self.table = VirtualTable(self.columns, self.render_row, id="sessions")
+        self.table = VirtualTable(self.columns, self.render_row, flex="task", id="sessions")
+        self.iter_width = next(c.width for c in self.columns if c.key == "iter")
         self._filter_timer: Timer | None = None
         self._fleet_line: Text | None = None
         self.welcome: Text | None = None
@@ -187,7 +257,7 @@ class SessionsScreen(SteeringScreen):
         yield self.table
         yield Label("no sessions match", id="empty")
         yield Static(id="welcome")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         """Add the columns and show what arrived before mounting."""
@@ -249,6 +319,10 @@ class SessionsScreen(SteeringScreen):
         elif changed:
             self.fleet = fleet_of(counts, self.stalled)
         if changed:
+            widest = max(len(iteration_text(self.rows[sid])) for sid in changed)
+            if widest > self.iter_width:  # grows, never shrinks: columns do not jump back and forth
+                self.iter_width = widest
+                self.table.set_width("iter", widest)
             self.table.invalidate(changed)
             if len(changed) <= MOVE_AT_MOST and self.table.row_count:
                 self.move(changed)
@@ -290,32 +364,24 @@ class SessionsScreen(SteeringScreen):
 
     # -- drawing ---------------------------------------------------------------------------------
     def show_fleet(self) -> None:
-        """The header line: fleet totals, completion rate, sort and filter."""
-        f = self.fleet
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(f"{plural(f.sessions, 'session')} ", style="bold")
-        counts: tuple[tuple[SessionStatus, int], ...] = (
-            ("running", f.running),
-            ("complete", f.complete),
-            ("blocked", f.blocked),
-            ("escalated", f.escalated),
-        )
-        for status, count in counts:
-            symbol, colour = fmt.STATUS[status]
-            line.append(f"{symbol} {count} {status} ", style=colour)
-            if status == "running" and f.stalled:
-                symbol, colour = fmt.STALLED
-                line.append(f"{symbol} {f.stalled} stalled ", style=colour)
-        line.append(f"· completion {fmt.percent(f.completion_rate)}")
+        """The header line: fleet totals, completion rate, sort and filter, in the form that fits."""
+        box = self.query_one("#fleet", Static)
+        width = box.content_size.width or max(1, self.app.size.width - 2)
         sort = SORTS[self.sort_index]
-        line.append(f"  · sort {sort.name} {'↓' if self.descending else '↑'}", style=fmt.GREY)
-        if self.filter_text:
-            line.append(f"  · filter “{self.filter_text}” {self.table.row_count}/{len(self.rows)}")
-        if self.status_note:
-            line.append(f"  · {self.status_note}", style=fmt.GREY)
+        line = fleet_line(
+            self.fleet,
+            FleetView(
+                sort=f"{sort.name} {'↓' if self.descending else '↑'}",
+                filter_text=self.filter_text,
+                shown=self.table.row_count,
+                total=len(self.rows),
+                note=self.status_note,
+            ),
+            width,
+        )
         if line != self._fleet_line:  # an update lays the screen out again: only when it changed
             self._fleet_line = line
-            self.query_one("#fleet", Static).update(line)
+            box.update(line)
         self.query_one("#empty").set_class(bool(self.rows) and self.table.row_count == 0, "shown")
         welcome = self.query_one("#welcome", Static)
         empty = not self.rows and self.welcome is not None
@@ -327,6 +393,10 @@ class SessionsScreen(SteeringScreen):
             self.table.display = not empty
             if not empty and self.focused is None:
                 self.table.focus()
+
+    def on_resize(self) -> None:
+        """The fleet line takes the form that fits the new width."""
+        self.show_fleet()
 
     def ordered(self) -> list[str]:
         """The sessions that match the filter, in the current sort order."""

@@ -20,10 +20,11 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Label, OptionList, Static, TextArea
+from textual.widget import Widget
+from textual.widgets import DataTable, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
@@ -34,13 +35,20 @@ from tui import format as fmt
 from tui.messages import Exported, QueryDone
 from tui.screens.export_dialog import ExportDialog, export_format
 from tui.screens.value_viewer import ValueViewer
+from tui.widgets.footer import KeyFooter
 from tui.widgets.results import cell, full_text, row_text
+from tui.widgets.schema import SchemaTree
 
 MAX_ROWS: Final = 1000
 
 QUERY_TIMEOUT_S: Final = 60.0
 
 HISTORY_SIZE: Final = 100
+
+NARROW: Final = 70
+"""Columns under which the side lists give their width to the editor and the results."""
+SHORT: Final = 16
+"""Rows under which the editor is two lines high (and the title goes)."""
 
 
 def clock() -> float:
@@ -60,6 +68,12 @@ class ResultTable(DataTable[Any]):
         Binding("enter", "select_cursor", "View cell"),
         Binding("c", "copy_cell", "Copy cell"),
         Binding("y", "copy_row", "Copy row"),
+        # vim's keys; Home / End go to the first / last column, G to the last row (ctrl+home: the first)
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("h", "cursor_left", "Left", show=False),
+        Binding("l", "cursor_right", "Right", show=False),
+        Binding("G", "scroll_bottom", "Last row", show=False),
     ]
 
     def action_copy_cell(self) -> None:
@@ -73,15 +87,42 @@ class ResultTable(DataTable[Any]):
             self.screen.copy_row()
 
 
+class QueryList(OptionList):
+    """The examples and the history: vim's ``j`` / ``k`` / ``G`` besides the arrows, Home and End."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("G", "last", "Last", show=False),
+    ]
+
+
+class QueryEditor(TextArea):
+    """The query editor: a text area where ``ctrl+a`` selects all (``home`` goes to the line's start)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+a", "select_all", "Select all")]
+
+    def action_select_all(self) -> None:
+        """Select the whole query."""
+        self.select_all()
+
+
 class SqlScreen(Screen[None]):
-    """A query editor, the saved example queries, the history, and the result table."""
+    """A query editor, the saved example queries, the tables, the history, and the result table.
+
+    Narrower than ``NARROW`` columns the editor and the results take the whole width, and the side
+    lists come in its place while one of them has the focus (``ctrl+l``, ``ctrl+o``); shorter than
+    ``SHORT`` rows the editor is two lines high."""
 
     AUTO_FOCUS = "#editor"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-wide")]  # noqa: RUF012 (Textual's)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT, "-tall")]  # noqa: RUF012 (Textual's)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "run", "Run", priority=True),
         Binding("f5", "run", "Run", show=False),
-        Binding("escape", "back", "Back / cancel"),
+        Binding("escape", "back", "Back"),
         Binding("ctrl+l", "examples", "Examples"),
+        Binding("ctrl+o", "tables", "Tables"),
         Binding("ctrl+t", "results", "Results"),
         Binding("ctrl+s", "export", "Export"),
         Binding("ctrl+up", "history(-1)", "Previous query", show=False),
@@ -93,13 +134,25 @@ class SqlScreen(Screen[None]):
     SqlScreen #sql-title { height: 1; padding: 0 1; background: $boost; }
     SqlScreen #sql-main { height: 1fr; }
     SqlScreen #sql-side { width: 30; }
-    SqlScreen #examples, SqlScreen #history {
+    SqlScreen #examples, SqlScreen #tables, SqlScreen #history {
         height: 1fr; border: round $primary 40%; border-title-color: $text-accent;
     }
+    SqlScreen #tables { height: 2fr; overflow-x: hidden; }
+    SqlScreen #sql-side > * { scrollbar-size-vertical: 1; }
     SqlScreen #editor { height: 7; border: round $primary 40%; }
-    SqlScreen #sql-error { height: auto; max-height: 3; padding: 0 1; color: $text-error; }
+    SqlScreen #sql-error-box { height: auto; max-height: 8; display: none; }
+    SqlScreen #sql-error-box.shown { display: block; }
+    SqlScreen #sql-error { height: auto; padding: 0 1; color: $text-error; }
     SqlScreen #sql-status { height: 1; padding: 0 1; color: $text-muted; }
     SqlScreen #results { height: 1fr; }
+    SqlScreen.-narrow #sql-side { display: none; width: 1fr; }
+    SqlScreen.-narrow.-side #sql-side { display: block; }
+    SqlScreen.-narrow #sql-side > * { display: none; }
+    SqlScreen.-narrow #sql-side > .-active { display: block; height: 1fr; }
+    SqlScreen.-narrow.-side #sql-query { display: none; }
+    SqlScreen.-short #sql-title { display: none; }
+    SqlScreen.-short #editor { height: 4; }
+    SqlScreen.-short #sql-error-box { max-height: 3; }
     """
 
     def __init__(self, monitor: Callable[[], Monitor | None]) -> None:
@@ -124,25 +177,31 @@ class SqlScreen(Screen[None]):
         self._cancelled = False
         self._ticker: Timer | None = None
         self._focus_editor = False
+        self.error_detail = ""
+        """The last error whole, as shown (``error`` is its first line)."""
 
     def compose(self) -> ComposeResult:
         """The examples and the history, the editor, the error line, the status and the results."""
         yield Label("SQL console · one read-only SELECT over the views and detectors", id="sql-title")
         with Horizontal(id="sql-main"):
             with Vertical(id="sql-side"):
-                yield OptionList(*(Option(name, id=name) for name in EXAMPLE_QUERIES), id="examples")
-                yield OptionList(id="history")
-            with Vertical():
-                yield TextArea(next(iter(EXAMPLE_QUERIES.values())), id="editor", soft_wrap=True)
-                yield Static("", id="sql-error")
+                yield QueryList(*(Option(name, id=name) for name in EXAMPLE_QUERIES), id="examples")
+                yield SchemaTree(self.monitor, id="tables")
+                yield QueryList(id="history")
+            with Vertical(id="sql-query"):
+                yield QueryEditor(next(iter(EXAMPLE_QUERIES.values())), id="editor", soft_wrap=True)
+                with VerticalScroll(id="sql-error-box"):
+                    yield Static("", id="sql-error")
                 yield Static("Ctrl+R runs the query; Enter on an example loads and runs it", id="sql-status")
                 yield ResultTable(id="results", cursor_type="cell")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         """Focus the editor; load an example asked for before mounting."""
         self.query_one("#examples").border_title = "Examples"
         self.query_one("#history").border_title = "History"
+        self.query_one("#tables").border_title = "Tables"
+        self.query_one(SchemaTree).load()
         editor = self.query_one("#editor", TextArea)
         if self.app.is_headless:
             editor.cursor_blink = False
@@ -157,8 +216,10 @@ class SqlScreen(Screen[None]):
         """The console is being opened (not returned to from its viewer or export dialog): the
         editor gets the focus, wherever it was when the console was left."""
         self._focus_editor = True
-        if self.is_mounted and self.app.screen is self:
-            self.editor.focus()
+        if self.is_mounted:
+            self.query_one(SchemaTree).load()  # (the ledger may have been opening at mount)
+            if self.app.screen is self:
+                self.editor.focus()
 
     def on_screen_resume(self) -> None:
         """Opened again: focus the editor (back from a dialog: the focus stays where it was)."""
@@ -232,14 +293,16 @@ class SqlScreen(Screen[None]):
             try:
                 result = monitor.query(sql, max_rows=MAX_ROWS, timeout_s=QUERY_TIMEOUT_S)
                 message = QueryDone(sql, result, "")
-            except Exception as exc:  # one line in the console, never a traceback
-                message = QueryDone(sql, None, first_line(exc))
+            except Exception as exc:  # the console shows its message, never a traceback
+                detail = getattr(exc, "detail", "")  # a refused or failed query's whole message
+                message = QueryDone(sql, None, first_line(exc), detail if isinstance(detail, str) else "")
         message.elapsed = clock() - started
         if not get_current_worker().is_cancelled:
             self.post_message(message)
 
     def on_query_done(self, message: QueryDone) -> None:
-        """Show the result, or the error on one line (the old result goes: it answered another query)."""
+        """Show the result, or the error whole (the old result goes: it answered another query); the
+        focus goes back to the editor from results that are gone."""
         self.runs += 1
         self.running = None
         if self._ticker is not None:
@@ -252,8 +315,10 @@ class SqlScreen(Screen[None]):
                 self.show_error("")
                 self.status(f"cancelled after {took}")
             else:
-                self.show_error(message.error)
+                self.show_error(message.error, message.detail)
                 self.status(f"failed after {took}")
+            if self.focused is None or self.focused is self.table:
+                self.editor.focus()  # (typing into an empty result would go nowhere)
             return
         self.show_error("")
         self.show_result(message.sql, message.result)
@@ -285,11 +350,15 @@ class SqlScreen(Screen[None]):
         self.result_columns = list(result.columns)
         self.result_rows = len(result.rows)
 
-    def show_error(self, error: str) -> None:
-        """One line of error under the editor (empty clears it)."""
+    def show_error(self, error: str, detail: str = "") -> None:
+        """The error under the editor, whole (``detail``, else ``error``; scrolls when long); empty
+        clears it."""
         self.error = error
-        line = Text(fmt.truncate(error, 300), style=fmt.RED) if error else ""
-        self.query_one("#sql-error", Static).update(line)
+        self.error_detail = (detail or error) if error else ""
+        self.query_one("#sql-error", Static).update(Text(self.error_detail, style=fmt.RED))
+        box = self.query_one("#sql-error-box", VerticalScroll)
+        box.set_class(bool(error), "shown")
+        box.scroll_home(animate=False)
 
     # -- history -----------------------------------------------------------------------------------
     def remember(self, sql: str) -> None:
@@ -331,7 +400,33 @@ class SqlScreen(Screen[None]):
     # -- examples -----------------------------------------------------------------------------------
     def action_examples(self) -> None:
         """Focus the list of example queries."""
-        self.query_one("#examples").focus()
+        self.focus_side("#examples")
+
+    def action_tables(self) -> None:
+        """Focus the table browser."""
+        self.focus_side("#tables")
+
+    def focus_side(self, selector: str) -> None:
+        """Focus one of the side lists (on a narrow screen it alone is shown, in the editor's place)."""
+        self.show_side(self.query_one(selector))
+        self.call_after_refresh(self.query_one(selector).focus)
+
+    def show_side(self, active: Widget | None) -> None:
+        """Which side list is shown on a narrow screen (``None``: the editor and the results are)."""
+        self.set_class(active is not None, "-side")
+        for panel in self.query_one("#sql-side").children:
+            panel.set_class(panel is active, "-active")
+
+    def on_descendant_focus(self) -> None:
+        """On a narrow screen a side list is shown while it has the focus."""
+        focused = self.focused
+        side = self.query_one("#sql-side")
+        self.show_side(focused if focused is not None and focused.parent is side else None)
+
+    @on(SchemaTree.Insert)
+    def _insert(self, event: SchemaTree.Insert) -> None:
+        self.editor.insert(event.text)
+        self.editor.focus()
 
     def action_results(self) -> None:
         """Focus the results."""
@@ -352,6 +447,7 @@ class SqlScreen(Screen[None]):
     def _example_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option.id is not None:
             self.load_example(event.option.id)
+            self.editor.focus()
 
     # -- the result: view, copy, export -------------------------------------------------------------
     def value_at(self, row: int, column: int) -> Any:

@@ -3,23 +3,25 @@ steers it, ``u`` unblocks it. Each key posts ``SteerLoop`` up to the app (tui/st
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Final
 
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from tui.messages import SteerLoop
 
+STEERING_KEYS: Final[list[BindingType]] = [
+    Binding("P", "pause_loop", "Pause loop", tooltip="Pause the loop, or resume it when paused"),
+    Binding("g", "steer_loop", "Steer", tooltip="Guidance for the loop's next prompt"),
+    Binding("u", "unblock_loop", "Unblock", tooltip="Unblock the loop: 5 more iterations"),
+]
+"""The steering keys, which each screen lists after its own (so the footer shows them after those;
+tui/widgets/footer.py makes room for them, less needed keys giving way)."""
+
 
 class SteeringScreen(Screen[None]):
-    """A screen showing a session it can steer (``steering_target``): the steering keys."""
-
-    # not in the footer (it has no room left for them): the help screen and the palette list them
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("P", "pause_loop", "Pause/resume loop", show=False),
-        Binding("g", "steer_loop", "Steer", show=False),
-        Binding("u", "unblock_loop", "Unblock", show=False),
-    ]
+    """A screen showing a session it can steer (``steering_target``): the steering keys'
+    actions (its ``BINDINGS`` end with ``STEERING_KEYS``)."""
 
     def steering_target(self) -> str | None:
         """The session the keys act on (``None``: none)."""

@@ -55,6 +55,10 @@ class VirtualTable(ScrollView, can_focus=True):
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("home", "first", "First", show=False),
         Binding("end", "last", "Last", show=False),
+        # vim's keys (``g`` is taken: it steers the loop under the cursor; Home goes to the first row)
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("G", "last", "Last", show=False),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "virtual-table--header",
@@ -99,10 +103,14 @@ class VirtualTable(ScrollView, can_focus=True):
         columns: Sequence[Column],
         render_row: Callable[[str], Sequence[Text]],
         *,
+        flex: str | None = None,
         id: str | None = None,
     ) -> None:
         super().__init__(id=id)
         self.columns = list(columns)
+        self.flex = flex
+        """The column that takes the width left over (its own width is its least)."""
+        self._flex_least = next((c.width for c in self.columns if c.key == flex), 0)
         self.render_row = render_row
         self.sorted_column = ""
         self._keys: list[str] = []
@@ -134,9 +142,43 @@ class VirtualTable(ScrollView, can_focus=True):
         if len(self._lines) > 4 * max(self.size.height, 50):
             self._lines.clear()  # keep only what is likely to be painted again
         self.virtual_size = Size(self._width, len(self._keys) + 1)
+        self.fit_flex()
         target = self._index.get(keep) if keep is not None else None
         self.cursor_row = self._clamp(target if target is not None else self.cursor_row)
         self.refresh()
+
+    # -- widths --------------------------------------------------------------------------------
+    def set_width(self, key: str, width: int) -> None:
+        """Give a column another width (the flexible column gives or takes the difference)."""
+        self.columns = [c._replace(width=width) if c.key == key else c for c in self.columns]
+        if key == self.flex:
+            self._flex_least = width
+        self._resized()
+
+    def fit_flex(self) -> None:
+        """Let the flexible column take the width the others leave (never less than its least)."""
+        if self.flex is None:
+            return
+        region = self.region.shrink(self.styles.gutter)
+        if region.width <= 0:
+            return
+        bar = self.styles.scrollbar_size_vertical if len(self._keys) + 1 > region.height else 0
+        others = sum(c.width for c in self.columns if c.key != self.flex) + GAP * (len(self.columns) + 1)
+        width = max(self._flex_least, region.width - bar - others)
+        if any(c.key == self.flex and c.width != width for c in self.columns):
+            self.columns = [c._replace(width=width) if c.key == self.flex else c for c in self.columns]
+            self._resized()
+
+    def _resized(self) -> None:
+        """The columns' widths changed: every line is painted again."""
+        self._width = sum(c.width for c in self.columns) + GAP * (len(self.columns) + 1)
+        self.virtual_size = Size(self._width, len(self._keys) + 1)
+        self._lines.clear()
+        self.refresh()
+
+    def on_resize(self) -> None:
+        """Another size: the flexible column takes what is left."""
+        self.fit_flex()
 
     def invalidate(self, keys: Iterable[str] | None = None) -> None:
         """Forget the painted lines of these rows (all when ``None``) and repaint."""
