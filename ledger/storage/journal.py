@@ -71,13 +71,16 @@ def journal_path(journals_dir: Path, session_id: str) -> Path:
 def open_journal(path: str | os.PathLike[str], flags: int = READ) -> int:
     """A descriptor on the journal ``path`` (``flags``: ``READ`` or ``APPEND``), which must be a
     regular file reached without following a symbolic link (``O_NOFOLLOW``; a FIFO is not waited
-    on): an ``OSError`` naming the file otherwise."""
+    on): an ``OSError`` naming the file otherwise (to read, a link to nothing is no journal at all:
+    ``FileNotFoundError``)."""
     try:
         fd = os.open(path, flags, FILE_MODE)
     except OSError as exc:
-        if exc.errno == errno.ELOOP and os.path.islink(path):
-            raise OSError(errno.ELOOP, "refused: a symbolic link, not a journal", os.fspath(path)) from None
-        raise
+        if exc.errno != errno.ELOOP or not os.path.islink(path):
+            raise
+        if flags == READ and not os.path.exists(path):  # a dangling link: no journal to read
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(path)) from None
+        raise OSError(errno.ELOOP, "refused: a symbolic link, not a journal", os.fspath(path)) from None
     try:
         mode = os.fstat(fd).st_mode
     except BaseException:
