@@ -33,6 +33,7 @@ from ledger.storage.journal import (
     locate_new,
     open_journal,
     read_span,
+    span_has_long_line,
 )
 from ledger.storage.schema import (
     invalid_rows_predicate,
@@ -106,6 +107,10 @@ class _Work:
     span: Span
     end: int = 0  # offset the ingest reached
     last_seq: int = 0  # seq of its last event after the ingest
+
+
+class _LongLine(Exception):
+    """A journal's new lines hold one over ``MAX_LINE``: only the exact path reads past it."""
 
 
 @dataclass(slots=True)
@@ -213,6 +218,8 @@ def _ingest_all(
     try:
         mark = -1 if mode == "exact" else _scalar(con, "SELECT coalesce(max(rowid), -1) FROM events")
         while (item := feed.get()) is not None:
+            if isinstance(item, _LongLine):
+                return False
             if isinstance(item, BaseException):
                 raise item
             watch = None if progress is None else _partial(loaded, item, progress)
@@ -261,6 +268,7 @@ def _read_batches(
             pos = positions.get(path.name, Position())
             try:
                 span = locate_new(path, pos.offset, pos.head)
+                long = mode != "exact" and span_has_long_line(span)
             except OSError as exc:
                 why = f"cannot read journal: {error_reason(exc)}"
                 report.bad_lines.append(BadLine(str(path), 0, why, ""))
@@ -270,6 +278,9 @@ def _read_batches(
                 pos = Position()
             if span.empty and not span.truncated:
                 continue
+            if long:
+                out.put(_LongLine(path))
+                return
             batch.append(_Work(path, path.stem, pos, span))
             size += span.end - span.start
             if size >= batch_bytes:
@@ -468,7 +479,7 @@ def _insert(
             con.execute("DELETE FROM events WHERE session_id = ?", [w.session_id])
             con.execute("DELETE FROM ingest_errors WHERE journal = ?", [w.path.name])
     path = str(batch.tmp).replace("'", "''")
-    # a line over MAX_LINE fails the fast paths: the exact path then reports it as a bad line
+    # the fast paths never see a line over MAX_LINE (_LongLine); the exact path's lines were written again
     most = MAX_LINE + EXACT_SLACK if exact else MAX_LINE
     columns = f"columns={read_json_columns()}, maximum_object_size={most}"
     src = f"read_json('{path}', format='newline_delimited', {columns})"
