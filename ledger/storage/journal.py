@@ -36,8 +36,8 @@ TAIL_CHUNK: Final = 64 * 1024
 HEAD_BYTES: Final = 256
 FILE_MODE: Final = 0o600
 MAX_LINE: Final = 16 * 1024 * 1024
-"""The most bytes a journal line holds (its newline not counted): a longer one is a bad line, as
-DuckDB's JSON reader would refuse it (its ``maximum_object_size``), and the rest is read."""
+"""The most bytes a journal line holds (its newline not counted): a longer one is a bad line and the
+rest is read (DuckDB's JSON reader, at this ``maximum_object_size``, refuses some: docs/design/homes.md)."""
 READ: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 APPEND: Final = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
