@@ -88,7 +88,7 @@ class _Watch:
     """This process's watcher and the groups it was told of."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a signal's handler may end a child while it is held
         self.pipe: IO[bytes] | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.groups: list[int] = []
@@ -185,14 +185,29 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def alive(group: int) -> bool:
-    """Whether process group ``group`` still has a member."""
+    """Whether process group ``group`` still has a member that runs (a zombie waiting for its
+    reaper has ended; another user's counts: it is not ours to end)."""
     try:
         os.killpg(group, 0)
     except ProcessLookupError:
         return False
-    except OSError:  # another user's: alive, not ours to end
+    except OSError:
         return True
-    return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc: the kernel's answer stands
+        return True
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(group).encode() and fields[0] != b"Z":
+            return True
+    return False
 
 
 def end_group(group: int, wait: float = 5.0) -> bool:

@@ -120,9 +120,10 @@ class Claim:
         """Write the groups this runner's children lead into its file (for ``ledger.core.processes``)."""
         listed = " ".join(f"{g}:{start_time(g)}" for g in groups)
         text = f"{os.getpid()}\n" + (f"agents {listed}\n" if listed else "")
-        with contextlib.suppress(OSError):
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, text.encode(), 0)
+        data = text.encode()
+        with contextlib.suppress(OSError):  # the pid first, always there for a runner refused meanwhile
+            os.pwrite(self.fd, data, 0)
+            os.ftruncate(self.fd, len(data))
 
 
 def _end_left(claim: Claim, text: str) -> None:

@@ -175,11 +175,11 @@ def unlanded(events: Sequence[ev.Event], landed: Sequence[ev.AnyEvent]) -> list[
     was = [i for i, e in enumerate(landed) if isinstance(e, ev.ValidationRan)]
     if was:
         return rest[len(landed) - 1 - was[0] :]
-    counts = Counter(type(e) for e in landed)
+    counts = Counter(type(e).__name__ for e in landed)
     kept: list[ev.Event] = []
     for e in first:
-        if counts[type(e)] > 0:
-            counts[type(e)] -= 1
+        if counts[type(e).__name__] > 0:
+            counts[type(e).__name__] -= 1
         else:
             kept.append(e)
     return kept + rest
