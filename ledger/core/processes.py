@@ -1,15 +1,11 @@
-"""Child processes that lead a session of their own (agents, validation commands): they never
-outlive the process that started them, and end whole.
+"""Child processes (agents, validation commands) that lead a session of their own, end whole, and
+never outlive the process that started them.
 
-``start`` runs a command as the leader of a new session (its own process group) whose kernel death
-signal (``PR_SET_PDEATHSIG``) is SIGKILL: the leader dies with the thread that started it, SIGKILL
-included. Its own children stay in its group, out of that signal's reach, so a process that is
-``watching`` also has a watcher: a small process of its own session reading a pipe whose write end
-only this process holds. ``start`` writes each group there and ``done`` takes it off; when the pipe
-closes (this process ended, however it ended) the watcher kills every group still listed.
-``on_groups`` hears the list change: the runner keeps it in its pid file, so a resume can end a
-group that both missed (``end_group``). ``kill_group`` ends one whole. Why and what it does not
-cover: docs/design/child-processes.md.
+``start`` makes the leader die with the thread that started it (``PR_SET_PDEATHSIG``, SIGKILL); a
+process that is ``watching`` also has a watcher process, which kills the groups still listed when
+this process ends however it ends (the pipe to it closes); ``on_groups`` hears the list change (the
+runner keeps it in its pid file, for a resume to end a group both missed: ``end_group``).
+``kill_group`` ends one group whole. How and what it does not cover: docs/design/child-processes.md.
 """
 
 from __future__ import annotations
@@ -106,6 +102,7 @@ class _Watch:
             self.pipe = None
 
     def changed(self) -> None:
+        """Tell the listeners the groups now listed."""
         for listener in self.listeners:
             with contextlib.suppress(Exception):  # a pid file that cannot be written: the rest holds
                 listener(tuple(self.groups))

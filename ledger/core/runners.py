@@ -1,17 +1,11 @@
 """Which process runs a session's loop: one ``ralph-ledger run`` at a time per session.
 
-While ``run`` runs a session (started or resumed) it holds an exclusive ``flock`` on
-``<home>/runners/<session>.pid`` (owner only), which holds its pid. A second ``run`` of the same
-session finds the lock held and is refused with that pid, before any agent starts. The kernel
-releases the lock when its holder ends, killed too, so a runner that died never blocks a resume,
-and a pid reused by another process cannot be mistaken for a runner: only the lock says one is
-alive, the pid only names it (``docs/runner.md``).
-
-The file also lists the process groups of the runner's agent and rules while they run
-(``agents G:T ...``, ``T`` the leader's start time, ``ledger.core.processes``). A runner killed with
-SIGKILL leaves its file behind; the next runner of the session that takes it ends the groups it
-lists that still live (the leader gone, or the same process by its start time), before any agent
-starts: a resume never runs beside an agent of the run it resumes.
+While ``run`` runs a session it holds an exclusive ``flock`` on ``<home>/runners/<session>.pid``
+(owner only), which names its pid: a second ``run`` of the session is refused with that pid, before
+any agent starts. Only the lock, which the kernel releases when its holder dies, says a runner is
+alive. The file also lists the process groups of its agent and rules (``agents G:T``, ``T`` the
+leader's start time); the next runner that takes a killed runner's file ends those still alive
+before any agent starts. Why: docs/runner.md, docs/design/child-processes.md.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ class Family:
         self.project.write(
             "ralph.toml",
             f"max_iterations = {max_iterations}\n[[rules]]\nname = 'slow'\ntype = 'command'\n"
-            f"argv = {json.dumps(rule)}\n",
+            f"argv = {json.dumps(rule)}\n[guards.validation_stall]\nenabled = false\n",
         )
         self.project.write("PROMPT.md", "Make the tests pass.\n")
 
