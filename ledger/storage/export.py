@@ -34,7 +34,7 @@ SOURCE_RE: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 MANIFEST: Final = "_export.json"
 STAGING: Final = ".staging"
 VIEW_NAMES: Final = r"[0-9][0-9]-[^/]+\.sql"
-"""The names of the view files an export writes (``NN-name.sql``), as a regular expression."""
+"""The view files an export writes (two digits, a dash, the view, .sql), as a regular expression."""
 STALE_S: Final = 60.0
 """Seconds after which a temp file of a dead pid is an export's leftover: the dataset may be shared
 with other machines, where that pid may be a live export of theirs."""
