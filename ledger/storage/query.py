@@ -44,8 +44,22 @@ class ReadOnlyViolation(Exception):
         self.detail = detail or message
 
 
+_IN_EXTENSION: Final = re.compile(
+    r'with name "?([\w.]+)"? is not in the catalog, but it exists in the (\w+) extension'
+)
+"""DuckDB's error for a function of an extension it may not install or load (``EXTENSIONS_OFF``)."""
+
+
 def sql_error(exc: BaseException) -> ReadOnlyViolation:
-    """A DuckDB error as the one line ``SQL error: ...``, with its whole message as the detail."""
+    """A DuckDB error as the one line ``SQL error: ...``, with its whole message as the detail; a
+    function of an extension as the refusal it is (DuckDB's hint, to install the extension or to
+    switch auto-install on, cannot be followed here)."""
+    found = _IN_EXTENSION.search(str(exc))
+    if found is not None:
+        return ReadOnlyViolation(
+            f"refused: {found.group(1)}() is in DuckDB's {found.group(2)} extension, "
+            "and queries here install and load no extension"
+        )
     return ReadOnlyViolation(f"SQL error: {one_line(exc)}", f"SQL error: {all_lines(exc)}")
 
 

@@ -58,7 +58,7 @@ def serve(terminals: list[Terminal], project: Project, *args: str) -> Terminal:
 
 def served_address(said: str) -> str:
     """The address (with its token) in what ``ralph-tui --serve`` said."""
-    found = re.search(r"serving on (http://\S+/\?token=[\w-]{32})\b", said)
+    found = re.search(r"serving on (http://\S+/\?token=[\w-]{32})(?![\w-])", said)
     assert found, said
     return found.group(1)
 
