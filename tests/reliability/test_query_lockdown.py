@@ -136,6 +136,7 @@ def test_every_query_path_is_locked_down(bed: Bed, path: str, tmp_path: Path) ->
     answers = through(path, bed, queries, user, log)
     assert len(answers) == len(queries)
     assert answers[0] == (True, repr([(bed.events,)])), answers[0]  # the ledger still answers
+    assert answers[1][1].startswith("refused: excel_text() is in DuckDB's excel extension"), answers[1]
     for sql, (answered, said) in zip(queries[1:], answers[1:], strict=True):
         assert not answered, f"{path}: {sql!r} ran: {said[:300]}"
         assert one_line(said) and MARKER not in said and "root:" not in said, (path, sql, said)
