@@ -4,11 +4,10 @@ Only one SELECT (or EXPLAIN) statement is accepted, checked on DuckDB's own pars
 (``json_serialize_sql``) before it runs: every query node must be a read (``READ_NODES``: a DELETE
 or COPY hidden in a CTE is refused), every table a table or view of the ledger or a CTE in scope,
 every table function a detector, a ``duckdb_*`` catalog function, ``range``/``generate_series`` or
-``unnest`` (so ``read_csv('/etc/passwd')`` and ``glob('*')`` are refused). The query also runs in a
-read-only transaction, on a connection locked down (``lock_down``, the one definition every
-query path uses: ``sql``, the TUI's console, ``--dataset``, ``Monitor.query``): no extension
-installed or loaded, no file read or written but in the folders its own ingest needs. Why, and
-what is refused as a user sees it: docs/design/query-lockdown.md, docs/cli.md.
+``unnest`` (so ``read_csv('/etc/passwd')`` and ``glob('*')`` are refused). It runs in a read-only
+transaction on a connection locked down by ``lock_down``, the one lockdown of every query path: no
+extension installed or loaded, no file touched but in the folders its own ingest needs. Why:
+docs/design/query-lockdown.md; what is refused, as a user sees it: docs/cli.md.
 """
 
 from __future__ import annotations

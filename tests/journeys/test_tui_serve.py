@@ -50,7 +50,7 @@ def listening(port: int) -> list[str]:
 
 def serve(terminals: list[Terminal], project: Project, *args: str) -> Terminal:
     """``ralph-tui --serve ARGS`` typed in the project; waits for its one line."""
-    term = Terminal([script("ralph-tui"), "--serve", *args], cwd=project.dir, env=clean_env(), size=(160, 10))
+    term = Terminal([script("ralph-tui"), "--serve", *args], cwd=project.dir, env=clean_env(), size=(200, 10))
     terminals.append(term)
     term.wait_for("Ctrl-C stops", timeout=15)
     return term
