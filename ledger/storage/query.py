@@ -106,23 +106,23 @@ def lock_down(con: duckdb.DuckDBPyConnection, allowed: Sequence[Path] = (), *, f
     user SQL runs on it: no extension installed or loaded (``EXTENSIONS_OFF``), file access off
     for good but in the folders ``allowed`` (a monitor's own ingest: its scratch files, a
     dataset's Parquet files), and, ``final``, the configuration locked (a connection that keeps
-    ingesting changes settings of its own, so a monitor's is not). Again: a no-op, or the
-    extension settings said again. docs/design/query-lockdown.md."""
-    if _setting(con, "lock_configuration"):
+    ingesting changes settings of its own, so a monitor's is not). Again: one look, a no-op
+    (docs/design/query-lockdown.md)."""
+    row = con.execute(
+        "SELECT current_setting('lock_configuration'), current_setting('enable_external_access'),"
+        " current_setting('autoinstall_known_extensions') OR current_setting('autoload_known_extensions')"
+    ).fetchone()
+    locked, external, extensions = row if row is not None else (False, True, True)
+    if locked or (not external and not extensions and not final):
         return
     for statement in EXTENSIONS_OFF:
         con.execute(statement)
-    if _setting(con, "enable_external_access"):
+    if external:
         folders = ", ".join(_literal(str(p)) for p in dict.fromkeys(allowed))
         con.execute(f"SET allowed_directories = [{folders}]")
         con.execute("SET enable_external_access = false")
     if final:
         con.execute("SET lock_configuration = true")
-
-
-def _setting(con: duckdb.DuckDBPyConnection, name: str) -> Any:
-    row = con.execute(f"SELECT current_setting('{name}')").fetchone()
-    return row[0] if row is not None else None
 
 
 def _literal(text: str) -> str:
