@@ -208,13 +208,16 @@ def terminals() -> Iterator[list[Terminal]]:
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs mounted at ``tmp_path/disk`` (root only), unmounted afterwards."""
+    """A 4 MiB tmpfs mounted at ``tmp_path/disk`` (root only; owner-only, as a home must be),
+    unmounted afterwards."""
     disk = tmp_path / "disk"
     disk.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs to fill needs root; this machine runs the tests as a user")
     mount = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True, text=True
+        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
     )
     if mount.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {mount.stderr.strip()}")
