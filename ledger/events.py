@@ -257,7 +257,10 @@ class StopDecided(Event, frozen=True, kw_only=True, gc=False, tag="stop_decided"
     ``background_tasks`` still known to the client (each as sent: ``id``, ``type`` such as
     ``subagent``, ``status`` such as ``running``, ``description``, ``agent_type``) and its
     ``session_crons``. ``waiting``: the stop was allowed without ending the iteration because
-    sub-agents still ran (docs/design/claude-code-stop.md)."""
+    sub-agents still ran (docs/design/claude-code-stop.md). ``stop_id``: the stop's identity, and
+    ``answer``: what the hook printed on stdout for it; a stop run again after its answer was lost
+    (its warm worker killed) is answered with ``answer`` and recorded once (``""`` in older
+    journals and for other agents)."""
 
     decision: StopDecision
     reason: str = ""
@@ -266,6 +269,8 @@ class StopDecided(Event, frozen=True, kw_only=True, gc=False, tag="stop_decided"
     background_tasks: list[dict[str, Any]] = []
     session_crons: list[dict[str, Any]] = []
     waiting: bool = False
+    stop_id: str = ""
+    answer: str = ""
 
 
 class SessionCompleted(Event, frozen=True, kw_only=True, gc=False, tag="session_completed"):

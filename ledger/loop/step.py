@@ -23,6 +23,7 @@ from ledger.loop.decision import (
     Wait,
     compose_prompt,
     lead_of,
+    recorded_stop,
     status_line,
     steered,
     with_line,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from ledger.loop.engine import Engine
     from ledger.loop.engine_types import SessionView, ValidateResult
 
-__all__ = ["Continue", "Decision", "End", "Lead", "LoopSession", "Turn", "Wait", "steered"]
+__all__ = ["Continue", "Decision", "End", "Lead", "LoopSession", "Turn", "Wait", "recorded_stop", "steered"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,11 @@ class LoopSession:
     def started(self) -> ev.SessionStarted:
         """The session's (last) ``session_started``: its prompt, agent command, worktree."""
         return [e for e in self.events() if isinstance(e, ev.SessionStarted)][-1]
+
+    def recorded_stop(self, stop_id: str) -> ev.StopDecided | None:
+        """The decision already recorded for the driver's stop ``stop_id``: answer with it, take no
+        turn (:func:`ledger.loop.decision.recorded_stop`); ``None`` for a new stop."""
+        return recorded_stop(self.engine.view(self.session_id).events, stop_id)
 
     def let_go(self) -> bool:
         """Whether a person let this hook-driven loop go (paused, or ended and then unblocked): its

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -22,14 +23,19 @@ from ledger.core.home import make_root
 from ledger.drivers.claude_code.stop.requester import served_for
 from ledger.drivers.claude_code.stop.warm import (
     ACCEPT,
+    BEAT,
+    BEATING,
     IDLE,
     LOCK,
     NATIVE,
     PRINTED,
     SOCKET,
+    WATCH,
     Reply,
     Request,
     code_stamp,
+    is_sent,
+    peer,
     recv,
     recv_exact,
     send,
@@ -37,6 +43,8 @@ from ledger.drivers.claude_code.stop.warm import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ledger.core.home import Home
     from ledger.drivers.claude_code.stop.stop_input import HookOutcome
 
@@ -53,85 +61,188 @@ def _sweep_sockets(path: Path) -> None:
                     os.unlink(entry.path)
 
 
-def serve(root: Path, idle: float = IDLE, *, native: bool = False) -> int:
+def _lock(path: Path) -> int | None:
+    """The home's worker lock, held (its file says which process serves); None when another worker
+    holds it, or the file is not this user's own plain file: a symlink is never followed (a planted
+    one must not truncate what it points at), nor another user's file or a hard link written to."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError:  # a symlink (ELOOP), a folder, no permission
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+        os.close(fd)
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())  # who serves (to stop it: SIGTERM that pid)
+    return fd
+
+
+class _Listener:
+    """The worker's socket, bound and listening under a temporary name, then renamed into place: a
+    hook never finds a socket that refuses it (it would start a second worker, which would take
+    over this one's lock). Owner-only from its creation (umask), never ``chmod``-ed by name."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path = path
+        fresh = path.with_name(f".{SOCKET}.{os.getpid()}")
+        fresh.unlink(missing_ok=True)
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            server.bind(str(fresh))
+        finally:
+            os.umask(old)
+        self.ident = os.lstat(fresh).st_ino
+        server.listen(16)
+        server.settimeout(timeout)
+        os.replace(fresh, path)
+        self.server = server
+
+    def here(self) -> bool | None:
+        """Whether the socket is still in place: True; None when it is gone (removed: bind it
+        again); False when something else took its name (leave it)."""
+        try:
+            return os.lstat(self.path).st_ino == self.ident
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return False
+
+    def remove(self) -> None:
+        """Remove the socket if it is still this one's."""
+        with contextlib.suppress(OSError):
+            if self.here():
+                self.path.unlink()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def serve(root: Path, idle: float = IDLE, *, native: bool = False, code: int | None = None) -> int:
     """Serve the stops of the home at ``root`` until ``idle`` seconds pass without one; ``native``:
-    a ledger-native stop started it (see :func:`_warm_up`)."""
+    a ledger-native stop started it (see :func:`_warm_up`); ``code``: the package's stamp when the
+    process started (``warm.code_stamp``)."""
     from ledger.core.home import Home
+
+    code = code_stamp() if code is None else code
     from ledger.drivers.claude_code.stop import hook  # noqa: F401  (the stop's modules: imported once, now)
 
     home = Home.resolve(root)
     make_root(home.root)
-    lock = os.open(home.root / LOCK, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return 0  # another worker serves this home
-    os.ftruncate(lock, 0)
-    os.write(lock, f"{os.getpid()}\n".encode())  # who serves (to stop it: SIGTERM that pid)
-    code = code_stamp()
+    lock = _lock(home.root / LOCK)
+    if lock is None:
+        return 0  # another worker serves this home, or its lock file is not to be trusted
     _warm_up(home, native)
     path = Path(socket_path(home.root))
     _sweep_sockets(path)
-    # bound and listening under a temporary name, then renamed into place: a hook never finds a
-    # socket that refuses it (it would start a second worker, which would take over this one's lock)
-    fresh = path.with_name(f".{SOCKET}.{os.getpid()}")
-    fresh.unlink(missing_ok=True)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o077)
-    try:
-        server.bind(str(fresh))
-    finally:
-        os.umask(old)
-    os.chmod(fresh, 0o600)
-    ident = os.stat(fresh).st_ino
-    server.listen(16)
-    server.settimeout(min(idle, REFOLD))
-    os.replace(fresh, path)
-
-    def remove_socket() -> None:
-        with contextlib.suppress(OSError):
-            if os.stat(path).st_ino == ident:  # still ours
-                path.unlink()
-
+    listener = _Listener(path, min(idle, REFOLD))
     busy, stopping = [False], [False]
+    retired = [False]
+
+    def retire() -> None:
+        """Give the home up at once (the package changed): the socket and the lock, so the worker
+        the next stop starts takes over."""
+        if not retired[0]:
+            retired[0] = True
+            listener.remove()
+            os.close(lock)
 
     def on_term(signum: int, frame: object) -> None:
         """SIGTERM: at once when idle; after the stop (and its catch-up) when serving one. Never an
         exception, which DuckDB could turn into an interrupted query caught as an error."""
         stopping[0] = True
         if not busy[0]:
-            remove_socket()
+            listener.remove()
             os._exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
+    beats = _Beats()
     try:
         last = time.monotonic()
         served = False
         while not stopping[0]:
             try:
-                conn, _ = server.accept()
+                conn, _ = listener.server.accept()
             except TimeoutError:
                 waited = time.monotonic() - last
                 if waited >= idle:
                     return 0
+                there = listener.here()
+                if there is None:  # its socket was removed: in place again, or every stop starts
+                    listener.close()  # a worker that exits at once (this one holds the lock)
+                    listener = _Listener(path, REFOLD)
+                elif not there:
+                    return 0  # something else has the socket's name: leave it, and the home
                 early = not served and waited < WARMING
                 if early:  # the stop that started this worker may still be writing its journal
                     _warm_up(home, native)
-                server.settimeout(min(idle - waited, REFOLD) if early else idle - waited)
+                listener.server.settimeout(min(idle - waited, REFOLD if early else WATCH))
+                continue
+            if not _trusted(conn):
+                conn.close()  # another user's process: nothing read, nothing run
                 continue
             busy[0] = True
             served = True
             with conn:
-                if not _serve_one(conn, home, code):
+                if not _serve_one(conn, home, code, beats, retire):
                     return 0  # the package was upgraded: the next stop starts a new worker
             busy[0] = False
             last = time.monotonic()
-            server.settimeout(idle)
+            listener.server.settimeout(min(idle, WATCH))
         return 0
     finally:
-        remove_socket()
-        server.close()
-        os.close(lock)
+        if not retired[0]:
+            listener.remove()
+            os.close(lock)
+        listener.close()
+
+
+def _trusted(conn: socket.socket) -> bool:
+    """Whether the process at the other end of ``conn`` is this user's (``SO_PEERCRED``)."""
+    try:
+        who = peer(conn)
+    except OSError:
+        return False
+    return who is not None and who[1] == os.geteuid()
+
+
+class _Beats:
+    """A thread that sends :data:`warm.BEATING` every :data:`warm.BEAT` seconds on the connection of
+    the stop being served, until its reply: the hook waiting for it tells a slow stop (a long rule)
+    from a stuck worker (stopped, hung), which goes silent (``warm._awaited``)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.conn: socket.socket | None = None
+        self.active = threading.Event()
+        threading.Thread(target=self._run, name="stop-beats", daemon=True).start()
+
+    def serving(self, conn: socket.socket | None) -> None:
+        """Beat on ``conn`` from now on (None: stop beating; once this returns, no beat follows)."""
+        with self.lock:
+            self.conn = conn
+            if conn is None:
+                self.active.clear()
+            else:
+                self.active.set()
+
+    def _run(self) -> None:
+        while True:
+            self.active.wait()
+            time.sleep(BEAT)
+            with self.lock:
+                if self.conn is not None:
+                    with contextlib.suppress(OSError):
+                        self.conn.send(BEATING, socket.MSG_DONTWAIT)
 
 
 REFOLD = 0.25
@@ -222,9 +333,16 @@ def _waiting(conn: socket.socket) -> bool:
         return False
 
 
-def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
-    """One stop: the request, the handshake, the stop run as the hook would, the reply. False when
-    the hook runs other code than this worker (then it runs the stop itself)."""
+def _serve_one(
+    conn: socket.socket,
+    home: Home,
+    code: int,
+    beats: _Beats | None = None,
+    retire: Callable[[], None] | None = None,
+) -> bool:
+    """One stop: the request, the handshake, the stop run as the hook would (beating meanwhile), the
+    reply. False when the hook runs other code than this worker: it is ``retire``-d first (socket and
+    lock given up), then the connection closed, and the hook runs the stop itself."""
     from ledger.drivers.claude_code.stop.error_sink import allowing
     from ledger.drivers.claude_code.stop.hook import run
 
@@ -232,6 +350,8 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
         conn.settimeout(5.0)
         request = Request.decode(recv(conn))
         if request.code != code:
+            if retire is not None:
+                retire()
             return False
         if Path(request.home) != home.root:
             return True  # another home's: the hook runs it itself
@@ -242,17 +362,22 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
     except (OSError, ValueError):
         return True  # the hook gave up (too slow) or sent nonsense: it runs the stop itself
     here, environ = os.getcwd(), dict(os.environ)
+    if beats is not None:
+        beats.serving(conn)
     try:
         os.chdir(request.cwd)
-        os.environ.clear()
-        os.environ.update(request.env)
+        os.environ.clear()  # this worker's own environment, with the stop's variables in place
+        os.environ.update({k: v for k, v in environ.items() if not is_sent(k)})
+        os.environ.update({k: v for k, v in request.env.items() if is_sent(k)})
         with served_for(lambda: _waiting(conn)):
-            outcome = run(request.raw, home_arg=request.home_arg)
+            outcome = run(request.raw, home_arg=request.home_arg, mark=request.mark)
     except OSError as exc:  # the hook's directory is gone: the stop is allowed, as in-process
         from ledger.drivers.claude_code.stop.stop_input import HookOutcome
 
         outcome = HookOutcome(stderr=allowing(exc) + "\n")
     finally:
+        if beats is not None:
+            beats.serving(None)
         os.environ.clear()
         os.environ.update(environ)
         with contextlib.suppress(OSError):
@@ -316,10 +441,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    code = code_stamp()  # the code this process runs: stamped before the stop's modules are imported
     from ledger.storage import fold
 
     fold.PRICES = False  # never the price library on a stop's path (unless a cost guard needs it)
-    return serve(Path(args[0]), idle, native=native)
+    return serve(Path(args[0]), idle, native=native, code=code)
 
 
 if __name__ == "__main__":
