@@ -105,7 +105,7 @@ def recorded_stop(events: Sequence[ev.AnyEvent], stop_id: str) -> ev.StopDecided
     """The decision already recorded for the stop whose identity is ``stop_id``: the stop was run
     before and its answer lost (a warm worker killed between its append and its reply), so it is
     answered with what was recorded and takes no turn again; ``None`` for a stop not yet decided
-    (or with no identity). docs/design/claude-code-stop.md ("A stop is decided once")."""
+    (or with no identity). docs/design/warm-worker.md ("A stop is decided once")."""
     if not stop_id:
         return None
     for e in reversed(events):

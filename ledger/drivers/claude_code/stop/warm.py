@@ -29,6 +29,8 @@ from ledger.drivers.claude_code.stop.locate import (
     hook_home,
     new_mark,
 )
+from ledger.drivers.claude_code.stop.warm_checks import code_stamp as code_stamp  # the tests' too
+from ledger.drivers.claude_code.stop.warm_checks import peer, stop_env
 
 SOCKET = "stop-worker.sock"
 LOCK = "stop-worker.lock"
@@ -144,100 +146,6 @@ OFF = ("0", "false", "no", "off")
 def wanted(env: dict[str, str] | None = None) -> bool:
     """Whether the hook asks a worker: yes unless ``RALPH_WARM`` is one of :data:`OFF`."""
     return (os.environ if env is None else env).get(ENV, "").strip().lower() not in OFF
-
-
-PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-"""The installed ``ledger`` package's folder."""
-CODE = (".py", ".sql")
-"""The package's files whose change makes a running worker stale (its modules, its views and
-detectors)."""
-DIST = "ralph_ledger-"
-"""How the installed distribution's metadata folder begins (``ralph_ledger-VERSION.dist-info``)."""
-
-
-def _stamp_tree(folder: str, into: list[str]) -> None:
-    """Each code file under ``folder`` as ``path size mtime`` into ``into`` (``__pycache__`` aside)."""
-    with os.scandir(folder) as entries:
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                if e.name != "__pycache__":
-                    _stamp_tree(e.path, into)
-            elif e.name.endswith(CODE):
-                st = e.stat()
-                into.append(f"{e.path} {st.st_size} {st.st_mtime_ns}")
-
-
-def _version(into: list[str]) -> None:
-    """The installed version into ``into``: the distribution's metadata folder beside the package
-    (an install), or the project file beside it (an editable install), with its size and time."""
-    parent = os.path.dirname(PACKAGE)
-    with os.scandir(parent) as entries:
-        for e in entries:
-            if e.name.startswith(DIST) or e.name == "pyproject.toml":
-                st = e.stat()
-                into.append(f"{e.name} {st.st_size} {st.st_mtime_ns}")
-
-
-def code_stamp() -> int:
-    """A stamp of the whole installed package: every module, view and detector under ``ledger/``
-    (its path, size and modification time) and the version. Any upgrade or edit changes it, so a
-    worker started before never serves a hook running after (about 0.4 ms: one ``stat`` a file)."""
-    import zlib
-
-    lines: list[str] = []
-    try:
-        _stamp_tree(PACKAGE, lines)
-        _version(lines)
-    except OSError:
-        return -1
-    lines.sort()
-    return zlib.crc32("\n".join(lines).encode("utf-8", "surrogateescape")) | len(lines) << 32
-
-
-SAFE_ENV = frozenset(
-    (
-        "PATH",
-        "HOME",
-        "USER",
-        "LOGNAME",
-        "SHELL",
-        "LANG",
-        "LANGUAGE",
-        "TZ",
-        "TMPDIR",
-        "TERM",
-        "NO_COLOR",
-        "VIRTUAL_ENV",
-        "CLAUDE_PROJECT_DIR",
-        "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP",
-        "CLAUDE_CODE_SESSION_ID",
-    )
-)
-"""The variables of the hook's environment a stop needs, besides ``RALPH_*`` and ``LC_*``: where it
-runs and for whom, the locale and clock, Claude Code's project and block cap. Nothing else (no API
-key, no token) is sent to a worker."""
-SAFE_PREFIXES = ("RALPH_", "LC_")
-
-
-def stop_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """The variables of ``env`` (the hook's environment) sent to the worker (:data:`SAFE_ENV`)."""
-    environ = os.environ if env is None else env
-    return {k: v for k, v in environ.items() if is_sent(k)}
-
-
-def is_sent(name: str) -> bool:
-    """Whether a variable of this name is one a stop's request carries (:func:`stop_env`)."""
-    return name in SAFE_ENV or name.startswith(SAFE_PREFIXES)
-
-
-def peer(sock: _socket.socket) -> tuple[int, int] | None:
-    """The process id and user id of the other end of a connected AF_UNIX socket (``SO_PEERCRED``),
-    None where the system cannot say (then no worker is trusted)."""
-    option = getattr(_socket, "SO_PEERCRED", None)
-    if option is None:
-        return None
-    cred = sock.getsockopt(_socket.SOL_SOCKET, option, 12)  # struct ucred: pid, uid, gid
-    return int.from_bytes(cred[0:4], sys.byteorder), int.from_bytes(cred[4:8], sys.byteorder)
 
 
 def socket_path(home: str | os.PathLike[str]) -> str:
