@@ -326,7 +326,8 @@ class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_
     loop's session at its current iteration: which sub-agent (``agent_id``, ``agent_type``), its own
     transcript (``transcript_path``, read up to ``transcript_offset``) and what it did there. Its
     ``tokens`` count in the session's tokens and, priced at its ``model`` (its transcript's), in its
-    cost (``sql/views/turn_tokens.sql``, ``turn_costs.sql``); it never decides a stop.
+    cost (``sql/views/turn_tokens.sql``, ``turn_costs.sql``); it never decides a stop. ``stop_id``:
+    the SubagentStop's identity (as ``stop_decided``'s), so one run again is recorded once.
     """
 
     agent_id: str = ""
@@ -338,6 +339,7 @@ class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_
     files_modified: list[str] = []
     output_excerpt: str = ""
     model: str = ""
+    stop_id: str = ""
 
 
 class NotificationSent(Event, frozen=True, kw_only=True, gc=False, tag="notification_sent"):

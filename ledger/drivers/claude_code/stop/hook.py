@@ -53,7 +53,7 @@ def run(
         if data.hook_event_name == "SubagentStop":  # recorded for the parent loop; never blocks
             from ledger.drivers.claude_code.stop.subagent import subagent_stop
 
-            return subagent_stop(data, project, home, clock, sink)
+            return subagent_stop(data, project, home, clock, sink, stop_id)
         if (project / LOOP_FILE).exists():  # a ledger-native loop: the engine decides (imports DuckDB)
             from ledger.drivers.claude_code.stop.native import native_stop
 
