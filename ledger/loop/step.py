@@ -154,7 +154,11 @@ class LoopSession:
     def recorded_stop(self, stop_id: str) -> ev.StopDecided | None:
         """The decision already recorded for the driver's stop ``stop_id``: answer with it, take no
         turn (:func:`ledger.loop.decision.recorded_stop`); ``None`` for a new stop."""
-        return recorded_stop(self.engine.view(self.session_id).events, stop_id)
+        if not stop_id:
+            return None
+        from ledger.storage.fold import events_of  # the journal's events, as folded for the stop
+
+        return recorded_stop(events_of(self.engine.journal(self.session_id).path), stop_id)
 
     def let_go(self) -> bool:
         """Whether a person let this hook-driven loop go (paused, or ended and then unblocked): its

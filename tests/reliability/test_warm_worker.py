@@ -125,7 +125,7 @@ def test_a_worker_killed_between_its_append_and_its_reply_leaves_one_decision_pe
     claude = Claude(project)
     claude.text("turn 0", tokens=(100, 1))
     assert '"block"' in claude.stop(prompt_id="p1").stdout  # the claim, in-process
-    worker = None
+    worker: subprocess.Popen[bytes] | None = None
     try:
         spent = [100]
         for k in range(1, 5):
