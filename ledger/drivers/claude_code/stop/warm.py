@@ -1,16 +1,12 @@
 """The warm stop worker's client: the Stop hook's entry, which hands the stop to a process that stays up.
 
-:func:`hook_main` finds the loop and the home (``ledger.drivers.claude_code.stop.locate``) with the
-standard library only, and asks the home's worker (``ledger.drivers.claude_code.stop.warm_worker``,
-on ``<home>/stop-worker.sock``) to run the very same stop; a two-step handshake means a stop is run
-by the worker or by the hook process, never both, and anything amiss runs it in-process, unchanged.
-Every wait is bounded (a worker serving a stop beats every :data:`BEAT` seconds; one silent for
-:data:`SILENCE` is stuck, and ended), the worker's credentials are checked (``SO_PEERCRED``: the
-same user), and it is sent only the variables a stop needs (:func:`stop_env`); a stop run again
-after its worker was lost is answered from its journal, never decided twice (its identity,
-:func:`ledger.drivers.claude_code.stop.locate.new_mark`). ``RALPH_WARM=0`` turns it off. Why, how it
-is started and stopped, and its faults: docs/performance.md (The warm stop worker),
-docs/design/warm-worker.md.
+:func:`hook_main` finds the loop and the home (``locate``) with the standard library only and asks
+the home's worker (``warm_worker``, on ``<home>/stop-worker.sock``) to run the very same stop: a
+two-step handshake means the worker or the hook process runs it, never both; anything amiss runs it
+in-process, as the same stop (a stop already recorded is answered from its journal). Every wait is
+bounded (the worker beats while it serves), both ends check the other is the same user, and only
+the variables a stop needs are sent. ``RALPH_WARM=0`` turns it off. Why and how:
+docs/performance.md (The warm stop worker), docs/design/warm-worker.md.
 """
 
 from __future__ import annotations
