@@ -127,26 +127,34 @@ def test_a_worker_killed_between_its_append_and_its_reply_leaves_one_decision_pe
     assert '"block"' in claude.stop(prompt_id="p1").stdout  # the claim, in-process
     worker: subprocess.Popen[bytes] | None = None
     try:
-        spent = [100]
-        for k in range(1, 5):
-            worker = start_killable(project.home)
-            claude.works(f"turn {k}", tokens=(1000 * k, 1))
-            spent.append(1000 * k)
+        spent, kills, stops = [100], 0, 1
+        worker = start_killable(project.home)
+        while kills < 4 and stops < 16:
+            stops += 1
+            claude.works(f"turn {stops}", tokens=(1000 * stops, 1))
+            spent.append(1000 * stops)
             env = warm(RALPH_TEST_KILL="after-append")
             proc = project.cli("hook", "claude-code", input=claude.event(prompt_id="p1"), env=env)
-            assert worker.wait(timeout=60) == -signal.SIGKILL, k  # killed after its append
             assert proc.returncode == 0 and json.loads(proc.stdout)["decision"] == "block", proc
+            try:
+                code = worker.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                continue  # the worker was busy warming up: the hook ran this stop itself, no kill
+            assert code == -signal.SIGKILL, code  # killed after its append, before its reply
+            kills += 1
+            worker = start_killable(project.home)
+        assert kills == 4, (kills, stops)
         events = journal(project)
         decided = [e for e in events if e["type"] == "stop_decided"]
         turns = [e for e in events if e["type"] == "agent_turn"]
         started = [e["iteration"] for e in events if e["type"] == "iteration_started"]
-        assert len(decided) == 5, [(e["iteration"], e["decision"]) for e in decided]
-        assert len({e["stop_id"] for e in decided}) == 5
-        assert len(turns) == 5 and started == [1, 2, 3, 4, 5, 6]
+        assert len(decided) == stops, [(e["iteration"], e["decision"]) for e in decided]
+        assert len({e["stop_id"] for e in decided}) == stops
+        assert len(turns) == stops and started == list(range(1, stops + 2))
         assert sum(t["tokens"]["input"] for t in turns) == sum(spent)
         if mode == "ledger":
             (row,) = project.sessions()
-            assert row["iteration"] == 6
+            assert row["iteration"] == stops + 1
     finally:
         if worker is not None and worker.poll() is None:
             worker.kill()
@@ -438,7 +446,7 @@ def test_a_worker_serves_no_other_users_client(short: Path) -> None:
         os.chmod(home, 0o755)
         os.chmod(home / SOCK, 0o666)
         event = json.dumps({"session_id": "s1", "cwd": str(project), "last_assistant_message": "x"}).encode()
-        payload = Request(event, str(project), {}, str(home), None, code_stamp(), "m").encode()
+        payload = Request(event, str(project), {}, str(home), None, code_stamp()).encode()
         request = short / "request"
         request.write_bytes(len(payload).to_bytes(4, "big") + payload)
         os.chmod(request, 0o644)
