@@ -18,43 +18,48 @@ DIST = "ralph_ledger-"
 """How the installed distribution's metadata folder begins (``ralph_ledger-VERSION.dist-info``)."""
 
 
-def _stamp_tree(folder: str, into: list[str]) -> None:
-    """Each code file under ``folder`` as ``path size mtime`` into ``into`` (``__pycache__`` aside)."""
+_MASK = (1 << 64) - 1
+
+
+def _mix(stamp: int, st: os.stat_result, name_length: int) -> int:
+    """``stamp`` with one file's size, modification time and name length folded in (order-free)."""
+    return (stamp + (st.st_mtime_ns * 1000003 + st.st_size) * 65599 + name_length) & _MASK
+
+
+def _stamp_tree(folder: str) -> tuple[int, int]:
+    """The stamp and the count of the code files under ``folder`` (``__pycache__`` aside)."""
+    stamp = count = 0
     with os.scandir(folder) as entries:
         for e in entries:
             if e.is_dir(follow_symlinks=False):
                 if e.name != "__pycache__":
-                    _stamp_tree(e.path, into)
+                    inner, n = _stamp_tree(e.path)
+                    stamp, count = (stamp + inner) & _MASK, count + n
             elif e.name.endswith(CODE):
-                st = e.stat()
-                into.append(f"{e.path} {st.st_size} {st.st_mtime_ns}")
+                stamp, count = _mix(stamp, e.stat(), len(e.path)), count + 1
+    return stamp, count
 
 
-def _version(into: list[str]) -> None:
-    """The installed version into ``into``: the distribution's metadata folder beside the package
-    (an install), or the project file beside it (an editable install), with its size and time."""
-    parent = os.path.dirname(PACKAGE)
-    with os.scandir(parent) as entries:
+def _version(stamp: int) -> int:
+    """``stamp`` with the installed version folded in: the distribution's metadata folder beside
+    the package (an install), or the project file beside it (an editable install)."""
+    with os.scandir(os.path.dirname(PACKAGE)) as entries:
         for e in entries:
             if e.name.startswith(DIST) or e.name == "pyproject.toml":
-                st = e.stat()
-                into.append(f"{e.name} {st.st_size} {st.st_mtime_ns}")
+                stamp = _mix(stamp, e.stat(), len(e.name) + sum(map(ord, e.name)))
+    return stamp
 
 
 def code_stamp() -> int:
     """A stamp of the whole installed package: every module, view and detector under ``ledger/``
-    (its path, size and modification time) and the version. Any upgrade or edit changes it, so a
-    worker started before never serves a hook running after (about 0.4 ms: one ``stat`` a file)."""
-    import zlib
-
-    lines: list[str] = []
+    (its size, modification time and path length, and how many there are) and the version. Any
+    upgrade or edit changes it, so a worker started before never serves a hook running after
+    (about 0.3 ms: one ``stat`` a file)."""
     try:
-        _stamp_tree(PACKAGE, lines)
-        _version(lines)
+        stamp, count = _stamp_tree(PACKAGE)
+        return (_version(stamp) ^ count << 48) & _MASK
     except OSError:
         return -1
-    lines.sort()
-    return zlib.crc32("\n".join(lines).encode("utf-8", "surrogateescape")) | len(lines) << 32
 
 
 SAFE_ENV = frozenset(
