@@ -112,12 +112,12 @@ def start_killable(home: Path) -> subprocess.Popen[bytes]:
 
 @pytest.mark.parametrize("mode", ["plugin", "ledger"])
 def test_a_worker_killed_between_its_append_and_its_reply_leaves_one_decision_per_stop(
-    short: Path, mode: str
+    short: Path, mode: str, long_form: bool
 ) -> None:
     """Each stop's worker records the decision and is SIGKILLed before it replies; the hook process
     runs the stop again itself: it must answer with the recorded decision and record nothing more.
     One ``stop_decided`` and one ``agent_turn`` per stop, iterations started once each, every
-    turn's tokens counted once."""
+    turn's tokens counted once. 4 kills (``--long``: 20)."""
     project = Project(short / "p")
     if mode == "ledger":
         ledger_project(project)
@@ -129,7 +129,8 @@ def test_a_worker_killed_between_its_append_and_its_reply_leaves_one_decision_pe
     try:
         spent, kills, stops = [100], 0, 1
         worker = start_killable(project.home)
-        while kills < 4 and stops < 16:
+        wanted = 20 if long_form else 4
+        while kills < wanted and stops < 4 * wanted:
             stops += 1
             claude.works(f"turn {stops}", tokens=(1000 * stops, 1))
             spent.append(1000 * stops)
@@ -143,7 +144,7 @@ def test_a_worker_killed_between_its_append_and_its_reply_leaves_one_decision_pe
             assert code == -signal.SIGKILL, code  # killed after its append, before its reply
             kills += 1
             worker = start_killable(project.home)
-        assert kills == 4, (kills, stops)
+        assert kills == wanted, (kills, stops)
         events = journal(project)
         decided = [e for e in events if e["type"] == "stop_decided"]
         turns = [e for e in events if e["type"] == "agent_turn"]
@@ -155,6 +156,7 @@ def test_a_worker_killed_between_its_append_and_its_reply_leaves_one_decision_pe
         if mode == "ledger":
             (row,) = project.sessions()
             assert row["iteration"] == stops + 1
+        print(f"\n{mode}: {stops} stops, {kills} workers killed after their append: {len(decided)} decisions")
     finally:
         if worker is not None and worker.poll() is None:
             worker.kill()
