@@ -16,6 +16,8 @@ CODE = (".py", ".sql")
 detectors)."""
 DIST = "ralph_ledger-"
 """How the installed distribution's metadata folder begins (``ralph_ledger-VERSION.dist-info``)."""
+EDITABLE = "__editable___ralph_ledger_"
+"""How the import finder of an editable install is named (``__editable___ralph_ledger_0_1_0_finder``)."""
 
 
 _MASK = (1 << 64) - 1
@@ -42,12 +44,14 @@ def _stamp_tree(folder: str) -> tuple[int, int]:
 
 def _version(stamp: int) -> int:
     """``stamp`` with the installed version folded in: the distribution's metadata folder beside
-    the package (an install), or the project file beside it (an editable install)."""
+    the package (an install), or the editable install's finder, whose module name holds it."""
+    names = [m for m in sys.modules if m.startswith(EDITABLE)]
     with os.scandir(os.path.dirname(PACKAGE)) as entries:
         for e in entries:
-            if e.name.startswith(DIST) or e.name == "pyproject.toml":
-                stamp = _mix(stamp, e.stat(), len(e.name) + sum(map(ord, e.name)))
-    return stamp
+            if e.name.startswith(DIST):
+                stamp = _mix(stamp, e.stat(), 0)
+                names.append(e.name)
+    return (stamp + sum(sum(map(ord, name)) << 8 * (i % 4) for i, name in enumerate(sorted(names)))) & _MASK
 
 
 def code_stamp() -> int:

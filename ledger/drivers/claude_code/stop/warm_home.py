@@ -91,6 +91,7 @@ class Listener:
                 self.path.unlink()
 
     def close(self) -> None:
+        """Stop listening (the socket's file is left to :meth:`remove`)."""
         self.server.close()
 
 
