@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ledger.cli.common import CliError, unknown_session
 from ledger.core.home import Home
+from ledger.core.words import plural
 
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
     import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
@@ -124,6 +125,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     """
     import msgspec
 
+    from ledger.core.processes import watching
     from ledger.core.runners import SessionBusy, running
     from ledger.drivers.runner.agent_process import Output
     from ledger.drivers.runner.formats import missing_flag, plain_refusal, resolve
@@ -176,7 +178,11 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     session = args.resume or args.session or _new_id(args.worktree or "run")
     out = Output(sys.stdout)
     try:
-        with running(home, session):  # one run of a session at a time, before anything is made
+        # one run of a session at a time, before anything is made; its agents die with it
+        with running(home, session) as claim, watching(claim.note):
+            for group in claim.ended:
+                left = f"ended process group {group}, left running by a killed run"
+                out.write(f"[ralph-ledger] {session}: {left}\n")
             worktree = None
             if found := _worktree(args, place, agent_cmd[0]):
                 worktree, engine.work_dir = found
@@ -209,7 +215,8 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
         raise CliError(f"ralph-ledger run: {exc}") from None
     except WorktreeError as exc:  # another loop holds the worktree
         raise CliError(f"ralph-ledger run: {exc}", exc.code) from None
-    summary = f"{result.session_id}: {result.signal or 'interrupted'} after {result.iterations} iteration(s)"
+    after = plural(result.iterations, "iteration")
+    summary = f"{result.session_id}: {result.signal or 'interrupted'} after {after}"
     if out.gone:  # its reader went away (| head): the last flush must not fail
         _to_null(1)
     if not result.signal:

@@ -350,18 +350,26 @@ def as_nobody(*argv: str) -> subprocess.Popen[str]:
 
 
 def open_home(short: Path) -> Path:
-    """A home another user made, open to everyone (0777): the attack's setting."""
+    """A home open to everyone (0777) for a while: long enough for uid 65534 to plant something in
+    it (the owner then makes it 0700, as the home's own check asks: :func:`closed`)."""
     home = short / "home"
     home.mkdir()
-    os.chown(home, NOBODY, NOBODY)
     os.chmod(home, 0o777)
     return home
 
 
+def closed(home: Path) -> None:
+    """The owner tightens the home (0700, theirs), which passes the home's own check: what another
+    user planted while it was open is still there."""
+    os.chown(home, os.geteuid(), os.getegid())
+    os.chmod(home, 0o700)
+
+
 @as_root
 def test_the_hook_sends_nothing_to_another_users_listener(short: Path) -> None:
-    """A listener uid 65534 planted at ``stop-worker.sock``: the hook checks the peer's credentials
-    before sending a byte (no environment, no API key) and never prints its forged answer."""
+    """A listener uid 65534 planted at ``stop-worker.sock`` while the home was open, still there
+    once the owner closed it: the hook checks the peer's credentials before sending a byte (no
+    environment, no API key) and never prints its forged answer."""
     home = open_home(short)
     project = short / "p"
     (project / ".claude").mkdir(parents=True)
@@ -369,6 +377,7 @@ def test_the_hook_sends_nothing_to_another_users_listener(short: Path) -> None:
     listener = as_nobody("-c", LISTENER, str(home / SOCK))
     try:
         assert listener.stdout is not None and listener.stdout.readline().strip() == "listening"
+        closed(home)
         event = json.dumps(
             {"session_id": "s1", "cwd": str(project), "last_assistant_message": "Still failing."}
         )
@@ -393,8 +402,9 @@ def test_the_hook_sends_nothing_to_another_users_listener(short: Path) -> None:
 
 @as_root
 def test_a_worker_never_follows_a_planted_lock_symlink(short: Path) -> None:
-    """uid 65534 plants ``stop-worker.lock`` as a symlink to a root-owned file: the worker must not
-    open it through the link (the file keeps its bytes) and serves nothing from that home."""
+    """uid 65534 plants ``stop-worker.lock`` as a symlink to a root-owned file while the home is
+    open; the owner closes the home: the worker must not open the lock through the link (the file
+    keeps its bytes) and serves nothing from that home."""
     home = open_home(short)
     private = short / "private"
     private.mkdir(mode=0o700)
@@ -403,6 +413,7 @@ def test_a_worker_never_follows_a_planted_lock_symlink(short: Path) -> None:
     planter = as_nobody("-c", f"import os; os.symlink({str(target)!r}, {str(home / LOCK)!r})")
     assert planter.wait(timeout=30) == 0, planter.communicate()
     assert (home / LOCK).is_symlink() and os.lstat(home / LOCK).st_uid == NOBODY
+    closed(home)
     worker = subprocess.Popen(
         [sys.executable, "-m", "ledger.drivers.claude_code.stop.warm_worker", str(home), "1"], env=clean_env()
     )
