@@ -257,7 +257,10 @@ class StopDecided(Event, frozen=True, kw_only=True, gc=False, tag="stop_decided"
     ``background_tasks`` still known to the client (each as sent: ``id``, ``type`` such as
     ``subagent``, ``status`` such as ``running``, ``description``, ``agent_type``) and its
     ``session_crons``. ``waiting``: the stop was allowed without ending the iteration because
-    sub-agents still ran (docs/design/claude-code-stop.md)."""
+    sub-agents still ran (docs/design/claude-code-stop.md). ``stop_id``: the stop's identity, and
+    ``answer``: what the hook printed on stdout for it; a stop run again after its answer was lost
+    (its warm worker killed) is answered with ``answer`` and recorded once (``""`` in older
+    journals and for other agents)."""
 
     decision: StopDecision
     reason: str = ""
@@ -266,6 +269,8 @@ class StopDecided(Event, frozen=True, kw_only=True, gc=False, tag="stop_decided"
     background_tasks: list[dict[str, Any]] = []
     session_crons: list[dict[str, Any]] = []
     waiting: bool = False
+    stop_id: str = ""
+    answer: str = ""
 
 
 class SessionCompleted(Event, frozen=True, kw_only=True, gc=False, tag="session_completed"):
@@ -321,7 +326,8 @@ class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_
     loop's session at its current iteration: which sub-agent (``agent_id``, ``agent_type``), its own
     transcript (``transcript_path``, read up to ``transcript_offset``) and what it did there. Its
     ``tokens`` count in the session's tokens and, priced at its ``model`` (its transcript's), in its
-    cost (``sql/views/turn_tokens.sql``, ``turn_costs.sql``); it never decides a stop.
+    cost (``sql/views/turn_tokens.sql``, ``turn_costs.sql``); it never decides a stop. ``stop_id``:
+    the SubagentStop's identity (as ``stop_decided``'s), so one run again is recorded once.
     """
 
     agent_id: str = ""
@@ -333,6 +339,7 @@ class SubagentStopped(Event, frozen=True, kw_only=True, gc=False, tag="subagent_
     files_modified: list[str] = []
     output_excerpt: str = ""
     model: str = ""
+    stop_id: str = ""
 
 
 class NotificationSent(Event, frozen=True, kw_only=True, gc=False, tag="notification_sent"):

@@ -1,7 +1,7 @@
 """What a loop step takes and answers (docs/design/loop-step.md): a driver's ``Turn``, the loop's
 ``Decision`` (``Continue``, ``Wait`` or ``End``), and the one composition of a next prompt. Light
 (msgspec Structs, no DuckDB, no dataclasses): the drop-in Stop hook asks :func:`steered` how a
-person steered its block."""
+person steered its block, and :func:`recorded_stop` whether its stop was already decided."""
 
 from __future__ import annotations
 
@@ -101,6 +101,19 @@ def steered(events: Sequence[ev.AnyEvent], session_id: str, iteration: int, prom
         return None
     told = compose_prompt(prompt, Taught(iteration, "", []), "", guidance)
     return Continue(iteration + 1, 0, told, "", None, guidance)
+
+
+def recorded_stop(events: Sequence[ev.AnyEvent], stop_id: str) -> ev.StopDecided | None:
+    """The decision already recorded for the stop whose identity is ``stop_id``: the stop was run
+    before and its answer lost (a warm worker killed between its append and its reply), so it is
+    answered with what was recorded and takes no turn again; ``None`` for a stop not yet decided
+    (or with no identity). docs/design/warm-worker.md ("A stop is decided once")."""
+    if not stop_id:
+        return None
+    for e in reversed(events):
+        if isinstance(e, ev.StopDecided) and e.stop_id == stop_id:
+            return e
+    return None
 
 
 def compose_prompt(task: str, taught: Learned, summary: str, guidance: str) -> str:

@@ -24,6 +24,7 @@ from ledger.loop.decision import (
     compose_prompt,
     cut_short,
     lead_of,
+    recorded_stop,
     status_line,
     steered,
     turn_of,
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from ledger.loop.engine import Engine
     from ledger.loop.engine_types import SessionView, ValidateResult
 
-__all__ = ["Continue", "Decision", "End", "Lead", "LoopSession", "Turn", "Wait", "steered"]
+__all__ = ["Continue", "Decision", "End", "Lead", "LoopSession", "Turn", "Wait", "recorded_stop", "steered"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +180,15 @@ class LoopSession:
     def started(self) -> ev.SessionStarted:
         """The session's (last) ``session_started``: its prompt, agent command, worktree."""
         return [e for e in self.events() if isinstance(e, ev.SessionStarted)][-1]
+
+    def recorded_stop(self, stop_id: str) -> ev.StopDecided | None:
+        """The decision already recorded for the driver's stop ``stop_id``: answer with it, take no
+        turn (:func:`ledger.loop.decision.recorded_stop`); ``None`` for a new stop."""
+        if not stop_id:
+            return None
+        from ledger.storage.fold import events_of  # the journal's events, as folded for the stop
+
+        return recorded_stop(events_of(self.engine.journal(self.session_id).path), stop_id)
 
     def let_go(self) -> bool:
         """Whether a person let this hook-driven loop go (paused, or ended and then unblocked): its

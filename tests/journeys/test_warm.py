@@ -27,11 +27,12 @@ import pytest
 from tests.journeys.conftest import Project, clean_env, script, spawn
 from tests.journeys.test_claude_code import Claude, start
 
-RECORD = "import os; open('rule.log', 'a').write(f\"{os.getppid()} {os.environ.get('MARK', '')}\\n\")"
+RECORD = "import os; open('rule.log', 'a').write(f\"{os.getppid()} {os.environ.get('RALPH_MARK', '')}\\n\")"
 
 
 def native_project(root: Path) -> Project:
-    """A project whose one rule records which process ran it and the stop's ``MARK``, in the project."""
+    """A project whose one rule records which process ran it and the stop's ``RALPH_MARK`` (a
+    variable a stop is sent: docs/design/warm-worker.md), in the project."""
     project = Project(root)
     argv = json.dumps([sys.executable, "-c", RECORD])
     project.write(
@@ -64,7 +65,7 @@ def drive(project: Project, warm: bool, stops: int) -> list[str]:
     answers = []
     for n in range(1, stops + 1):
         claude.text(f"Turn {n}: parser half done.")
-        env = clean_env(MARK=f"m{n}", **({"RALPH_WARM": "1"} if warm else {}))
+        env = clean_env(RALPH_MARK=f"m{n}", **({"RALPH_WARM": "1"} if warm else {}))
         answers.append(claude.stop(env=env).stdout)
         if warm and n == 1:  # the first stop ran in-process and started the worker
             wait_for(lambda: (project.home / "stop-worker.sock").exists())
@@ -113,7 +114,7 @@ def test_a_silent_or_absent_worker_leaves_the_stop_to_the_hook(warm_project: Pro
     claude = Claude(warm_project)
     claude.text("Turn 1.")
     started = time.monotonic()
-    assert '"block"' in claude.stop(env=clean_env(RALPH_WARM="1", MARK="silent")).stdout
+    assert '"block"' in claude.stop(env=clean_env(RALPH_WARM="1", RALPH_MARK="silent")).stdout
     assert time.monotonic() - started < 30
     with contextlib.suppress(OSError):
         server.shutdown(socket.SHUT_RDWR)
@@ -126,7 +127,7 @@ def test_a_silent_or_absent_worker_leaves_the_stop_to_the_hook(warm_project: Pro
     stale.close()
     # a socket nobody listens on: the hook runs the stop and starts a worker
     claude.text("Turn 2.")
-    assert '"block"' in claude.stop(env=clean_env(RALPH_WARM="1", MARK="refused")).stdout
+    assert '"block"' in claude.stop(env=clean_env(RALPH_WARM="1", RALPH_MARK="refused")).stdout
     runs = [line.split() for line in (warm_project.dir / "rule.log").read_text().splitlines()]
     assert [mark for _, mark in runs] == ["silent", "refused"]
     wait_for(lambda: (warm_project.home / "stop-worker.lock").exists() and worker_pid(warm_project) > 0)
@@ -273,7 +274,7 @@ def test_the_worker_is_the_default_and_ralph_warm_0_turns_it_off(tmp_path: Path,
         claude = Claude(project)
         for n in (1, 2):
             claude.text(f"Turn {n}: parser half done.")
-            env = {k: v for k, v in clean_env(MARK=f"m{n}").items() if k != "RALPH_WARM"}
+            env = {k: v for k, v in clean_env(RALPH_MARK=f"m{n}").items() if k != "RALPH_WARM"}
             if setting is not None:
                 env["RALPH_WARM"] = setting
             assert '"block"' in claude.stop(env=env).stdout

@@ -39,7 +39,8 @@ from ledger.drivers.claude_code.stop import hook, warm_worker
 real_run = hook.run
 def run(raw, **kw):  # each stop's plan comes from the environment of the hook that asked for it
     global kill_at, trace, count
-    kill_at, trace, count = int(os.environ.get("FAULT_KILL_AT", "0")), os.environ.get("FAULT_TRACE", ""), 0
+    kill_at = int(os.environ.get("RALPH_FAULT_KILL_AT", "0"))
+    trace, count = os.environ.get("RALPH_FAULT_TRACE", ""), 0
     return real_run(raw, **kw)
 hook.run = run
 real_send = warm_worker.send
@@ -51,7 +52,8 @@ sys.exit(warm_worker.main(sys.argv[1:]))
 """
 )
 """``warm_worker HOME`` that SIGKILLs itself just before the K-th effect of a stop it serves (K
-from that stop's hook environment, ``FAULT_KILL_AT``), and can list a stop's effects in a file."""
+from that stop's hook environment, ``RALPH_FAULT_KILL_AT``: a variable a stop is sent), and can list a
+stop's effects in a file."""
 
 
 class Worker:
@@ -88,7 +90,7 @@ class Worker:
 def warm_stop(project: Project, claude: Claude, kill_at: int = 0, trace: Path | None = None) -> Run:
     """A stop asked of the worker (``RALPH_WARM=1``), which kills itself before its ``kill_at``-th
     effect; the hook process must answer anyway."""
-    env = clean_env(RALPH_WARM="1", FAULT_KILL_AT=str(kill_at), FAULT_TRACE=str(trace or ""))
+    env = clean_env(RALPH_WARM="1", RALPH_FAULT_KILL_AT=str(kill_at), RALPH_FAULT_TRACE=str(trace or ""))
     proc = project.cli("hook", "claude-code", input=claude.event(), env=env)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc
     return Run("", "", proc.stdout)

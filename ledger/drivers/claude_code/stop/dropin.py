@@ -38,7 +38,7 @@ from ledger.drivers.claude_code.stop.requester import RequesterGone, decision_po
 from ledger.drivers.claude_code.stop.stop_input import HookInput, HookOutcome, waiting_reason
 from ledger.drivers.claude_code.stop.turn_wait import LAG, catch_up, lagging, read_turn
 from ledger.drivers.claude_code.transcript.scan import Scan
-from ledger.loop.decision import Continue, Wait, steered
+from ledger.loop.decision import Continue, Wait, recorded_stop, steered
 from ledger.loop.validate.promises import detect_promises, to_event
 from ledger.notify import notify_events
 from ledger.storage.fold import events_of
@@ -84,7 +84,8 @@ def _events(stop: _Stop, decision: PluginDecision, *, ending: bool = True) -> li
             reason=decision.reason if decision.action == "allow" else "loop continues",
             system_message=decision.system_message,
             waiting=waiting,
-            **data.stop_fields(),
+            answer=_outcome(decision).stdout,  # what a stop run again is answered
+            **data.stop_fields(stop.stop_id),
         )
     )
     if ending:
@@ -151,11 +152,17 @@ def _ending(
 
 
 def dropin_stop(
-    data: HookInput, state_path: Path, home: Home, clock: Callable[[], datetime], sink: ErrorSink
+    data: HookInput,
+    state_path: Path,
+    home: Home,
+    clock: Callable[[], datetime],
+    sink: ErrorSink,
+    stop_id: str = "",
 ) -> HookOutcome:
     """One stop of a ``ralph-loop`` plugin loop: the plugin's decision, recorded. The state is read,
     decided on and written under the loop lock (``ledger.core.locks``); see :func:`_commit` for the
-    order of effects."""
+    order of effects. A stop whose identity ``stop_id`` is recorded already (run again after its
+    warm worker was lost) is answered as it was, and nothing is changed."""
     if not _owned(data, state_path):
         return HookOutcome()  # no loop, or another Claude Code session's: never block or touch it
     with loop_lock(state_path.parent):
@@ -167,6 +174,9 @@ def dropin_stop(
             journal_path(home.journals, sid), clock=clock, fsync=False
         )  # synced after the answer
         sink.use(journal, sid)
+        done = recorded_stop(events_of(journal.path), stop_id) if record.started else None
+        if done is not None:  # this very stop was decided before its answer was lost: that answer
+            return HookOutcome(stdout=done.answer, sync=(str(journal.path),))
         state, note = reconcile(replace(read, ledger_session=sid), record)
         waiting = data.running_subagents()
         if waiting:  # the client wakes the agent when they end: docs/design/claude-code-stop.md
@@ -174,7 +184,8 @@ def dropin_stop(
             decision = PluginDecision(
                 action="allow", outcome="waiting", reason=waiting_reason(waiting), next_state=claimed
             )
-            stop = _Stop(sid, claimed, data.last_assistant_message, None, record.started, data)
+            said = data.last_assistant_message
+            stop = _Stop(sid, claimed, said, None, record.started, data, stop_id=stop_id)
             notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
             return _commit(state_path, read, journal, decision, notes, stop)
         start = record.offset if record.started else carry
@@ -182,7 +193,7 @@ def dropin_stop(
         problem = got.problem if text is None else ""  # decided from last_assistant_message
         decision = plugin_decision(state, text, hook_session_id=data.session_id, transcript_problem=problem)
         lag = "" if got.landed else lagging(got)  # counted by the next stop: docs/design/claude-code-stop.md
-        stop = _Stop(sid, state, text, got.turn, record.started, data, lag=lag)
+        stop = _Stop(sid, state, text, got.turn, record.started, data, lag=lag, stop_id=stop_id)
         notes = [ev.ErrorRecorded(session_id=sid, component=RECONCILE, message=note)] if note else []
         warning = ""
         if decision.action == "block":
@@ -279,6 +290,7 @@ class _Stop(NamedTuple):
     capped: tuple[int, int] = (0, 0)  # the block count and the cap, when the stop is allowed at the cap
     guidance: str = ""  # a person's guidance the block's prompt carries (``_steered``)
     lag: str = ""  # the turn had not landed in the transcript by the deadline: why (``lagging``)
+    stop_id: str = ""  # the stop's identity (``HookInput.stop_id``)
 
 
 def _commit(

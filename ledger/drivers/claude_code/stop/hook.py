@@ -23,6 +23,7 @@ from ledger.drivers.claude_code.stop.locate import (
     STATE_FILE,
     find_project,
     hook_home,
+    new_mark,
 )
 from ledger.drivers.claude_code.stop.loop_sessions import ledger_session
 from ledger.drivers.claude_code.stop.stop_input import HookOutcome, parse_input
@@ -35,12 +36,16 @@ def run(
     home: Home | None = None,
     clock: Callable[[], datetime] = utc_now,
     home_arg: str | None = None,
+    mark: str = "",
 ) -> HookOutcome:
     """One stop, fail-open: the outcome to print; never raises. ``home`` is the ledger home itself,
-    ``home_arg`` the ``--home`` given on the command line (see ``locate.hook_home``)."""
+    ``home_arg`` the ``--home`` given on the command line (see ``locate.hook_home``), ``mark`` the
+    hook run's (``locate.new_mark``; a new one when not given): a stop whose identity is recorded
+    already is answered from its journal."""
     sink = ErrorSink()
     try:
         data = parse_input(raw)
+        stop_id = data.stop_id(mark or new_mark())
         ledger_session(data.session_id)  # a session id that cannot name a journal is refused here
         project = Path(find_project(lambda: data.cwd))
         home = home or Home.resolve(hook_home(str(project), home_arg))
@@ -48,12 +53,12 @@ def run(
         if data.hook_event_name == "SubagentStop":  # recorded for the parent loop; never blocks
             from ledger.drivers.claude_code.stop.subagent import subagent_stop
 
-            return subagent_stop(data, project, home, clock, sink)
+            return subagent_stop(data, project, home, clock, sink, stop_id)
         if (project / LOOP_FILE).exists():  # a ledger-native loop: the engine decides (imports DuckDB)
             from ledger.drivers.claude_code.stop.native import native_stop
 
-            return native_stop(data, project, home, project / LOOP_FILE, clock, sink)
-        return dropin_stop(data, project / STATE_FILE, home, clock, sink)
+            return native_stop(data, project, home, project / LOOP_FILE, clock, sink, stop_id)
+        return dropin_stop(data, project / STATE_FILE, home, clock, sink, stop_id)
     except Exception as exc:  # the agent must never be wedged by the hook
         line = allowing(exc)
         record_error(*sink.target(), line)
@@ -67,12 +72,14 @@ def main(
     *,
     home: str | None = None,
     raw: bytes | None = None,
+    mark: str = "",
 ) -> int:
     """Run one stop in this process: read stdin (or take ``raw``, stdin already read), print the
-    outcome, exit 0. ``home`` is ``--home`` (see ``locate.hook_home``)."""
+    outcome, exit 0. ``home`` is ``--home`` (see ``locate.hook_home``); ``mark`` the hook run's,
+    when the warm worker was asked first (``warm.hook_main``)."""
     if raw is None:
         raw = (stdin or sys.stdin.buffer).read(MAX_STDIN + 1)
-    outcome = run(raw, home_arg=home)
+    outcome = run(raw, home_arg=home, mark=mark)
     out = stdout or sys.stdout
     out.write(outcome.stdout)
     out.flush()  # the answer first: a kill from here on leaves the agent's decision recorded

@@ -29,6 +29,17 @@ class HookInputError(ValueError):
     """The hook's stdin is not what Claude Code sends; one line."""
 
 
+def new_mark() -> str:
+    """The mark of one run of the hook (its process id and the time): with the Stop input's session
+    and ``prompt_id`` it is the stop's identity, recorded with its decision. Made once per hook
+    process and given to whichever runs the stop, the warm worker or the hook itself after it, so a
+    stop run twice is recognised (``ledger.loop.decision.recorded_stop``); two stops never share
+    one, even with no transcript written between them (docs/design/warm-worker.md)."""
+    import time
+
+    return f"{os.getpid()}.{time.time_ns()}"
+
+
 def has_loop(directory: str) -> bool:
     """Whether ``directory`` holds a loop file or a state file."""
     return os.path.exists(os.path.join(directory, LOOP_FILE)) or os.path.exists(

@@ -107,10 +107,12 @@ def native_stop(
     path: Path,
     clock: Callable[[], datetime],
     sink: ErrorSink | None = None,
+    stop_id: str = "",
 ) -> HookOutcome:
     """One stop of a ledger-native loop: what to print. Errors are recorded by the caller in
     ``sink``, which names the loop's session once it is known. The loop file is read, claimed and
-    acted on under the loop lock (``ledger.core.locks``)."""
+    acted on under the loop lock (``ledger.core.locks``). A stop whose identity ``stop_id`` is
+    recorded already (run again after its warm worker was lost) is answered as it was."""
     loop = _loop_file(path)
     if loop is None or (loop.claude_session_id and loop.claude_session_id != data.session_id):
         return HookOutcome()  # no loop, or another Claude Code session's: never block or touch it
@@ -118,7 +120,7 @@ def native_stop(
         loop = _loop_file(path)  # again: another stop may have claimed or ended it
         if loop is None or (loop.claude_session_id and loop.claude_session_id != data.session_id):
             return HookOutcome()
-        return _owned_stop(data, project, home, path, loop, clock, sink)
+        return _owned_stop(data, project, home, path, loop, clock, sink, stop_id)
 
 
 def _loop_file(path: Path) -> LoopFile | None:
@@ -136,6 +138,7 @@ def _owned_stop(
     loop: LoopFile,
     clock: Callable[[], datetime],
     sink: ErrorSink | None,
+    stop_id: str = "",
 ) -> HookOutcome:
     """A stop of the loop this stop's session owns (or claims now)."""
     if data.last_assistant_message is None and data.transcript_path and transcript_of(data) is None:
@@ -150,6 +153,13 @@ def _owned_stop(
     if sink is not None:
         sink.use_session(home, sid, clock)
     rules = record.config.get("rules") or []
+    session = LoopSession(engine, sid, loop.prompt)
+    done = session.recorded_stop(stop_id) if record.started else None
+    if done is not None:  # this very stop was decided before its answer was lost: that answer
+        if record.ended:
+            path.unlink(missing_ok=True)
+            sweep_temps(path)
+        return HookOutcome(stdout=done.answer, sync=synced)
     if not record.started:
         config = loop_config(project, loop)
         engine.start(sid, config, prompt=loop.prompt)  # the whole prompt: what an unblock tells again
@@ -158,11 +168,10 @@ def _owned_stop(
         path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
         sweep_temps(path)
         return HookOutcome()
-    session = LoopSession(engine, sid, loop.prompt)
     note = config_note(project, loop, record.config) if record.started else ""
     if record.started and not record.ended and session.let_go():  # a person paused or unblocked it
-        return _went_on(session.resume(_resumed(sid, note)), path, synced, note)
-    fields = data.stop_fields()
+        return _went_on(session.resume(_resumed(sid, note, stop_id)), path, synced, note)
+    fields = data.stop_fields(stop_id)
     waiting = data.running_subagents()
     if waiting:  # the client wakes the agent when they end: docs/design/claude-code-stop.md
         n = record.iteration or 1
@@ -248,6 +257,7 @@ def _stop_decided(
     decision_point()  # as the append is made: a hook killed meanwhile gets nothing decided
     result = decision.result
     n = result.iteration if result is not None else decision.iteration
+    answer = _printed(decision, count, cap, note)  # what a stop run again is answered
     if isinstance(decision, Continue):
         return ev.StopDecided(
             session_id=sid,
@@ -255,15 +265,24 @@ def _stop_decided(
             decision="block",
             reason="loop continues",
             system_message=_shown(decision.status, note),
+            answer=answer,
             **fields,
         )
     if isinstance(decision, Wait):
         line = decision.line
         return ev.StopDecided(
-            session_id=sid, iteration=n, decision="allow", reason="paused", system_message=line, **fields
+            session_id=sid,
+            iteration=n,
+            decision="allow",
+            reason="paused",
+            system_message=line,
+            answer=answer,
+            **fields,
         )
     reason = block_cap.system_message(n, count, cap) if decision.guard == block_cap.GUARD else decision.line
-    return ev.StopDecided(session_id=sid, iteration=n, decision="allow", reason=reason, **fields)
+    return ev.StopDecided(
+        session_id=sid, iteration=n, decision="allow", reason=reason, answer=answer, **fields
+    )
 
 
 def _shown(status: str, note: str) -> str:
@@ -271,7 +290,7 @@ def _shown(status: str, note: str) -> str:
     return f"{status}\n{note}" if note else status
 
 
-def _resumed(sid: str, note: str = "") -> Callable[[Decision], list[ev.Event]]:
+def _resumed(sid: str, note: str = "", stop_id: str = "") -> Callable[[Decision], list[ev.Event]]:
     """The events of the stop that lets a loop go on after a person let it go: a block, when the
     next iteration begins (a stop asked for meanwhile ends it blocked, nothing else recorded)."""
 
@@ -286,6 +305,8 @@ def _resumed(sid: str, note: str = "") -> Callable[[Decision], list[ev.Event]]:
                 decision="block",
                 reason="loop resumes",
                 system_message=_shown(decision.status, note),
+                stop_id=stop_id,
+                answer=_printed(decision, 0, 0, note),
             )
         ]
 
@@ -298,21 +319,27 @@ def _went_on(decision: Decision, path: Path, synced: tuple[str, ...], note: str 
 
 
 def _answer(decision: Decision, path: Path, count: int, cap: int, note: str = "") -> HookOutcome:
+    """What the hook prints for a decision (:func:`_printed`); the loop file goes once the journal
+    says the loop ended."""
+    if isinstance(decision, End):
+        path.unlink(missing_ok=True)
+        sweep_temps(path)
+    return HookOutcome(stdout=_printed(decision, count, cap, note))
+
+
+def _printed(decision: Decision, count: int, cap: int, note: str = "") -> str:
     """What the hook prints for a decision: a block with the next prompt (its system message with
-    ``note``), a line when the loop waits or ends (the loop file goes once the journal says the loop
-    ended)."""
+    ``note``), a line when the loop waits or ends, the block cap's allow."""
     if isinstance(decision, Continue):
         block = {
             "decision": "block",
             "reason": decision.prompt,
             "systemMessage": _shown(decision.status, note),
         }
-        return HookOutcome(stdout=msgspec.json.encode(block).decode() + "\n")
+        return msgspec.json.encode(block).decode() + "\n"
     if isinstance(decision, Wait):
-        return HookOutcome(stdout=decision.line + "\n")
-    path.unlink(missing_ok=True)
-    sweep_temps(path)
+        return decision.line + "\n"
     if decision.guard == block_cap.GUARD:
         n = decision.result.iteration if decision.result is not None else decision.iteration
-        return HookOutcome(stdout=block_cap.allow_json(block_cap.system_message(n, count, cap)))
-    return HookOutcome(stdout=decision.line + "\n")
+        return block_cap.allow_json(block_cap.system_message(n, count, cap))
+    return decision.line + "\n"

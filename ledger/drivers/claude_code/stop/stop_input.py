@@ -40,9 +40,15 @@ class HookInput(msgspec.Struct, frozen=True, kw_only=True):
         ends, so the stop waits for them (docs/design/claude-code-stop.md)."""
         return [t for t in self.tasks() if t.get("type") == "subagent" and t.get("status") in RUNNING]
 
-    def stop_fields(self) -> dict[str, Any]:
-        """What a ``stop_decided`` event records of this input."""
+    def stop_id(self, mark: str) -> str:
+        """This stop's identity: its Claude Code session, the prompt its turn answers and the hook
+        run's ``mark`` (``locate.new_mark``), recorded with its decision (docs/design/warm-worker.md)."""
+        return f"{self.session_id}:{self.prompt_id or ''}:{mark}"
+
+    def stop_fields(self, stop_id: str = "") -> dict[str, Any]:
+        """What a ``stop_decided`` event records of this input (and the stop's identity)."""
         return {
+            "stop_id": stop_id,
             "prompt_id": self.prompt_id or "",
             "background_tasks": self.tasks(),
             "session_crons": [c for c in self.session_crons or () if isinstance(c, dict)],

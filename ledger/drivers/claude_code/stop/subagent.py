@@ -34,11 +34,17 @@ COMPONENT: Final = "hook claude-code: SubagentStop"
 
 
 def subagent_stop(
-    data: HookInput, project: Path, home: Home, clock: Callable[[], datetime], sink: ErrorSink
+    data: HookInput,
+    project: Path,
+    home: Home,
+    clock: Callable[[], datetime],
+    sink: ErrorSink,
+    stop_id: str = "",
 ) -> HookOutcome:
     """Record one SubagentStop in its parent loop's session (nothing when there is none); the
     outcome allows, printing nothing but a line on stderr when the sub-agent's transcript cannot
-    be read."""
+    be read. One whose identity ``stop_id`` is recorded already (run again after its warm worker
+    was lost) records nothing more."""
     native = (project / LOOP_FILE).exists()
     path = project / (LOOP_FILE if native else STATE_FILE)
     with loop_lock(path.parent):
@@ -50,7 +56,10 @@ def subagent_stop(
         sid, iteration = parent
         journal = Journal(journal_path(home.journals, sid), clock=clock, fsync=False)  # synced after
         sink.use(journal, sid)
+        if _recorded(journal, stop_id):
+            return HookOutcome(sync=(str(journal.path),))
         event, problem = _event(data, sid, iteration, journal)
+        event = replace(event, stop_id=stop_id)
         notes = [ev.ErrorRecorded(session_id=sid, iteration=iteration, component=COMPONENT, message=problem)]
         journal.append(event, *(notes if problem else []))
     line = f"ralph-ledger hook: {SUBAGENT_STOP}: {problem}; its tokens are not counted\n" if problem else ""
@@ -139,6 +148,13 @@ def _resolved(given: str) -> str:
         return str(Path(given).expanduser().resolve())
     except (OSError, RuntimeError, ValueError):
         return given
+
+
+def _recorded(journal: Journal, stop_id: str) -> bool:
+    """Whether this very SubagentStop was recorded already (docs/design/warm-worker.md)."""
+    if not stop_id or not journal.path.exists():
+        return False
+    return any(isinstance(e, ev.SubagentStopped) and e.stop_id == stop_id for e in events_of(journal.path))
 
 
 def _read_up_to(journal: Journal, agent_id: str, transcript: str) -> int:

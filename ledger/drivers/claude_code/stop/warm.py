@@ -1,11 +1,12 @@
 """The warm stop worker's client: the Stop hook's entry, which hands the stop to a process that stays up.
 
-:func:`hook_main` finds the loop and the home (``ledger.drivers.claude_code.stop.locate``) with the
-standard library only, and asks the home's worker (``ledger.drivers.claude_code.stop.warm_worker``,
-on ``<home>/stop-worker.sock``) to run the very same stop; a two-step handshake means a stop is run
-by the worker or by the hook process, never both, and anything amiss runs it in-process, unchanged.
-``RALPH_WARM=0`` turns it off. Why, how it is started and stopped, and its faults:
-docs/performance.md (The warm stop worker).
+:func:`hook_main` finds the loop and the home (``locate``) with the standard library only and asks
+the home's worker (``warm_worker``, on ``<home>/stop-worker.sock``) to run the very same stop: a
+two-step handshake means the worker or the hook process runs it, never both; anything amiss runs it
+in-process, as the same stop (a stop already recorded is answered from its journal). Every wait is
+bounded (the worker beats while it serves), both ends check the other is the same user, and only
+the variables a stop needs are sent. ``RALPH_WARM=0`` turns it off. Why and how:
+docs/performance.md (The warm stop worker), docs/design/warm-worker.md.
 """
 
 from __future__ import annotations
@@ -17,12 +18,24 @@ import sys
 
 from ledger.core.sync import sync_file
 from ledger.core.trust import untrusted
-from ledger.drivers.claude_code.stop.locate import LOOP_FILE, MAX_STDIN, find_project, has_loop, hook_home
+from ledger.drivers.claude_code.stop.locate import (
+    LOOP_FILE,
+    MAX_STDIN,
+    find_project,
+    has_loop,
+    hook_home,
+    new_mark,
+)
+from ledger.drivers.claude_code.stop.warm_checks import code_stamp as code_stamp  # the tests' too
+from ledger.drivers.claude_code.stop.warm_checks import peer, stop_env
 
 SOCKET = "stop-worker.sock"
 LOCK = "stop-worker.lock"
 ACCEPT = 0.5  # seconds the hook waits for the worker to take a stop
 IDLE = 600.0  # seconds without a stop before the worker exits
+BEAT = 0.5  # seconds between the bytes a worker serving a stop sends to say it is not stuck
+SILENCE = 5.0  # seconds without a byte after which the hook takes its worker for stuck
+WATCH = 1.0  # seconds between a worker's checks that its socket is still there
 MAX_PATH = 100  # AF_UNIX paths are limited to 108 bytes
 ENV = "RALPH_WARM"
 NATIVE = "--native"
@@ -58,34 +71,43 @@ def _text(data: bytes) -> str:
 
 
 class Request:
-    """A stop handed to the worker: stdin, and the hook process's directory, environment and
-    ``--home``, with its :func:`code_stamp`: a worker running other code refuses and exits."""
+    """A stop handed to the worker: stdin, and the hook process's directory, the variables of its
+    environment a stop needs (:func:`stop_env`) and ``--home``, with its :func:`code_stamp` (a
+    worker running other code refuses and exits) and the hook run's ``mark``, the stop's identity
+    whoever runs it (``locate.new_mark``)."""
 
-    __slots__ = ("code", "cwd", "env", "home", "home_arg", "raw")
+    __slots__ = ("code", "cwd", "env", "home", "home_arg", "mark", "raw")
 
     def __init__(
-        self, raw: bytes, cwd: str, env: dict[str, str], home: str, home_arg: str | None, code: int
+        self,
+        raw: bytes,
+        cwd: str,
+        env: dict[str, str],
+        home: str,
+        home_arg: str | None,
+        code: int,
+        mark: str = "",
     ) -> None:
         self.raw, self.cwd, self.env, self.home = raw, cwd, env, home
-        self.home_arg, self.code = home_arg, code
+        self.home_arg, self.code, self.mark = home_arg, code, mark
 
     def encode(self) -> bytes:
         """The request's payload: the code stamp first, so any worker can compare it."""
         arg = b"" if self.home_arg is None else b"=" + os.fsencode(self.home_arg)
         env = [os.fsencode(s) for pair in self.env.items() for s in pair]
-        where = [os.fsencode(self.cwd), os.fsencode(self.home), arg]
+        where = [os.fsencode(self.cwd), os.fsencode(self.home), arg, self.mark.encode()]
         return pack([str(self.code).encode(), self.raw, *where, *env])
 
     @classmethod
     def decode(cls, payload: bytes) -> Request:
         """The request of a payload; ``ValueError`` when it is not one."""
         fields = unpack(payload)
-        if len(fields) < 5 or len(fields) % 2 == 0:
+        if len(fields) < 6 or len(fields) % 2:
             raise ValueError("not a stop request")
-        code, raw, cwd, home, arg, *env = fields
+        code, raw, cwd, home, arg, mark, *env = fields
         environ = {os.fsdecode(k): os.fsdecode(v) for k, v in zip(env[::2], env[1::2], strict=True)}
         home_arg = os.fsdecode(arg[1:]) if arg else None
-        return cls(raw, os.fsdecode(cwd), environ, os.fsdecode(home), home_arg, int(code))
+        return cls(raw, os.fsdecode(cwd), environ, os.fsdecode(home), home_arg, int(code), _text(mark))
 
 
 class Reply:
@@ -121,17 +143,6 @@ OFF = ("0", "false", "no", "off")
 def wanted(env: dict[str, str] | None = None) -> bool:
     """Whether the hook asks a worker: yes unless ``RALPH_WARM`` is one of :data:`OFF`."""
     return (os.environ if env is None else env).get(ENV, "").strip().lower() not in OFF
-
-
-def code_stamp() -> int:
-    """The latest modification time (ns) of the package's modules: an upgrade changes it, so a
-    worker started before the upgrade never serves a hook running after it."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        with os.scandir(here) as entries:
-            return max((e.stat().st_mtime_ns for e in entries if e.name.endswith(".py")), default=0)
-    except OSError:
-        return -1
 
 
 def socket_path(home: str | os.PathLike[str]) -> str:
@@ -179,10 +190,13 @@ class Served:
         self.sock.close()
 
 
-def ask(raw: bytes, home: str, home_arg: str | None, *, native: bool = False) -> Served | None:
+def ask(
+    raw: bytes, home: str, home_arg: str | None, *, native: bool = False, mark: str = ""
+) -> Served | None:
     """The outcome of this stop run by the worker of the home at ``home``, with the connection to
     confirm it on; None when the hook must run it itself (no worker: one is started, ``native``
-    when a ledger-native stop starts it; a broken or slow one)."""
+    when a ledger-native stop starts it; a broken, slow or stuck one; a listener that is not this
+    user's: it is sent nothing). ``mark`` is the stop's identity (``locate.new_mark``)."""
     path = socket_path(home)
     if len(os.fsencode(path)) > MAX_PATH:
         return None
@@ -195,19 +209,49 @@ def ask(raw: bytes, home: str, home_arg: str | None, *, native: bool = False) ->
         except (FileNotFoundError, ConnectionRefusedError):
             start(home, native=native)
             return None
-        send(sock, Request(raw, os.getcwd(), dict(os.environ), home, home_arg, code_stamp()).encode())
+        who = peer(sock)
+        if who is None or who[1] != os.geteuid():  # not this user's worker: not a byte is sent
+            return None
+        request = Request(raw, os.getcwd(), stop_env(), home, home_arg, code_stamp(), mark)
+        send(sock, request.encode())
         if recv_exact(sock, 1) != b"R":
             return None
-        sock.sendall(b"G")  # from here on the worker runs the stop: wait for it, however long
-        sock.settimeout(None)
-        served = Served(Reply.decode(recv(sock)), sock)
+        sock.sendall(b"G")  # from here on the worker runs the stop: it beats while it does
+        reply = _awaited(sock, who[0], home, native)
+        if reply is None:
+            return None
         kept = True
-        return served
+        return Served(reply, sock)
     except (OSError, ValueError):
         return None
     finally:
         if not kept:
             sock.close()
+
+
+BEATING = b"."
+"""What a worker serving a stop sends every :data:`BEAT` seconds until its reply (whose length's
+first byte is never this one: a reply is under 16 MiB)."""
+
+
+def _awaited(sock: _socket.socket, pid: int, home: str, native: bool) -> Reply | None:
+    """The worker's reply, waited for as long as it beats; None when it went silent for
+    :data:`SILENCE` seconds: it is stuck (stopped, hung), so it is ended (it is this user's process,
+    ``pid`` from the socket's credentials) and another started; the hook then runs the stop itself,
+    answered from the journal if the stuck worker had recorded it (docs/design/warm-worker.md)."""
+    sock.settimeout(SILENCE)
+    try:
+        first = recv_exact(sock, 1)
+        while first == BEATING:
+            first = recv_exact(sock, 1)
+    except TimeoutError:
+        if pid > 0 and pid != os.getpid():  # 0: a process this one cannot see (never its own group)
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)  # SIGKILL: its locks released, it never appends after the hook's run
+        start(home, native=native)
+        return None
+    size = int.from_bytes(first + recv_exact(sock, 3), "big")
+    return Reply.decode(recv_exact(sock, size))
 
 
 def start(home: str, *, native: bool = False) -> None:
@@ -236,10 +280,10 @@ def _stdin_cwd(raw: bytes) -> str:
     return cwd
 
 
-def served(raw: bytes, home_arg: str | None) -> Served | None:
+def served(raw: bytes, home_arg: str | None, mark: str = "") -> Served | None:
     """This stop's outcome from the home's worker, when it is :func:`wanted`, the stop finds a loop
     (``ledger.drivers.claude_code.stop.locate``) and the worker takes it; None otherwise (anything
-    unexpected included: the hook then runs the stop in-process)."""
+    unexpected included: the hook then runs the stop in-process, with the same ``mark``)."""
     if not wanted() or len(raw) > MAX_STDIN:
         return None
     try:
@@ -252,7 +296,7 @@ def served(raw: bytes, home_arg: str | None) -> Served | None:
         return None
     if untrusted(home) is not None:  # another user's listener may be there: in-process refuses it
         return None
-    return ask(raw, home, home_arg, native=native)
+    return ask(raw, home, home_arg, native=native, mark=mark)
 
 
 def deliver(served: Served) -> int:
@@ -270,9 +314,11 @@ def deliver(served: Served) -> int:
 
 def hook_main(home_arg: str | None = None) -> int:
     """``ralph-ledger hook claude-code``: read the Stop event, let the warm worker answer it
-    (:func:`served`), else run it in this process (``ledger.drivers.claude_code.stop.hook.main``)."""
+    (:func:`served`), else run it in this process (``ledger.drivers.claude_code.stop.hook.main``),
+    as the same stop (its mark): a stop the worker recorded before it was lost is not decided again."""
     raw = sys.stdin.buffer.read(MAX_STDIN + 1)
-    answer = served(raw, home_arg)
+    mark = new_mark()
+    answer = served(raw, home_arg, mark)
     if answer is not None:
         return deliver(answer)
     from ledger.drivers.claude_code.stop.hook import main
@@ -280,4 +326,4 @@ def hook_main(home_arg: str | None = None) -> int:
 
     fold.PRICES = False  # never the price library on a stop's path (unless a cost guard needs it)
 
-    return main(raw=raw, home=home_arg)
+    return main(raw=raw, home=home_arg, mark=mark)

@@ -6,9 +6,7 @@ the worker or a recent journal is a ledger-native loop's, else by the first such
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import re
 import signal
 import socket
 import sys
@@ -17,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ledger import events as ev
-from ledger.core.atomic import pid_gone
 from ledger.core.home import make_root
 from ledger.drivers.claude_code.stop.requester import served_for
 from ledger.drivers.claude_code.stop.warm import (
@@ -26,112 +23,101 @@ from ledger.drivers.claude_code.stop.warm import (
     LOCK,
     NATIVE,
     PRINTED,
-    SOCKET,
+    WATCH,
     Reply,
     Request,
-    code_stamp,
     recv,
     recv_exact,
     send,
     socket_path,
 )
+from ledger.drivers.claude_code.stop.warm_checks import code_stamp, is_sent
+from ledger.drivers.claude_code.stop.warm_home import Beats, Listener, hold, sweep_sockets, trusted
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ledger.core.home import Home
     from ledger.drivers.claude_code.stop.stop_input import HookOutcome
 
 
-def _sweep_sockets(path: Path) -> None:
-    """Remove the temporary sockets (``.stop-worker.sock.PID``) of workers killed while starting;
-    the caller holds the home's worker lock, so no live worker is binding one."""
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.(\d+)")
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(path.parent):
-            m = pattern.fullmatch(entry.name)
-            if m and pid_gone(int(m[1])):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
-
-
-def serve(root: Path, idle: float = IDLE, *, native: bool = False) -> int:
+def serve(root: Path, idle: float = IDLE, *, native: bool = False, code: int | None = None) -> int:
     """Serve the stops of the home at ``root`` until ``idle`` seconds pass without one; ``native``:
-    a ledger-native stop started it (see :func:`_warm_up`)."""
+    a ledger-native stop started it (see :func:`_warm_up`); ``code``: the package's stamp when the
+    process started (``warm.code_stamp``)."""
     from ledger.core.home import Home
+
+    code = code_stamp() if code is None else code
     from ledger.drivers.claude_code.stop import hook  # noqa: F401  (the stop's modules: imported once, now)
 
     home = Home.resolve(root)
     make_root(home.root)
-    lock = os.open(home.root / LOCK, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return 0  # another worker serves this home
-    os.ftruncate(lock, 0)
-    os.write(lock, f"{os.getpid()}\n".encode())  # who serves (to stop it: SIGTERM that pid)
-    code = code_stamp()
+    lock = hold(home.root / LOCK)
+    if lock is None:
+        return 0  # another worker serves this home, or its lock file is not to be trusted
     _warm_up(home, native)
     path = Path(socket_path(home.root))
-    _sweep_sockets(path)
-    # bound and listening under a temporary name, then renamed into place: a hook never finds a
-    # socket that refuses it (it would start a second worker, which would take over this one's lock)
-    fresh = path.with_name(f".{SOCKET}.{os.getpid()}")
-    fresh.unlink(missing_ok=True)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o077)
-    try:
-        server.bind(str(fresh))
-    finally:
-        os.umask(old)
-    os.chmod(fresh, 0o600)
-    ident = os.stat(fresh).st_ino
-    server.listen(16)
-    server.settimeout(min(idle, REFOLD))
-    os.replace(fresh, path)
-
-    def remove_socket() -> None:
-        with contextlib.suppress(OSError):
-            if os.stat(path).st_ino == ident:  # still ours
-                path.unlink()
-
+    sweep_sockets(path)
+    listener = Listener(path, min(idle, REFOLD))
     busy, stopping = [False], [False]
+    retired = [False]
+
+    def retire() -> None:
+        """Give the home up at once (the package changed): the socket and the lock, so the worker
+        the next stop starts takes over."""
+        if not retired[0]:
+            retired[0] = True
+            listener.remove()
+            os.close(lock)
 
     def on_term(signum: int, frame: object) -> None:
         """SIGTERM: at once when idle; after the stop (and its catch-up) when serving one. Never an
         exception, which DuckDB could turn into an interrupted query caught as an error."""
         stopping[0] = True
         if not busy[0]:
-            remove_socket()
+            listener.remove()
             os._exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
+    beats = Beats()
     try:
         last = time.monotonic()
         served = False
         while not stopping[0]:
             try:
-                conn, _ = server.accept()
+                conn, _ = listener.server.accept()
             except TimeoutError:
                 waited = time.monotonic() - last
                 if waited >= idle:
                     return 0
+                there = listener.here()
+                if there is None:  # its socket was removed: in place again, or every stop starts
+                    listener.close()  # a worker that exits at once (this one holds the lock)
+                    listener = Listener(path, REFOLD)
+                elif not there:
+                    return 0  # something else has the socket's name: leave it, and the home
                 early = not served and waited < WARMING
                 if early:  # the stop that started this worker may still be writing its journal
                     _warm_up(home, native)
-                server.settimeout(min(idle - waited, REFOLD) if early else idle - waited)
+                listener.server.settimeout(min(idle - waited, REFOLD if early else WATCH))
+                continue
+            if not trusted(conn):
+                conn.close()  # another user's process: nothing read, nothing run
                 continue
             busy[0] = True
             served = True
             with conn:
-                if not _serve_one(conn, home, code):
+                if not _serve_one(conn, home, code, beats, retire):
                     return 0  # the package was upgraded: the next stop starts a new worker
             busy[0] = False
             last = time.monotonic()
-            server.settimeout(idle)
+            listener.server.settimeout(min(idle, WATCH))
         return 0
     finally:
-        remove_socket()
-        server.close()
-        os.close(lock)
+        if not retired[0]:
+            listener.remove()
+            os.close(lock)
+        listener.close()
 
 
 REFOLD = 0.25
@@ -222,9 +208,16 @@ def _waiting(conn: socket.socket) -> bool:
         return False
 
 
-def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
-    """One stop: the request, the handshake, the stop run as the hook would, the reply. False when
-    the hook runs other code than this worker (then it runs the stop itself)."""
+def _serve_one(
+    conn: socket.socket,
+    home: Home,
+    code: int,
+    beats: Beats | None = None,
+    retire: Callable[[], None] | None = None,
+) -> bool:
+    """One stop: the request, the handshake, the stop run as the hook would (beating meanwhile), the
+    reply. False when the hook runs other code than this worker: it is ``retire``-d first (socket and
+    lock given up), then the connection closed, and the hook runs the stop itself."""
     from ledger.drivers.claude_code.stop.error_sink import allowing
     from ledger.drivers.claude_code.stop.hook import run
 
@@ -232,6 +225,8 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
         conn.settimeout(5.0)
         request = Request.decode(recv(conn))
         if request.code != code:
+            if retire is not None:
+                retire()
             return False
         if Path(request.home) != home.root:
             return True  # another home's: the hook runs it itself
@@ -242,17 +237,22 @@ def _serve_one(conn: socket.socket, home: Home, code: int) -> bool:
     except (OSError, ValueError):
         return True  # the hook gave up (too slow) or sent nonsense: it runs the stop itself
     here, environ = os.getcwd(), dict(os.environ)
+    if beats is not None:
+        beats.serving(conn)
     try:
         os.chdir(request.cwd)
-        os.environ.clear()
-        os.environ.update(request.env)
+        os.environ.clear()  # this worker's own environment, with the stop's variables in place
+        os.environ.update({k: v for k, v in environ.items() if not is_sent(k)})
+        os.environ.update({k: v for k, v in request.env.items() if is_sent(k)})
         with served_for(lambda: _waiting(conn)):
-            outcome = run(request.raw, home_arg=request.home_arg)
+            outcome = run(request.raw, home_arg=request.home_arg, mark=request.mark)
     except OSError as exc:  # the hook's directory is gone: the stop is allowed, as in-process
         from ledger.drivers.claude_code.stop.stop_input import HookOutcome
 
         outcome = HookOutcome(stderr=allowing(exc) + "\n")
     finally:
+        if beats is not None:
+            beats.serving(None)
         os.environ.clear()
         os.environ.update(environ)
         with contextlib.suppress(OSError):
@@ -316,10 +316,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    code = code_stamp()  # the code this process runs: stamped before the stop's modules are imported
     from ledger.storage import fold
 
     fold.PRICES = False  # never the price library on a stop's path (unless a cost guard needs it)
-    return serve(Path(args[0]), idle, native=native)
+    return serve(Path(args[0]), idle, native=native, code=code)
 
 
 if __name__ == "__main__":
