@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ledger.cli.common import CliError, emit, open_current, report_ingest, unknown_session
 from ledger.core.home import Home
+from ledger.core.words import plural
 
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
     import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
@@ -110,8 +111,22 @@ def cmd_sql(home: Home, args: argparse.Namespace) -> None:
         try:
             result = interruptible(ledger.con, lambda: run_readonly(ledger.con, args.query))
         except ReadOnlyViolation as exc:
-            raise CliError(f"ralph-ledger: {exc}") from None
+            raise CliError(f"ralph-ledger: {exc}{_hints(exc.detail)}") from None
     emit(render(result, args.fmt))
+
+
+_HINTS = ("did you mean", "candidate bindings:")
+"""The lines of an SQL error's detail that say what was meant: DuckDB's and the source check's."""
+
+
+def _hints(detail: str) -> str:
+    """The hints of an SQL error's detail (``Did you mean 'sessions'?``, DuckDB's ``Candidate
+    bindings: "session_id"``) as the end of its one line: `` (did you mean 'sessions'?)``; ``""`` when
+    it gives none. The TUI's console shows the detail whole."""
+    from ledger.core.errors import printable
+
+    said = [line.strip() for line in detail.splitlines()[1:] if line.strip().lower().startswith(_HINTS)]
+    return "".join(f" ({printable(h[:1].lower() + h[1:])})" for h in said)
 
 
 def cmd_export(home: Home, args: argparse.Namespace) -> None:
@@ -182,27 +197,24 @@ def _export_round(
         warned.update(report.shared)
         others = sorted({other for _, other in report.shared})
         print(
-            f"ralph-ledger: export: {len(report.shared)} session id(s) of source {source} are also in "
-            f"source(s) {', '.join(others)} of {args.parquet} (e.g. {report.shared[0][0]!r}); "
+            f"ralph-ledger: export: {plural(len(report.shared), 'session id')} of source {source} "
+            f"{'is' if len(report.shared) == 1 else 'are'} also in "
+            f"{'source' if len(others) == 1 else 'sources'} {', '.join(others)} of {args.parquet} "
+            f"(e.g. {report.shared[0][0]!r}); "
             "the views merge sessions by id, so give each home's sessions distinct ids",
             file=sys.stderr,
         )
     if not report.changed and not unchanged:
         return
-    what = f"export: {_count(report.events, 'event')} of {_count(report.sessions, 'session')}"
+    what = f"export: {plural(report.events, 'event')} of {plural(report.sessions, 'session')}"
     if not report.changed:
         what += f" in {report.folder}: nothing changed since the last export"
     else:
-        parts = f"{len(report.written)} day partition(s) written, {len(report.removed)} removed"
+        parts = f"{plural(len(report.written), 'day partition')} written, {len(report.removed)} removed"
         what += f" to {report.folder}: {parts}"
     if stamp:
         what = f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {what}"
     emit(what + "\n")
-
-
-def _count(n: int, word: str) -> str:
-    """``n`` and ``word``, plural unless one: "1 session", "2 sessions"."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _round_error(home: Home, exc: Exception) -> str:

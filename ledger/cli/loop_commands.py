@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ledger.cli.common import CliError, unknown_session
 from ledger.core.home import Home
+from ledger.core.words import plural
 
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
     import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
@@ -209,7 +210,8 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
         raise CliError(f"ralph-ledger run: {exc}") from None
     except WorktreeError as exc:  # another loop holds the worktree
         raise CliError(f"ralph-ledger run: {exc}", exc.code) from None
-    summary = f"{result.session_id}: {result.signal or 'interrupted'} after {result.iterations} iteration(s)"
+    ended = result.signal or "interrupted"
+    summary = f"{result.session_id}: {ended} after {plural(result.iterations, 'iteration')}"
     if out.gone:  # its reader went away (| head): the last flush must not fail
         _to_null(1)
     if not result.signal:

@@ -10,6 +10,7 @@ from ledger.storage.journal import JournalError
 
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
     import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+    from collections.abc import Sequence
 
 
 DEFAULT_RUN_TIMEOUT_S = 600.0
@@ -21,13 +22,76 @@ def _parser_class() -> type[argparse.ArgumentParser]:
     import argparse
 
     class Parser(argparse.ArgumentParser):
-        """argparse that reports a usage error as one line (exit 2)."""
+        """argparse that reports a usage error as one line (exit 2), with the word meant when a slip
+        is close to one (``did you mean 'sessions'?``)."""
 
         def error(self, message: str) -> NoReturn:
             """Raise ``CliError`` (exit status 2) instead of printing usage and exiting."""
-            raise CliError(f"{self.prog}: {message} (see --help)", 2)
+            raise CliError(f"{self.prog}: {message}{_meant_choice(message)} (see --help)", 2)
+
+        def parse_known_args(  # type: ignore[override]
+            self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+        ) -> tuple[argparse.Namespace, list[str]]:
+            """argparse's, but words left over are refused here, by the command they were given to,
+            naming the first option it does not know (and the one meant) rather than every word after
+            it (``run --sesion s -- ./agent.sh`` left ``--sesion -- ./agent.sh``)."""
+            parsed, extras = super().parse_known_args(args, namespace)
+            command = getattr(parsed, "command", None)
+            if not extras or self.prog.count(" ") or not isinstance(command, str):
+                return parsed, extras  # a command's own parser: its parent says it, as below
+            parser = _command_parser(self, command)
+            unknown = next((w for w in extras if w.startswith("-") and w not in ("-", "--")), "")
+            if parser is None or not unknown:
+                parser = parser or self
+                parser.error(f"unrecognized arguments: {' '.join(extras)}")
+            word = unknown.partition("=")[0]
+            hint = _closest(word, [o for a in _all_actions(parser) for o in a.option_strings])
+            parser.error(f"unrecognized arguments: {unknown}" + (f"; did you mean {hint}?" if hint else ""))
 
     return Parser
+
+
+def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser | None:
+    """The parser of ``parser``'s subcommand ``command`` (None when it has none)."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            found: argparse.ArgumentParser = action.choices[command]
+            return found
+    return None
+
+
+def _all_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """``parser``'s actions and those of its own subcommands (``checkpoint list``'s options)."""
+    import argparse
+
+    nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return [*parser._actions, *(x for a in nested for q in a.choices.values() for x in q._actions)]
+
+
+def _closest(word: str, known: Sequence[str]) -> str:
+    """The one of ``known`` that ``word`` is most likely a slip for, or ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(set(known)), n=1, cutoff=0.6)
+    return close[0] if close else ""
+
+
+_CHOICE = r"invalid choice: (?P<q>['\"]?)(?P<value>.*?)(?P=q) \(choose from (?P<choices>.*)\)$"
+
+
+def _meant_choice(message: str) -> str:
+    """For argparse's ``invalid choice: 'sesions' (choose from ...)``: ``; did you mean 'sessions'?``
+    when one of the choices is close, else ``""``."""
+    import re
+
+    m = re.search(_CHOICE, message)
+    if m is None:
+        return ""
+    choices = [c.strip().strip("'\"") for c in m["choices"].split(",")]
+    hint = _closest(m["value"], choices)
+    return f"; did you mean {hint!r}?" if hint else ""
 
 
 def agent_format_arg(text: str) -> str:
@@ -117,7 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
     from ledger.events import SESSION_STATUSES
 
     Parser = _parser_class()
-    p = Parser(prog="ralph-ledger", description="Record and query agent iteration loops.")
+    p = Parser(
+        prog="ralph-ledger",
+        description="Record and query agent iteration loops.",
+        epilog="The manual: docs/cli.md (every command), docs/runner.md (run), docs/index.md (all pages).",
+    )
+    p.add_argument("--version", action="version", version=f"ralph-ledger {installed_version()}")
     p.add_argument(
         "--home",
         help="ledger home (default: $RALPH_HOME, else the project's .ralph: the nearest above the "
@@ -308,7 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--agent-format",
         type=agent_format_arg,
         metavar="NAME",
-        help="how to read the agent's output (default: detected from the agent command; see README)",
+        help="how to read the agent's output (default: detected from the agent command; "
+        "the formats: docs/runner.md)",
     )
     s.add_argument(
         "agent_cmd",
@@ -332,6 +402,17 @@ def build_parser() -> argparse.ArgumentParser:
                 help="as before the command",
             )
     return p
+
+
+def installed_version() -> str:
+    """The installed ralph-ledger's version (``pyproject.toml``'s), or ``unknown`` when it runs from a
+    tree that was not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ralph-ledger")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def session_id_arg(text: str) -> str:

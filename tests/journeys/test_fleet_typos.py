@@ -66,7 +66,7 @@ def test_exporting_one_session_says_one_session_and_a_second_export_writes_nothi
     shutil.copy(SAMPLES / "tdd-success.jsonl", journals)
     first = project.cli("export", "--parquet", "out", "--source", "m1")
     assert first.returncode == 0, first
-    assert " of 1 session to " in first.stdout and "1 day partition(s) written" in first.stdout
+    assert " of 1 session to " in first.stdout and "1 day partition written" in first.stdout
     again = project.cli("export", "--parquet", "out", "--source", "m1")
     assert again.returncode == 0, again
     assert "nothing changed since the last export" in again.stdout

@@ -115,7 +115,7 @@ def test_a_url_that_fails_is_recorded_and_the_others_still_get_it(project: Proje
     assert proc.returncode == 0, proc  # the loop's outcome is the loop's, whatever the notification
     assert (
         proc.stdout.splitlines()[-1]
-        == "ralph-ledger run: f1: COMPLETE after 1 iteration(s): agent promised COMPLETE"
+        == "ralph-ledger run: f1: COMPLETE after 1 iteration: agent promised COMPLETE"
     )
     (line,) = proc.stderr.splitlines()
     assert (
@@ -177,9 +177,7 @@ def test_ctrl_c_while_a_finished_loop_waits_for_its_notification(project: Projec
         assert proc.stdout is not None
         out = proc.stdout.read()
         (post,) = receiver.wait(timeout_s=30)  # the sender went on in its own session
-    assert (
-        out.splitlines()[-1] == "ralph-ledger run: s1: COMPLETE after 1 iteration(s): agent promised COMPLETE"
-    )
+    assert out.splitlines()[-1] == "ralph-ledger run: s1: COMPLETE after 1 iteration: agent promised COMPLETE"
     time.sleep(0.2)
     rest = []
     while not err.empty():

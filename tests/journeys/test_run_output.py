@@ -109,7 +109,7 @@ def test_ctrl_c_on_a_pipeline_through_tee_exits_130(project: Project, tmp_path: 
     assert Path(out + ".rc").read_text() == "130"
     if not redirect:
         assert Path(out + ".err").read_text().splitlines() == [
-            "ralph-ledger run: s1: interrupted after 1 iteration(s): interrupted (Ctrl-C)"
+            "ralph-ledger run: s1: interrupted after 1 iteration: interrupted (Ctrl-C)"
         ]
     turn, override = project.journal("s1")[-2:]
     assert (turn["type"], turn["stop_reason"], override["reason"]) == (

@@ -70,7 +70,7 @@ def test_a_second_export_writes_only_the_new_and_changed_days(project: Project, 
     add_events(project.home, "s1", DAY1, 5)
     add_events(project.home, "s2", DAY2, 4)
     first = export(project, dest)
-    assert "9 events of 2 sessions" in first.stdout and "2 day partition(s) written" in first.stdout
+    assert "9 events of 2 sessions" in first.stdout and "2 day partitions written" in first.stdout
     assert day_rows(dest, "box") == {DAY1: 5, DAY2: 4}
     before = parts(dest, "box")
     manifest = dest / "events" / "source=box" / "_export.json"
@@ -84,7 +84,7 @@ def test_a_second_export_writes_only_the_new_and_changed_days(project: Project, 
     add_events(project.home, "s3", DAY3, 2)  # a new day
     third = export(project, dest)
     assert "14 events of 3 sessions" in third.stdout
-    assert "2 day partition(s) written, 0 removed" in third.stdout
+    assert "2 day partitions written, 0 removed" in third.stdout
     after = parts(dest, "box")
     assert after[DAY1] == before[DAY1]  # the untouched day: same file, not rewritten
     assert after[DAY2][0] != before[DAY2][0]  # the grown day: a new file renamed over the old one
@@ -97,11 +97,11 @@ def test_a_second_export_writes_only_the_new_and_changed_days(project: Project, 
     (dest / "events" / "source=box" / f"day={DAY3}" / "part-0.parquet").unlink()
     (dest / "events" / "source=box" / f"day={DAY1}" / "part-0.parquet").write_bytes(b"PAR1 torn")
     fixed = export(project, dest)
-    assert "2 day partition(s) written" in fixed.stdout
+    assert "2 day partitions written" in fixed.stdout
     assert day_rows(dest, "box") == {DAY1: 5, DAY2: 7, DAY3: 2}
 
     full = export(project, dest, "--full")  # --full: every day again
-    assert "3 day partition(s) written" in full.stdout
+    assert "3 day partitions written" in full.stdout
     rewritten = parts(dest, "box")
     assert all(rewritten[d] != after[d] for d in (DAY1, DAY2))
     assert day_rows(dest, "box") == {DAY1: 5, DAY2: 7, DAY3: 2}
@@ -121,7 +121,7 @@ def test_a_rebuilt_history_rewrites_the_days_it_changed(project: Project, tmp_pa
     proc = project.cli("rebuild")
     assert proc.returncode == 0, proc.stderr
     out = export(project, dest).stdout
-    assert "9 events of 2 sessions" in out and "1 day partition(s) written, 1 removed" in out
+    assert "9 events of 2 sessions" in out and "1 day partition written, 1 removed" in out
     after = parts(dest, "box")
     assert set(after) == {DAY1, DAY2} and after[DAY1] == before[DAY1] and after[DAY2] != before[DAY2]
     assert not (dest / "events" / "source=box" / f"day={DAY3}").exists()
@@ -181,7 +181,7 @@ def test_the_clobber_guard_still_refuses_another_homes_folder(project: Project, 
     # --force takes the folder over: rewritten whole, the first home's days removed
     forced = other.cli("export", "--parquet", str(dest), "--source", "box", "--force")
     assert forced.returncode == 0, forced.stderr
-    assert "1 day partition(s) written, 2 removed" in forced.stdout
+    assert "1 day partition written, 2 removed" in forced.stdout
     assert day_rows(dest, "box") == {DAY3: 2}
     # and now the first home is the stranger
     assert project.cli("export", "--parquet", str(dest), "--source", "box").returncode == 1
@@ -221,7 +221,7 @@ def test_watch_keeps_the_dataset_current_until_ctrl_c(project: Project, tmp_path
     for t in threads:
         t.start()
     try:
-        _wait_line(out, "1 day partition(s) written")
+        _wait_line(out, "1 day partition written")
         time.sleep(0.5)  # rounds that change nothing (said by nothing: test_watch_is_quiet_...)
         add_events(project.home, "s2", DAY2, 3)
         _wait_line(out, "8 events of 2 sessions")  # picked up within a round
@@ -295,7 +295,7 @@ def test_watch_is_quiet_while_nothing_changes(project: Project, tmp_path: Path) 
         assert _quiet_for(out, 1.5) == []  # ~12 rounds, nothing new: nothing said
         add_events(project.home, "s2", DAY2, 3)
         line = _wait_line(out, "8 events of 2 sessions")
-        assert line.endswith("1 day partition(s) written, 0 removed\n"), line
+        assert line.endswith("1 day partition written, 0 removed\n"), line
         assert _quiet_for(out, 1.0) == []
     finally:
         _ctrl_c(proc)
