@@ -5,7 +5,9 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ledger.cli import slips
 from ledger.cli.common import CliError
+from ledger.core.errors import closest
 from ledger.storage.journal import JournalError
 
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
@@ -27,7 +29,7 @@ def _parser_class() -> type[argparse.ArgumentParser]:
 
         def error(self, message: str) -> NoReturn:
             """Raise ``CliError`` (exit status 2) instead of printing usage and exiting."""
-            raise CliError(f"{self.prog}: {message}{_meant_choice(message)} (see --help)", 2)
+            raise CliError(f"{self.prog}: {message}{slips.meant_choice(message)} (see --help)", 2)
 
         def parse_known_args(  # type: ignore[override]
             self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
@@ -39,59 +41,16 @@ def _parser_class() -> type[argparse.ArgumentParser]:
             command = getattr(parsed, "command", None)
             if not extras or self.prog.count(" ") or not isinstance(command, str):
                 return parsed, extras  # a command's own parser: its parent says it, as below
-            parser = _command_parser(self, command)
+            parser = slips.command_parser(self, command)
             unknown = next((w for w in extras if w.startswith("-") and w not in ("-", "--")), "")
             if parser is None or not unknown:
                 parser = parser or self
                 parser.error(f"unrecognized arguments: {' '.join(extras)}")
             word = unknown.partition("=")[0]
-            hint = _closest(word, [o for a in _all_actions(parser) for o in a.option_strings])
+            hint = closest(word, [o for a in slips.all_actions(parser) for o in a.option_strings])
             parser.error(f"unrecognized arguments: {unknown}" + (f"; did you mean {hint}?" if hint else ""))
 
     return Parser
-
-
-def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser | None:
-    """The parser of ``parser``'s subcommand ``command`` (None when it has none)."""
-    import argparse
-
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            found: argparse.ArgumentParser = action.choices[command]
-            return found
-    return None
-
-
-def _all_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    """``parser``'s actions and those of its own subcommands (``checkpoint list``'s options)."""
-    import argparse
-
-    nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return [*parser._actions, *(x for a in nested for q in a.choices.values() for x in q._actions)]
-
-
-def _closest(word: str, known: Sequence[str]) -> str:
-    """The one of ``known`` that ``word`` is most likely a slip for, or ``""``."""
-    import difflib
-
-    close = difflib.get_close_matches(word, sorted(set(known)), n=1, cutoff=0.6)
-    return close[0] if close else ""
-
-
-_CHOICE = r"invalid choice: (?P<q>['\"]?)(?P<value>.*?)(?P=q) \(choose from (?P<choices>.*)\)$"
-
-
-def _meant_choice(message: str) -> str:
-    """For argparse's ``invalid choice: 'sesions' (choose from ...)``: ``; did you mean 'sessions'?``
-    when one of the choices is close, else ``""``."""
-    import re
-
-    m = re.search(_CHOICE, message)
-    if m is None:
-        return ""
-    choices = [c.strip().strip("'\"") for c in m["choices"].split(",")]
-    hint = _closest(m["value"], choices)
-    return f"; did you mean {hint!r}?" if hint else ""
 
 
 def agent_format_arg(text: str) -> str:

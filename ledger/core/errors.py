@@ -73,6 +73,11 @@ def printable(text: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+SLIP: Final = 0.6
+"""How alike a word and a known one must be (``difflib``'s ratio) for the word to be taken as a slip
+of it: ``sesions`` for ``sessions``, ``max_iteration`` for ``max_iterations``."""
+
+
 def no_session(session_id: str, home: Path, journal: Path | None = None, known: Iterable[str] = ()) -> str:
     """The error for a session id a home does not hold, in the user's words: where it was looked
     for and how to list the sessions there; with ``journal``, that its journal exists but records
@@ -94,7 +99,16 @@ def meant_sessions(session_id: str, known: Iterable[str], most: int = 3) -> list
     starting = [i for i in ids if session_id and i.startswith(session_id)]
     if starting:
         return starting[:most]
-    return difflib.get_close_matches(session_id, ids, n=most, cutoff=0.6)
+    return difflib.get_close_matches(session_id, ids, n=most, cutoff=SLIP)
+
+
+def closest(word: str, known: Iterable[str]) -> str:
+    """The one of ``known`` that ``word`` is most likely a slip for (``SLIP``), or ``""``: what every
+    ``did you mean ...?`` names (a command, an option, a choice, a configuration key)."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(set(known)), n=1, cutoff=SLIP)
+    return close[0] if close else ""
 
 
 def one_line(error: BaseException | str, limit: int | None = None) -> str:

@@ -13,7 +13,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from ledger.core.errors import error_reason, explain, tokens
+from ledger.core.errors import closest, error_reason, explain, tokens
 
 T = TypeVar("T")
 NOTICES: Final = ("complete", "blocked", "escalated", "guard")
@@ -57,8 +57,6 @@ def convert(data: Any, typ: type[T], source: str, prefix: str = "") -> T:
 def _meant_key(typ: type[Any], where: str) -> str:
     """For an unknown key at ``where`` (``.guards.thrashing.treshold``): ``; did you mean 'threshold'?``
     when a key of the table it is in is close to it, else ``""``."""
-    import difflib
-
     from msgspec import inspect
 
     *parents, (_, slip) = tokens(where) or [(None, "")]
@@ -73,8 +71,8 @@ def _meant_key(typ: type[Any], where: str) -> str:
             return ""
     info = _table(info)
     keys = [f.encode_name for f in info.fields] if isinstance(info, inspect.StructType) else []
-    close = difflib.get_close_matches(slip, keys, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    meant = closest(slip, keys)
+    return f"; did you mean {meant!r}?" if meant else ""
 
 
 def _table(info: Any) -> Any:
