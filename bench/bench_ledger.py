@@ -38,10 +38,10 @@ from ledger.loop.validate.score import validation_score
 from ledger.storage.database import Ledger
 from ledger.storage.ingest import IngestReport
 from ledger.storage.journal import Journal
-from ledger.storage.schema import create_events_sql, read_json_columns
+from ledger.storage.schema import SCHEMA_VERSION, create_events_sql, read_json_columns
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
-GENERATOR_VERSION: Final = 3  # bump when the generated data (or the vocabulary) changes
+GENERATOR_VERSION: Final = 3  # bump when the generated data changes (the vocabulary names the cache too)
 MODELS: Final = ("claude-sonnet-4-5-20250929", "claude-opus-4-6", "gpt-4o")  # what the turns name
 COMPLETE_MARKER: Final = "COMPLETE"
 
@@ -372,7 +372,11 @@ def write_sessions(journals: Path, seed: int, start: int, stop: int, n_events: i
 
 
 def dataset_home(cfg: Config) -> Home:
-    name = f"home-seed{cfg.seed}-s{cfg.sessions}-e{cfg.events_per_session}-g{GENERATOR_VERSION}"
+    """The cached home of ``cfg``'s dataset, named for the generator and the events' layout: journals
+    written under an older vocabulary lack its new fields, and would time the ingest's slower path
+    for old journals instead of its own."""
+    name = f"home-seed{cfg.seed}-s{cfg.sessions}-e{cfg.events_per_session}"
+    name += f"-g{GENERATOR_VERSION}-v{SCHEMA_VERSION[:8]}"
     return Home.resolve(cfg.out / name)
 
 

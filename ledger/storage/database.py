@@ -125,6 +125,10 @@ class Ledger:
         # Rows are always read back ordered by (session_id, seq), so DuckDB may
         # insert in parallel without keeping file order: ~1.6x faster ingest.
         con.execute("SET preserve_insertion_order = false")
+        # DuckDB 2.0's common sub-plan optimizer gives a shared sub-plan the statistics of one of
+        # its uses: a UNION ALL of two sessions' rows then fails to cast the other's tokens
+        # (``Monitor.sessions``; tests/unit/test_tui_layout.py, four-digit iteration counts).
+        con.execute("SET disabled_optimizers = 'common_subplan'")
         if writable:
             with self._private():
                 self._ensure_tables()

@@ -4,6 +4,7 @@ output that cannot be written."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,28 +206,14 @@ def test_a_read_only_home_is_read_from_its_journals(project: Project) -> None:
     Journal.for_session(journal.parent, "stuck-1", fsync=False).append(
         E.Override(session_id="stuck-1", iteration=1, kind="note", reason="seen")
     )
-    prefix = _readonly_runner(project.home)
-    if prefix is None:
-        pytest.skip("running as root, and no read-only bind mount can be made here (unshare -m)")
-    before = _tree(project.home)
-    if not prefix:
-        _chmod_tree(project.home, readonly=True)
-    try:
+    with _home_read_only(project) as ralph:
         for args in (
             ["sessions", "--json"],
             ["show", "done-1"],
             ["stats"],
             ["sql", "SELECT count(*) AS n FROM events WHERE session_id = 'stuck-1'", "--csv"],
         ):
-            proc = subprocess.run(
-                [*prefix, script("ralph-ledger"), *args],
-                cwd=project.dir,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                env=clean_env(),
-            )
-            assert proc.returncode == 0, (args, proc.stderr)
+            proc = ralph(*args)
             why = one_line_err(proc)
             assert why.startswith(f"ralph-ledger: cannot write in {project.home} (")
             assert why.endswith("; reading the journals instead")
@@ -237,6 +225,34 @@ def test_a_read_only_home_is_read_from_its_journals(project: Project) -> None:
                 assert "loops per agent" in proc.stdout and "bot" in proc.stdout
             else:
                 assert proc.stdout.splitlines() == ["n", "4"]  # the event appended after the ingest too
+
+
+@contextlib.contextmanager
+def _home_read_only(project: Project) -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
+    """The project's home read-only for the block (a read-only bind mount, or its modes for a user
+    other than root; skipped when neither can be had): yields a runner of ``ralph-ledger ARGS``
+    there (``env``: more variables) that asserts exit 0; the home is unchanged afterwards."""
+    prefix = _readonly_runner(project.home)
+    if prefix is None:
+        pytest.skip("running as root, and no read-only bind mount can be made here (unshare -m)")
+
+    def ralph(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [*prefix, script("ralph-ledger"), *args],
+            cwd=project.dir,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env(**env),
+        )
+        assert proc.returncode == 0, (args, proc.stderr)
+        return proc
+
+    before = _tree(project.home)
+    if not prefix:
+        _chmod_tree(project.home, readonly=True)
+    try:
+        yield ralph
     finally:
         if not prefix:
             _chmod_tree(project.home, readonly=False)
@@ -262,61 +278,45 @@ def test_a_read_only_home_on_its_own_file_system_is_read(project: Project, tmp_p
     Journal.for_session(project.home / "journals", "done-1", fsync=False).append(
         E.CheckpointCreated(session_id="done-1", iteration=2, checkpoint_id="done-1-cp2", trigger="hook")
     )
-    prefix = _readonly_runner(project.home)
-    if prefix is None:
-        pytest.skip("running as root, and no read-only bind mount can be made here (unshare -m)")
     scratch = _other_file_system(project.home, tmp_path)
     if scratch is None:
         pytest.skip("no writable /dev/shm on another file system than the home")
     dest = tmp_path / "fleet"
-    before = _tree(project.home)
-    if not prefix:
-        _chmod_tree(project.home, readonly=True)
     try:
-        for args in (
-            ["sessions", "--json"],
-            ["show", "done-1"],
-            ["stats"],
-            ["sql", "SELECT count(*) AS n FROM events", "--csv"],
-            ["export", "--parquet", str(dest), "--source", "w"],
-            ["checkpoint", "list", "done-1", "--csv"],
-            ["checkpoint", "show", "done-1", "done-1-cp2", "--json"],
-            ["checkpoint", "resume", "done-1"],
-        ):
-            proc = subprocess.run(
-                [*prefix, script("ralph-ledger"), *args],
-                cwd=project.dir,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                env=clean_env(TMPDIR=str(scratch)),
-            )
-            assert proc.returncode == 0, (args, proc.stderr)
-            assert "Traceback" not in proc.stderr and "cross-device" not in proc.stderr, proc.stderr
-            if args[0] == "sessions":
-                assert {r["session_id"] for r in strict_json(proc.stdout)} == {"done-1", "stuck-1"}
-            elif args[0] == "show":
-                assert proc.stdout.startswith("session done-1: complete, iteration 2/5")
-            elif args[0] == "sql":
-                assert proc.stdout.splitlines() == ["n", "10"]
-            elif args[0] == "export":
-                assert "10 events of 2 sessions" in proc.stdout, proc.stdout
-            elif args[0] == "stats":
-                assert "loops per agent" in proc.stdout and "bot" in proc.stdout
-            elif args[1] == "list":
-                listed = csv.DictReader(io.StringIO(proc.stdout))
-                assert [r["checkpoint_id"] for r in listed] == ["done-1-cp2"]
-            elif args[1] == "show":
-                assert strict_json(proc.stdout)[0]["trigger"] == "hook"
-            elif args[1] == "resume":
-                resumed = "done-1-cp2 (iteration 2): Resume iteration 2 of 5 of make it green"
-                assert proc.stdout.startswith(resumed)
-        assert list(scratch.iterdir()) == []  # the scratch files are gone
+        with _home_read_only(project) as ralph:
+            for args in (
+                ["sessions", "--json"],
+                ["show", "done-1"],
+                ["stats"],
+                ["sql", "SELECT count(*) AS n FROM events", "--csv"],
+                ["export", "--parquet", str(dest), "--source", "w"],
+                ["checkpoint", "list", "done-1", "--csv"],
+                ["checkpoint", "show", "done-1", "done-1-cp2", "--json"],
+                ["checkpoint", "resume", "done-1"],
+            ):
+                proc = ralph(*args, TMPDIR=str(scratch))
+                assert "Traceback" not in proc.stderr and "cross-device" not in proc.stderr, proc.stderr
+                if args[0] == "sessions":
+                    assert {r["session_id"] for r in strict_json(proc.stdout)} == {"done-1", "stuck-1"}
+                elif args[0] == "show":
+                    assert proc.stdout.startswith("session done-1: complete, iteration 2/5")
+                elif args[0] == "sql":
+                    assert proc.stdout.splitlines() == ["n", "10"]
+                elif args[0] == "export":
+                    assert "10 events of 2 sessions" in proc.stdout, proc.stdout
+                elif args[0] == "stats":
+                    assert "loops per agent" in proc.stdout and "bot" in proc.stdout
+                elif args[1] == "list":
+                    listed = csv.DictReader(io.StringIO(proc.stdout))
+                    assert [r["checkpoint_id"] for r in listed] == ["done-1-cp2"]
+                elif args[1] == "show":
+                    assert strict_json(proc.stdout)[0]["trigger"] == "hook"
+                elif args[1] == "resume":
+                    resumed = "done-1-cp2 (iteration 2): Resume iteration 2 of 5 of make it green"
+                    assert proc.stdout.startswith(resumed)
+            assert list(scratch.iterdir()) == []  # the scratch files are gone
     finally:
-        if not prefix:
-            _chmod_tree(project.home, readonly=False)
         shutil.rmtree(scratch, ignore_errors=True)
-    assert _tree(project.home) == before
 
 
 def test_stop_and_set_on_a_read_only_home_say_why(project: Project) -> None:

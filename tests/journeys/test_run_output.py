@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.journeys.conftest import Project, clean_env, script
+from tests.journeys.conftest import Project, clean_env, script, spawn
 from tests.journeys.test_run import Loop, resume, wait_for_file
 
 SLOW_LINES = """\
@@ -51,15 +51,7 @@ def test_a_reader_that_goes_away_ends_the_loop_after_its_turn_is_recorded(
     in silence, the session running and its turn never recorded."""
     loop = Loop(project, tmp_path, SLOW_LINES)
     argv = [script("ralph-ledger"), "run", "--session", "s1", "--prompt", "PROMPT.md", "--", *loop.cmd]
-    runner = subprocess.Popen(
-        argv,
-        cwd=project.dir,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    runner = spawn(argv, project.dir, "")
     assert runner.stdout is not None
     head = subprocess.run(["head", "-1"], stdin=runner.stdout, capture_output=True, text=True, timeout=60)
     runner.stdout.close()  # head has gone: the pipe has no reader left

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.journeys.conftest import GIT, Project, clean_env, script
+from tests.journeys.conftest import GIT, Project, clean_env, script, spawn
 from tests.journeys.test_run import TASK, Loop, all_dead, wait_for_file
 
 WAIT = """\
@@ -44,18 +44,7 @@ def run_at_once(project: Project, argvs: list[list[str]]) -> list[subprocess.Com
     """Start every ``ralph-ledger ARGV`` together, just after a second begins (so that a clock-made id
     would be the same for all), and wait for them all."""
     time.sleep(1 - time.time() % 1 + 0.01)
-    procs = [
-        subprocess.Popen(
-            [script("ralph-ledger"), *argv],
-            cwd=project.dir,
-            env=clean_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for argv in argvs
-    ]
+    procs = [spawn([script("ralph-ledger"), *argv], project.dir, "") for argv in argvs]
     done = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)

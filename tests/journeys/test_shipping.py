@@ -207,19 +207,7 @@ def _wait_line(lines: queue.Queue[str], text: str, timeout: float = 20.0) -> str
 def test_watch_keeps_the_dataset_current_until_ctrl_c(project: Project, tmp_path: Path) -> None:
     dest = tmp_path / "fleet"
     add_events(project.home, "s1", DAY1, 5)
-    proc = spawn(
-        [script("ralph-ledger"), "export", "--parquet", str(dest), "--source", "w", "--watch", "0.2"],
-        project.dir,
-        "",
-    )
-    out: queue.Queue[str] = queue.Queue()
-    err: queue.Queue[str] = queue.Queue()
-    threads = [
-        threading.Thread(target=_lines, args=(proc.stdout, out), daemon=True),
-        threading.Thread(target=_lines, args=(proc.stderr, err), daemon=True),
-    ]
-    for t in threads:
-        t.start()
+    proc, out, err, threads = _watch(project, dest, every="0.2")
     try:
         _wait_line(out, "1 day partition written")
         time.sleep(0.5)  # rounds that change nothing (said by nothing: test_watch_is_quiet_...)
@@ -260,18 +248,24 @@ def _quiet_for(lines: queue.Queue[str], seconds: float) -> list[str]:
     return came
 
 
-def _watch(project: Project, dest: Path) -> tuple[subprocess.Popen[str], queue.Queue[str], queue.Queue[str]]:
-    """``export --watch 0.1`` started, its stdout and stderr read line by line."""
+def _watch(
+    project: Project, dest: Path, every: str = "0.1"
+) -> tuple[subprocess.Popen[str], queue.Queue[str], queue.Queue[str], list[threading.Thread]]:
+    """``export --watch EVERY`` started, its stdout and stderr read line by line (by the threads)."""
     proc = spawn(
-        [script("ralph-ledger"), "export", "--parquet", str(dest), "--source", "w", "--watch", "0.1"],
+        [script("ralph-ledger"), "export", "--parquet", str(dest), "--source", "w", "--watch", every],
         project.dir,
         "",
     )
     out: queue.Queue[str] = queue.Queue()
     err: queue.Queue[str] = queue.Queue()
-    for stream, into in ((proc.stdout, out), (proc.stderr, err)):
-        threading.Thread(target=_lines, args=(stream, into), daemon=True).start()
-    return proc, out, err
+    threads = [
+        threading.Thread(target=_lines, args=(stream, into), daemon=True)
+        for stream, into in ((proc.stdout, out), (proc.stderr, err))
+    ]
+    for t in threads:
+        t.start()
+    return proc, out, err, threads
 
 
 def _ctrl_c(proc: subprocess.Popen[str]) -> None:
@@ -289,7 +283,7 @@ def test_watch_is_quiet_while_nothing_changes(project: Project, tmp_path: Path) 
     dozen rounds with nothing new print nothing."""
     dest = tmp_path / "fleet"
     add_events(project.home, "s1", DAY1, 5)
-    proc, out, err = _watch(project, dest)
+    proc, out, err, _ = _watch(project, dest)
     try:
         _wait_line(out, "5 events of 1 session to ")
         assert _quiet_for(out, 1.5) == []  # ~12 rounds, nothing new: nothing said
@@ -300,7 +294,7 @@ def test_watch_is_quiet_while_nothing_changes(project: Project, tmp_path: Path) 
     finally:
         _ctrl_c(proc)
     # a watch started on a dataset already current says so once, then nothing
-    proc, out, err = _watch(project, dest)
+    proc, out, err, _ = _watch(project, dest)
     try:
         first = _wait_line(out, "8 events of 2 sessions")
         assert first.endswith("nothing changed since the last export\n"), first

@@ -80,11 +80,12 @@ def test_native_stop_while_paused_ends_blocked(project: Project) -> None:
     assert not (project.dir / ".claude" / "ralph-ledger.local.json").exists()
 
 
-def blocked_native_loop(project: Project) -> tuple[Claude, Path]:
+def blocked_native_loop(project: Project, session: str | None = None) -> tuple[Claude, Path]:
     """A ledger-native loop ("Pick a database", at most 3 iterations) that its agent blocked at
-    iteration 1: its Claude Code stand-in, and where its (removed) loop file goes."""
+    iteration 1 (in Claude Code session ``session``, or the stand-in's own): its Claude Code
+    stand-in, and where its (removed) loop file goes."""
     ledger_project(project)
-    claude = Claude(project)
+    claude = Claude(project) if session is None else Claude(project, session=session)
     start(project, "Pick a database", "--max-iterations", "3")
     claude.prompt("go")
     claude.text("<promise>BLOCKED</promise>\nReason: which database?")
@@ -115,14 +116,7 @@ def test_native_unblock_keeps_a_session_id_that_ends_in_digits(project: Project)
     loop's number, and the session's next stop goes on with the loop."""
     digits = "4b0c6a1e-7d2f-4c3b-9a8e-123456789012"
     sid = f"cc-{digits}"
-    ledger_project(project)
-    claude = Claude(project, session=digits)
-    start(project, "Pick a database", "--max-iterations", "3")
-    claude.prompt("go")
-    claude.text("<promise>BLOCKED</promise>\nReason: which database?")
-    assert claude.stop().stdout.startswith("⛔ Ralph loop blocked at iteration 1")
-    loop_file = project.dir / ".claude" / "ralph-ledger.local.json"
-    assert not loop_file.exists()
+    claude, loop_file = blocked_native_loop(project, session=digits)
     out = ok(project, "unblock", sid, "use sqlite", "--iterations", "2")
     assert out.startswith(f"{sid}: unblocked; iteration 2 of 3 comes next")
     written = json.loads(loop_file.read_text())

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -13,6 +15,8 @@ from hypothesis import strategies as st
 
 from ledger import events as E
 from ledger.storage.schema import EVENT_COLUMNS, SchemaConflict, duckdb_type, event_columns
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Released tags, in order. Adding a tag appends here; nothing is ever removed.
 RELEASED_TAGS = (
@@ -76,6 +80,18 @@ def required_fields(cls: type[E.Event]) -> set[str]:
 def test_tags_are_permanent() -> None:
     assert E.TAGS[: len(RELEASED_TAGS)] == RELEASED_TAGS
     assert len(set(E.TAGS)) == len(E.TAGS)
+
+
+def test_the_manual_names_every_event_type() -> None:
+    """docs/ledger.md's table of events has a row for every tag (``rate_limited`` had none)."""
+    table = (ROOT / "docs" / "ledger.md").read_text().split("## Events", 1)[1].split("\n### ", 1)[0]
+    rows = {
+        tag
+        for line in table.splitlines()
+        if line.startswith("| `")
+        for tag in re.findall(r"`(\w+)`", line.split("|")[1])
+    }
+    assert rows == {str(cls.__struct_config__.tag) for cls in E.EVENT_TYPES}
 
 
 @pytest.mark.parametrize("cls", E.EVENT_TYPES, ids=lambda c: str(c.__struct_config__.tag))

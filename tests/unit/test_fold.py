@@ -47,6 +47,16 @@ def state(ledger: Ledger, sid: str) -> dict[str, Any]:
 _SCRATCH: list[Ledger] = []
 
 
+def head_of_sample(tmp_path: Path, name: str = "loop-done.jsonl", n: int = 6) -> tuple[Path, list[bytes]]:
+    """A journal under ``tmp_path/journals`` holding the first ``n`` lines of the sample ``name``,
+    and all of the sample's lines."""
+    path = tmp_path / "journals" / name
+    path.parent.mkdir()
+    lines = (SAMPLES / name).read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:n]))
+    return path, lines
+
+
 def scratch(path: Path, sid: str) -> dict[str, Any]:
     """The state of a ledger that holds nothing but ``path`` ingested from its first byte: one
     in-memory ledger emptied each time (creating one costs as much as the comparison itself)."""
@@ -195,11 +205,7 @@ def test_a_process_keeps_few_ledgers_and_rebuilds_a_dropped_one(tmp_path: Path) 
 def test_a_ledger_ingests_only_when_its_journal_grew_and_catch_up_brings_it_level(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    name = "loop-done.jsonl"
-    path = tmp_path / "journals" / name
-    path.parent.mkdir()
-    lines = (SAMPLES / name).read_bytes().splitlines(keepends=True)
-    path.write_bytes(b"".join(lines[:6]))
+    path, lines = head_of_sample(tmp_path)
     forget()
     ledger_of(path, None)
     ingests: list[int] = []
@@ -225,11 +231,7 @@ def test_catch_up_computes_again_the_memos_a_stop_asked_for(tmp_path: Path) -> N
     """A worker between two stops computes each memo the last stop asked for at the journal's new
     position (the ``sessions`` row a stop reads first): the next ask finds it, level with the
     journal. One whose computation fails is dropped, and one of a ledger made again is never run."""
-    name = "loop-done.jsonl"
-    path = tmp_path / "journals" / name
-    path.parent.mkdir()
-    lines = (SAMPLES / name).read_bytes().splitlines(keepends=True)
-    path.write_bytes(b"".join(lines[:6]))
+    path, lines = head_of_sample(tmp_path)
     forget()
     read = fold(path)
     ledger = read.ledger(None)
@@ -271,11 +273,7 @@ def test_catch_up_computes_again_the_memos_a_stop_asked_for(tmp_path: Path) -> N
 def test_kept_is_a_memo_at_the_position_read_now(tmp_path: Path) -> None:
     """``Fold.kept`` answers what ``memo`` computed at the journal's position read now, and nothing
     once the journal moved on (a step then reads the ``sessions`` row again: ``read_facts``)."""
-    name = "loop-done.jsonl"
-    path = tmp_path / "journals" / name
-    path.parent.mkdir()
-    lines = (SAMPLES / name).read_bytes().splitlines(keepends=True)
-    path.write_bytes(b"".join(lines[:6]))
+    path, lines = head_of_sample(tmp_path)
     forget()
     read = fold(path)
     assert read.kept("row") is None
