@@ -78,7 +78,7 @@ def test_a_stop_while_paused_ends_the_loop_blocked(project: Project, tmp_path: P
     assert project.cli("stop", "s1", "--reason", "enough").returncode == 0
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 3, err
-    assert err == "ralph-ledger run: s1: BLOCKED after 1 iteration(s): manual stop: enough\n"
+    assert err == "ralph-ledger run: s1: BLOCKED after 1 iteration: manual stop: enough\n"
     assert not (loop.state / "prompt2.txt").exists()
     assert project.sessions()[0]["status"] == "blocked"
 

@@ -258,7 +258,7 @@ def test_shared_session_ids_are_reported(
     assert export(twin, dest, "--source", "two") == 0
     err = [line for line in capsys.readouterr().err.splitlines() if "session id" in line]
     assert len(err) == 1
-    assert "9 session id(s) of source two are also in source(s) one" in err[0]
+    assert "9 session ids of source two are also in source one" in err[0]
 
 
 @pytest.mark.parametrize(
