@@ -26,6 +26,7 @@ from tables import cpu_model, markdown_table, parse_with_smoke
 
 from ledger import events as ev
 from ledger.core.home import Home
+from ledger.core.words import plural
 from ledger.storage.database import Ledger
 from ledger.storage.export import ExportReport, export_parquet
 
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seconds, report = timed(lambda: export_parquet(ledger, dest, SOURCE))
             incremental.append(seconds)
             written.append(len(report.written))
-            log(f"incremental export: {seconds:.3f} s, {len(report.written)} day partition(s)")
+            log(f"incremental export: {seconds:.3f} s, {plural(len(report.written), 'day partition')}")
         noop: list[float] = []
         for _ in range(a.repeat):
             seconds, report = timed(lambda: export_parquet(ledger, dest, SOURCE))

@@ -34,6 +34,7 @@ from tables import cpu_model, markdown_table, parse_with_smoke  # bench/tables.p
 
 from ledger import events as ev
 from ledger.core.home import Home
+from ledger.core.words import plural
 from ledger.loop.validate.score import validation_score
 from ledger.storage.database import Ledger
 from ledger.storage.ingest import IngestReport
@@ -1285,7 +1286,7 @@ def check_ingest(stats: IngestStats, cfg: Config) -> list[str]:
             f"WARNING: ingest fell back to the exact (msgspec) path for {stats.exact_batches} batch(es)"
         )
     if stats.bad_lines:
-        warnings.append(f"WARNING: ingest reported {stats.bad_lines} bad line(s)")
+        warnings.append(f"WARNING: ingest reported {plural(stats.bad_lines, 'bad line')}")
     return warnings
 
 

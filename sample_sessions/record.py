@@ -51,6 +51,7 @@ from typing import Any, Final
 
 from ledger import events as ev
 from ledger.core.home import Home, journals_in
+from ledger.core.words import plural
 from ledger.drivers.claude_code.stop import hook as stop_hook
 from ledger.drivers.claude_code.stop.plugin import new_state, parse_loop_args, write_state
 from ledger.drivers.claude_code.transcript.last_text import find_last_text
@@ -502,7 +503,7 @@ def expect(
         problems.append(f"ends with {last}, expected {ends_with}")
     seen = max((e.iteration for e in events), default=0)
     if seen != iterations:
-        problems.append(f"ran {seen} iteration(s), expected {iterations}")
+        problems.append(f"ran {plural(seen, 'iteration')}, expected {iterations}")
     trips = [e.guard for e in events if isinstance(e, ev.GuardTripped)]
     if trips != ([guard] if guard else []):
         problems.append(f"guards tripped: {trips}, expected {[guard] if guard else []}")
@@ -1667,7 +1668,7 @@ def record_all(
             f"recorded {s.file_name}: {lines} complete lines"
             + ("" if data.endswith(b"\n") else ", torn tail")
         )
-    log(f"{len(chosen)} session(s) recorded in {time.perf_counter() - started:.1f} s")
+    log(f"{plural(len(chosen), 'session')} recorded in {time.perf_counter() - started:.1f} s")
     return [s.file_name for s in chosen]
 
 
@@ -1769,10 +1770,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  ... and {len(lines) - 20} more")
     if diffs:
         print(
-            f"{len(diffs)} sample file(s) differ: {', '.join(diffs)}; run sample_sessions/record.py to update"
+            f"{plural(len(diffs), 'sample file')} differ{'s' if len(diffs) == 1 else ''}: "
+            f"{', '.join(diffs)}; run sample_sessions/record.py to update"
         )
         return 1
-    print(f"{len(names)} sample file(s) match a fresh recording")
+    print(f"{plural(len(names), 'sample file')} match{'es' if len(names) == 1 else ''} a fresh recording")
     return 0
 
 

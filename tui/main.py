@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
-from ledger import LedgerError, journals_in, ready
+from ledger import LedgerError, journals_in, one_line, ready
 from ledger.monitor import dataset_sources, resolve_home
 from tui.app import RalphApp
 from tui.attention import OSC_KINDS, Attention
@@ -173,7 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             hint = f" (to wait for a home yet to be made: ralph-tui --home {shlex.quote(str(missing[0]))})"
             print(f"ralph-tui: {missing[0]}: {what}{hint}", file=sys.stderr)
             return 1
-        homes = [resolve_home(args.home)] if args.home or not sources else []
+        try:
+            homes = [resolve_home(args.home)] if args.home or not sources else []
+        except PermissionError as exc:  # a home another user could have written in (UnsafeHome)
+            print(f"ralph-tui: {one_line(exc)}", file=sys.stderr)
+            return 1
         if homes and homes[0].exists() and not homes[0].is_dir():  # a file is never a home to wait for
             given = f"--home {args.home}" if args.home else f"RALPH_HOME={os.environ.get('RALPH_HOME', '')}"
             print(f"ralph-tui: {given}: the ledger home {homes[0]} is not a directory", file=sys.stderr)

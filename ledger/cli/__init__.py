@@ -23,6 +23,12 @@ if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that u
 
 # The commands that read the ledger file: one that finds it damaged moves it aside and runs again.
 LEDGER_COMMANDS = ("ingest", "rebuild", "sessions", "show", "sql", "export", "stats")
+READING = ("sessions", "show", "sql", "export", "stats", "checkpoint")
+"""Commands that only read a home: another user's may be read, from its journals (not its ledger file;
+``checkpoint prune`` refuses it: ``ledger.storage.ledger_file.unwritable``). Every other command
+writes, and refuses a home not this user's (docs/design/homes.md)."""
+OWN_HOME = ("hook", "schema", "init")
+"""Commands that check no home here: the hook finds and checks its own, the others use none."""
 CLEANING_UP = ("ingest", "rebuild", "export")
 """Commands that clean up their scratch files on Ctrl-C (the others simply end:
 ``ledger.core.interrupts``)."""
@@ -133,7 +139,8 @@ def _main(argv: Sequence[str]) -> int:
         args = build_parser().parse_args(argv)
         if args.command in CLEANING_UP:
             interrupts.ready()
-        home = Home.resolve(args.home)
+        checked = args.command not in OWN_HOME and args.home != ""  # (an empty --home: said below)
+        home = Home.resolve(args.home, write=args.command not in READING, check=checked)
         _check_home(home, args)
         try:
             command_function(args.command)(home, args)

@@ -196,10 +196,10 @@ def _export_round(
     if report.shared and not warned.issuperset(report.shared):
         warned.update(report.shared)
         others = sorted({other for _, other in report.shared})
+        in_sources = f"{'source' if len(others) == 1 else 'sources'} {', '.join(others)}"
         print(
             f"ralph-ledger: export: {plural(len(report.shared), 'session id')} of source {source} "
-            f"{'is' if len(report.shared) == 1 else 'are'} also in "
-            f"{'source' if len(others) == 1 else 'sources'} {', '.join(others)} of {args.parquet} "
+            f"{'is' if len(report.shared) == 1 else 'are'} also in {in_sources} of {args.parquet} "
             f"(e.g. {report.shared[0][0]!r}); "
             "the views merge sessions by id, so give each home's sessions distinct ids",
             file=sys.stderr,

@@ -210,8 +210,8 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
         raise CliError(f"ralph-ledger run: {exc}") from None
     except WorktreeError as exc:  # another loop holds the worktree
         raise CliError(f"ralph-ledger run: {exc}", exc.code) from None
-    ended = result.signal or "interrupted"
-    summary = f"{result.session_id}: {ended} after {plural(result.iterations, 'iteration')}"
+    after = plural(result.iterations, "iteration")
+    summary = f"{result.session_id}: {result.signal or 'interrupted'} after {after}"
     if out.gone:  # its reader went away (| head): the last flush must not fail
         _to_null(1)
     if not result.signal:

@@ -1,5 +1,6 @@
 """Where a ledger lives: ``--home``, else ``$RALPH_HOME``, else the project's ``.ralph``
-(:func:`default_home`)."""
+(:func:`default_home`); a home another user could have written in is refused (:func:`check_home`,
+docs/design/homes.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Final
 import msgspec
 
 from ledger.core.project import up_to_root
+from ledger.core.trust import untrusted
 
 DEFAULT_HOME = ".ralph"
 WORKTREES = "worktrees"
@@ -48,21 +50,34 @@ def default_home(cwd: Path | None = None) -> Path:
     return next((d / DEFAULT_HOME for d in walk if (d / DEFAULT_HOME).is_dir()), fallback)
 
 
+def check_home(root: str | os.PathLike[str], *, write: bool = True) -> None:
+    """Raise ``UnsafeHome`` (one line naming the folder) when ``root`` may not be used as a home:
+    for writing, one not owned by this user; for anything, one its group or others can write in
+    (``ledger.core.trust.untrusted``). Every entry point goes through it (``Home.resolve``), and
+    every write that creates or finds a home (``make_root``)."""
+    refused = untrusted(root, write=write)
+    if refused is not None:
+        raise refused
+
+
 GITIGNORE: Final = "# ralph-ledger's home: local state (journals, ledger), not for git\n*\n"
 
 
 def make_root(root: Path) -> None:
-    """Create a home's root directory (mode 0700) where missing. One this call creates gets a
-    ``.gitignore`` of ``*``, so that ``git add -A`` leaves the home out of the project."""
+    """Create a home's root directory (mode 0700) where missing; one there already must be fit to
+    write in (``check_home``: ``UnsafeHome`` otherwise). One this call creates gets a ``.gitignore``
+    of ``*``, so that ``git add -A`` leaves the home out of the project."""
     try:
         os.mkdir(root, 0o700)
     except FileExistsError:
+        check_home(root)
         return
     except FileNotFoundError:
         root.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.mkdir(root, 0o700)
         except FileExistsError:
+            check_home(root)
             return
     try:
         fd = os.open(root / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -78,11 +93,17 @@ class Home(msgspec.Struct, frozen=True):
     root: Path
 
     @classmethod
-    def resolve(cls, home: str | os.PathLike[str] | None = None) -> Home:
+    def resolve(
+        cls, home: str | os.PathLike[str] | None = None, *, write: bool = True, check: bool = True
+    ) -> Home:
         """``home``, else ``$RALPH_HOME``, else :func:`default_home`, as an absolute path with ``~``
-        expanded."""
+        expanded; checked (unless not ``check``) as fit to ``write`` in, else only to read
+        (:func:`check_home`: ``UnsafeHome``)."""
         chosen = home if home is not None else os.environ.get("RALPH_HOME") or default_home()
-        return cls(Path(chosen).expanduser().absolute())
+        resolved = cls(Path(chosen).expanduser().absolute())
+        if check:
+            check_home(resolved.root, write=write)
+        return resolved
 
     @property
     def journals(self) -> Path:

@@ -11,7 +11,7 @@ def sync_file(path: str | os.PathLike[str]) -> None:
     """fsync ``path`` (appends made with ``fsync=False``), best effort: a file that cannot be synced
     now keeps what the kernel holds."""
     with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # (a journal: never a link or a FIFO)
         try:
             os.fsync(fd)
         finally:

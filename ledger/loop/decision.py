@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ledger import events as ev
+from ledger.core.words import plural
 from ledger.loop.prompt.next_prompt import Learned, next_prompt
 from ledger.loop.steering.state import Learned as Taught
 from ledger.loop.steering.state import is_paused, paused_line, pending_guidance
@@ -120,7 +121,7 @@ def with_line(end: End, *, refused: bool = False) -> End:
     if refused or end.signal == "ESCALATE":
         line = f"🛑 Ralph loop escalated at iteration {n}: {reason}"
     elif end.signal == "COMPLETE":
-        line = f"✅ Ralph loop complete after {n} iteration(s): {reason}"
+        line = f"✅ Ralph loop complete after {plural(n, 'iteration')}: {reason}"
     else:
         line = f"⛔ Ralph loop blocked at iteration {n}: {reason}"
     return End(n, end.signal, reason, line, end.result, end.completed, end.guard)

@@ -17,6 +17,7 @@ import msgspec
 from ledger import events as ev
 from ledger.core.errors import no_session
 from ledger.core.home import Home
+from ledger.core.words import plural
 from ledger.loop.config.loop_config import LoopConfig, recorded_config
 from ledger.loop.decide.facts import read_facts
 from ledger.loop.decide.guards import check, exhausted
@@ -395,7 +396,7 @@ class Engine:
                 ts=now,
             ),
         ]
-        message = f"Completed after {s.iteration} iteration(s)"
+        message = f"Completed after {plural(s.iteration, 'iteration')}"
         return CompleteResult(session_id, s.iteration, final, history, now, message), events
 
     # -- hooks (hook_register / hook_list / hook_clear: docs/design/stop-hooks.md) --

@@ -110,8 +110,9 @@ EXAMPLE_QUERIES: Final = {
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """The ledger home a front end watches, chosen as ralph-ledger chooses it (``Home.resolve``):
-    ``home``, else ``$RALPH_HOME``, else the project's ``.ralph``, absolute, ``~`` expanded."""
-    return Home.resolve(home).root
+    ``home``, else ``$RALPH_HOME``, else the project's ``.ralph``, absolute, ``~`` expanded; one its
+    group or others can write in is refused (``UnsafeHome``, docs/design/homes.md)."""
+    return Home.resolve(home, write=False).root
 
 
 def default_home_here(cwd: Path | None = None) -> Path:
@@ -150,7 +151,7 @@ class Monitor:
             if path.is_file():
                 self._files.append(path)
             elif (path / "journals").is_dir() or (path / "ledger.duckdb").exists():
-                found.append(Home.resolve(path))
+                found.append(Home.resolve(path, write=False))
             elif path.is_dir():
                 self._dirs.append(path)
                 if not journals_in(path):
@@ -163,7 +164,7 @@ class Monitor:
                 raise FileNotFoundError(f"{path}: no such ledger home, journal directory or journal")
         # A home named as one (--home, $RALPH_HOME, ./.ralph) is one even when it is empty or does not
         # exist yet: its journals/ is watched for the first loop's journal, and it is not created.
-        found += [Home.resolve(Path(h).expanduser().resolve()) for h in homes]
+        found += [Home.resolve(Path(h).expanduser().resolve(), write=False) for h in homes]
         for home in found:
             self.homes.append(home.root)
             self._dirs.append(home.journals)

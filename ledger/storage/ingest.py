@@ -24,7 +24,17 @@ import msgspec
 from ledger import events as ev
 from ledger.core.atomic import pid_gone
 from ledger.core.errors import LedgerError, error_reason, one_line, operation
-from ledger.storage.journal import BadLine, Span, count_lines, decode_chunk, locate_new, read_span
+from ledger.storage.journal import (
+    MAX_LINE,
+    BadLine,
+    Span,
+    count_lines,
+    decode_chunk,
+    locate_new,
+    open_journal,
+    read_span,
+    span_has_long_line,
+)
 from ledger.storage.schema import (
     invalid_rows_predicate,
     lacking_defaults_predicate,
@@ -42,6 +52,9 @@ SMALL_FILES: Final = 8
 SMALL_BYTES: Final = 64 * 1024
 WATCH_S: Final = 0.1
 """How often a running INSERT's progress is looked at, when a caller wants it (``_watched``)."""
+EXACT_SLACK: Final = 1024 * 1024
+"""What msgspec may add to a line it writes again (the fields a journal line left to their defaults):
+the exact path's lines may be this much over ``MAX_LINE``, which the fast paths hold them to."""
 SCRATCH_NAME: Final = re.compile(r"ingest-(\d+)-[0-9a-f]{32}\.jsonl")  # see _scratch_path
 
 
@@ -94,6 +107,10 @@ class _Work:
     span: Span
     end: int = 0  # offset the ingest reached
     last_seq: int = 0  # seq of its last event after the ingest
+
+
+class _LongLine(Exception):
+    """A journal's new lines hold one over ``MAX_LINE``: only the exact path reads past it."""
 
 
 @dataclass(slots=True)
@@ -201,6 +218,8 @@ def _ingest_all(
     try:
         mark = -1 if mode == "exact" else _scalar(con, "SELECT coalesce(max(rowid), -1) FROM events")
         while (item := feed.get()) is not None:
+            if isinstance(item, _LongLine):
+                return False
             if isinstance(item, BaseException):
                 raise item
             watch = None if progress is None else _partial(loaded, item, progress)
@@ -249,6 +268,7 @@ def _read_batches(
             pos = positions.get(path.name, Position())
             try:
                 span = locate_new(path, pos.offset, pos.head)
+                long = mode != "exact" and span_has_long_line(span)
             except OSError as exc:
                 why = f"cannot read journal: {error_reason(exc)}"
                 report.bad_lines.append(BadLine(str(path), 0, why, ""))
@@ -258,6 +278,9 @@ def _read_batches(
                 pos = Position()
             if span.empty and not span.truncated:
                 continue
+            if long:
+                out.put(_LongLine(path))
+                return
             batch.append(_Work(path, path.stem, pos, span))
             size += span.end - span.start
             if size >= batch_bytes:
@@ -398,7 +421,7 @@ def _copy_spans(tmpdir: Path, spans: list[Span]) -> Path:
     with _removed_on_error(path), operation(f"copying journals into the scratch file {path}"):
         try:
             for span in spans:
-                src = os.open(span.path, os.O_RDONLY)
+                src = open_journal(span.path)
                 try:
                     kernel = _copy_span(src, out, span, kernel)
                 finally:
@@ -456,7 +479,10 @@ def _insert(
             con.execute("DELETE FROM events WHERE session_id = ?", [w.session_id])
             con.execute("DELETE FROM ingest_errors WHERE journal = ?", [w.path.name])
     path = str(batch.tmp).replace("'", "''")
-    src = f"read_json('{path}', format='newline_delimited', columns={read_json_columns()})"
+    # the fast paths never see a line over MAX_LINE (_LongLine); the exact path's lines were written again
+    most = MAX_LINE + EXACT_SLACK if exact else MAX_LINE
+    columns = f"columns={read_json_columns()}, maximum_object_size={most}"
+    src = f"read_json('{path}', format='newline_delimited', {columns})"
     select = normalise_select(src) if normalise else f"SELECT * FROM {src}"
     try:
         with _watched(con, watch):

@@ -3,16 +3,20 @@
 Appending takes an exclusive ``flock``, finds the next ``seq`` from the last complete line, writes
 the whole append with one ``os.write`` on an ``O_APPEND`` descriptor (cut back to its old size if
 the write fails: all or nothing) and by default fsyncs; a torn last line is first closed with a
-newline. Reading is incremental from a byte offset and never raises on bad data (``BadLine``). The
-rules: docs/ledger.md#journals, docs/reliability.md#one-append-all-or-nothing.
+newline. Reading is incremental from a byte offset and never raises on bad data (``BadLine``; a line
+over ``MAX_LINE`` is one). A journal is opened only as a regular file, never through a symbolic link
+(:func:`open_journal`). The rules: docs/ledger.md#journals,
+docs/reliability.md#one-append-all-or-nothing, docs/design/homes.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -24,12 +28,18 @@ import msgspec
 from ledger import events as ev
 from ledger.core.errors import operation, printable
 from ledger.core.home import JOURNAL_SUFFIX, make_root
+from ledger.core.trust import unsafe_folder
 
 SESSION_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 FIRST_BLOCK: Final = 4096  # most lines are shorter: read that much first
 TAIL_CHUNK: Final = 64 * 1024
 HEAD_BYTES: Final = 256
 FILE_MODE: Final = 0o600
+MAX_LINE: Final = 16 * 1024 * 1024
+"""The most bytes a journal line holds (its newline not counted): a longer one is a bad line and the
+rest is read (DuckDB's JSON reader, at this ``maximum_object_size``, refuses some: docs/design/homes.md)."""
+READ: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+APPEND: Final = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 Clock = Callable[[], datetime]
 
@@ -56,6 +66,30 @@ def check_session_id(session_id: str) -> str:
 def journal_path(journals_dir: Path, session_id: str) -> Path:
     """The journal file of ``session_id`` in ``journals_dir``; raises ``JournalError`` for an invalid id."""
     return journals_dir / f"{check_session_id(session_id)}{JOURNAL_SUFFIX}"
+
+
+def open_journal(path: str | os.PathLike[str], flags: int = READ) -> int:
+    """A descriptor on the journal ``path`` (``flags``: ``READ`` or ``APPEND``), which must be a
+    regular file reached without following a symbolic link (``O_NOFOLLOW``; a FIFO is not waited
+    on): an ``OSError`` naming the file otherwise (to read, a link to nothing is no journal at all:
+    ``FileNotFoundError``)."""
+    try:
+        fd = os.open(path, flags, FILE_MODE)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP or not os.path.islink(path):
+            raise
+        if flags == READ and not os.path.exists(path):  # a dangling link: no journal to read
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(path)) from None
+        raise OSError(errno.ELOOP, "refused: a symbolic link, not a journal", os.fspath(path)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "refused: not a regular file, not a journal", os.fspath(path))
+    return fd
 
 
 def head_hash(data: bytes) -> str:
@@ -122,7 +156,7 @@ def locate_new(path: Path, offset: int = 0, head: str = "") -> Span:
     ``truncated`` is set when the file is now shorter than ``offset`` or its
     first line no longer matches ``head``: the span then starts over at 0.
     """
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_journal(path)
     try:
         size = os.fstat(fd).st_size
         truncated = size < offset
@@ -148,7 +182,7 @@ def locate_new(path: Path, offset: int = 0, head: str = "") -> Span:
 
 def read_span(span: Span, first_line_no: int) -> Chunk:
     """The bytes of a span, as a chunk whose first line is ``first_line_no``."""
-    fd = os.open(span.path, os.O_RDONLY)
+    fd = open_journal(span.path)
     try:
         data = os.pread(fd, span.end - span.start, span.start)
     finally:
@@ -161,7 +195,7 @@ def read_span(span: Span, first_line_no: int) -> Chunk:
 
 def count_lines(path: Path | str, end: int) -> int:
     """Newlines in the first ``end`` bytes of a file (line numbers for reports)."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_journal(path)
     try:
         n, pos = 0, 0
         while pos < end:
@@ -198,16 +232,61 @@ def bad_reason(line: bytes, exc: Exception) -> str:
     return f"not valid JSON ({exc}): expected one JSON event"
 
 
-def decode_chunk(chunk: Chunk) -> tuple[list[tuple[int, ev.AnyEvent]], list[BadLine]]:
-    """Decode every line of a chunk as (line number, event); bad lines are collected."""
-    first = chunk.first_line_no
+def has_long_line(data: bytes) -> bool:
+    """Whether a line of ``data`` (complete lines) holds more than ``MAX_LINE`` bytes; a look for a
+    newline every ``MAX_LINE`` bytes, not a split."""
+    pos, end = 0, len(data)
+    while end - pos > MAX_LINE:
+        newline = data.rfind(b"\n", pos, pos + MAX_LINE + 1)
+        if newline < 0:
+            return True
+        pos = newline + 1
+    return False
+
+
+def span_has_long_line(span: Span) -> bool:
+    """Whether a line of ``span`` (complete lines) holds more than ``MAX_LINE`` bytes: from each
+    line start, a newline is looked for backwards from ``MAX_LINE`` bytes on, which reads a few
+    kilobytes per 16 MiB of short lines (DuckDB takes some longer lines and not others, depending
+    on where they fall: the ingest's fast paths are kept from all of them)."""
+    if span.end - span.start <= MAX_LINE + 1:
+        return False
+    fd = open_journal(span.path)
     try:
-        return list(enumerate(ev.decode_lines(chunk.data), first)), []
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        pass
+        pos = span.start
+        while span.end - pos > MAX_LINE + 1:
+            newline = _rfind_newline(fd, pos + MAX_LINE + 1, pos)
+            if newline < 0:
+                return True
+            pos = newline + 1
+        return False
+    finally:
+        os.close(fd)
+
+
+def long_line(line: bytes) -> str:
+    """Why a line over ``MAX_LINE`` is not read, or ``""`` for one that is not."""
+    if len(line) <= MAX_LINE:
+        return ""
+    return f"line of {len(line):,} bytes, over the {MAX_LINE:,} a journal line may hold: not read"
+
+
+def decode_chunk(chunk: Chunk) -> tuple[list[tuple[int, ev.AnyEvent]], list[BadLine]]:
+    """Decode every line of a chunk as (line number, event); bad lines (a line over ``MAX_LINE``
+    among them) are collected."""
+    first = chunk.first_line_no
+    long = len(chunk.data) > MAX_LINE and has_long_line(chunk.data)
+    if not long:
+        try:
+            return list(enumerate(ev.decode_lines(chunk.data), first)), []
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass
     good: list[tuple[int, ev.AnyEvent]] = []
     bad: list[BadLine] = []
     for line_no, line in enumerate(chunk.data.split(b"\n")[:-1], first):
+        if long and (why := long_line(line)):
+            bad.append(BadLine(chunk.path, line_no, why, excerpt(line)))
+            continue
         try:
             good.append((line_no, ev.decode(line)))
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -243,12 +322,12 @@ def read_new(path: Path, cursor: Cursor) -> ReadResult:
     return ReadResult([e for _, e in good], bad, chunk.truncated)
 
 
-def _rfind_newline(fd: int, end: int) -> int:
-    """Offset of the last b"\\n" before ``end``, or -1; reads backwards in
+def _rfind_newline(fd: int, end: int, floor: int = 0) -> int:
+    """Offset of the last b"\\n" before ``end`` (at ``floor`` or after), or -1; reads backwards in
     blocks, small first."""
     block = FIRST_BLOCK
-    while end > 0:
-        start = max(0, end - block)
+    while end > floor:
+        start = max(floor, end - block)
         i = os.pread(fd, end - start, start).rfind(b"\n")
         if i >= 0:
             return start + i
@@ -308,10 +387,20 @@ class Journal:
 
     @contextmanager
     def _locked(self) -> Iterator[int]:
-        # The journals directory and the home above it (which will hold the ledger), owner only.
-        make_root(self.path.parent.parent)
-        self.path.parent.mkdir(exist_ok=True, mode=0o700)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        # The journals directory and the home above it (which will hold the ledger), owner only; one
+        # there already must be this user's, writable by no one else (docs/design/homes.md).
+        folder = self.path.parent
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:
+            make_root(folder.parent)
+            folder.mkdir(exist_ok=True, mode=0o700)
+        refused = unsafe_folder(os.fspath(folder), os.stat(folder))
+        if refused is not None:
+            raise refused
+        fd = open_journal(self.path, APPEND)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield fd
@@ -324,7 +413,7 @@ class Journal:
         with operation(f"appending to the journal {self.path}"), self._locked() as fd:
             if self.check is not None:
                 self.check()
-            rfd = os.open(self.path, os.O_RDONLY)
+            rfd = open_journal(self.path)
             try:
                 seq, torn = _last_seq(rfd, os.fstat(rfd).st_size)
             finally:

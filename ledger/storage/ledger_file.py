@@ -22,6 +22,7 @@ import duckdb
 from ledger.core.atomic import TMP_MARK, pid_gone, sweep_temps
 from ledger.core.errors import LedgerError, LedgerLocked, one_line
 from ledger.core.home import Home
+from ledger.core.trust import untrusted
 
 # What DuckDB says of a file it cannot read as a database (checksum mismatch, truncated, not one).
 DAMAGE_SIGNS: Final = ("corrupt database file", "not a valid duckdb database", "could not read enough bytes")
@@ -84,8 +85,12 @@ def program_of(argv: Sequence[str]) -> str:
 
 
 def unwritable(home: Home) -> str:
-    """Why nothing can be written in ``home`` (its file system is read-only, or its folder, journals,
-    scratch folder or ledger file may not be written by this user), or ``""`` when it can."""
+    """Why nothing can be written in ``home`` (it is not this user's, its file system is read-only,
+    or its folder, journals, scratch folder or ledger file may not be written by this user), or
+    ``""`` when it can. Another user's home is read from its journals only (docs/design/homes.md)."""
+    refused = untrusted(home.root)
+    if refused is not None:
+        return refused.problem
     try:
         if os.statvfs(home.root).f_flag & os.ST_RDONLY:
             return "a read-only file system"

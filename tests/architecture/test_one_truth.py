@@ -362,11 +362,12 @@ def test_one_line_and_error_reason_agree(error: BaseException, line: str, reason
 HEDGED_PLURAL: Final = re.compile(r"[A-Za-z]\(s\)")
 
 
-def test_ralph_tui_and_the_monitor_count_with_plural() -> None:
-    """What ralph-tui and the monitor say counts in words through ``plural`` ("1 session", "2 sessions"),
-    never "session(s)" (issue 24): no string they show, f-strings' text included, hedges a plural."""
+def test_every_count_is_said_with_plural() -> None:
+    """What ralph-tui, the CLI, the hook and the loop say counts in words through ``plural`` ("1
+    session", "2 sessions"), never "session(s)" (issue 24): no string in ``tui/`` or ``ledger/``,
+    f-strings' text included, hedges a plural."""
     found = []
-    for name, text in sources("tui", "ledger/monitor"):
+    for name, text in sources("tui", "ledger"):
         tree = ast.parse(text)
         notes = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}  # docstrings
         found += [

@@ -182,13 +182,13 @@ def test_two_ledger_loops_in_one_claude_session_are_two_sessions(project: Projec
     assert "rules and guards" in start(project, "First task")
     claude.prompt("go")
     claude.text("Done.\n<promise>COMPLETE</promise>")
-    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 1 iteration(s)")
+    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 1 iteration")
     assert "rules and guards" in start(project, "Second task", "--max-iterations", "4")
     claude.prompt("go again")
     claude.text("Half way.")
     assert block(claude.stop())["reason"].startswith("Second task")  # not thrown away
     claude.text("<promise>COMPLETE</promise>")
-    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iteration(s)")
+    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iterations")
     rows = by_id(project)
     assert {s: (r["task"], r["status"], r["iteration"]) for s, r in rows.items()} == {
         f"cc-{CLAUDE}": ("First task", "complete", 1),

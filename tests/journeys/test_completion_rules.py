@@ -62,7 +62,7 @@ def test_a_ledger_loop_goes_on_while_todos_remain_and_completes_once_they_are_do
     )
     claude.text(COMPLETE)
     done = claude.stop()
-    assert done.stdout == "✅ Ralph loop complete after 4 iteration(s): agent promised COMPLETE\n"
+    assert done.stdout == "✅ Ralph loop complete after 4 iterations: agent promised COMPLETE\n"
     assert done.stderr == ""
     sid = f"cc-{CLAUDE}"
     assert (by_id(project)[sid]["status"], by_id(project)[sid]["iteration"]) == ("complete", 4)
@@ -90,7 +90,7 @@ def test_a_loop_without_a_todo_list_is_not_held_by_the_todos_rule(project: Proje
     start(project, "Tidy up")
     claude.prompt("Tidy up")
     claude.text(COMPLETE)
-    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 1 iteration(s)")
+    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 1 iteration")
     assert rule_results(project, f"cc-{CLAUDE}") == [
         ("todos", True, "no todo list known (none written or passed in)")
     ]
@@ -110,10 +110,10 @@ def test_a_ledger_loop_refuses_a_completion_with_no_work_behind_it(project: Proj
     path = str(project.dir / "bug.py")
     claude.says({"type": "tool_use", "id": "toolu_e1", "name": "Edit", "input": {"file_path": path}})
     claude.text(COMPLETE)
-    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iteration(s)")
+    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iterations")
     assert rule_results(project, f"cc-{CLAUDE}") == [
         ("work_done", False, "completion promised, but this iteration made no tool call and changed no file"),
-        ("work_done", True, "completion promised after 1 tool call(s), 1 file(s) changed"),
+        ("work_done", True, "completion promised after 1 tool call, 1 file changed"),
     ]
 
 
@@ -133,6 +133,6 @@ def test_the_runner_refuses_a_completion_with_no_file_changed(project: Project, 
     )
     assert rule_results(project, "wd") == [
         ("work_done", False, "completion promised, but this iteration made no tool call and changed no file"),
-        ("work_done", True, "completion promised after 0 tool call(s), 1 file(s) changed"),
+        ("work_done", True, "completion promised after 0 tool calls, 1 file changed"),
     ]
     assert json.loads(project.cli("sessions", "--json").stdout)[0]["status"] == "complete"

@@ -241,7 +241,7 @@ def test_a_ledger_loop_stop_returns_before_the_webhook_answers(project: Project,
             claude.text("Fixed.\n<promise>COMPLETE</promise>")
             proc = claude.stop(env=env)
             returned = time.monotonic()
-            assert proc.stdout.startswith("✅ Ralph loop complete after 2 iteration(s)"), proc
+            assert proc.stdout.startswith("✅ Ralph loop complete after 2 iterations"), proc
             (post,) = receiver.wait()
         finally:
             stop_worker(project)

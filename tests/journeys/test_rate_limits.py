@@ -46,7 +46,7 @@ def test_a_rate_limited_agent_waits_and_retries_without_tripping_the_breaker(
     limits = ("--rate-limit-wait", "0.2", "--agent-format", "claude")
     proc = loop.run("--session", "s1", "--prompt", "PROMPT.md", *limits, "--", *loop.cmd)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "s1: COMPLETE after 1 iteration:" in proc.stdout
+    assert "s1: COMPLETE after 1 iteration" in proc.stdout
     assert proc.stdout.count("rate limited (five_hour limit reached); waiting") == 3
     events = project.journal("s1")
     limited = [e for e in events if e["type"] == "rate_limited"]
@@ -165,7 +165,7 @@ def test_a_rate_limited_codex_waits_and_retries_without_tripping_the_breaker(
     run = ("run", "--session", "s1", "--prompt", "PROMPT.md", "--rate-limit-wait", "0.2")
     proc = project.cli(*run, "--", str(codex), "exec", "--json", timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "s1: COMPLETE after 1 iteration:" in proc.stdout
+    assert "s1: COMPLETE after 1 iteration" in proc.stdout
     said = "You've hit your usage limit. Try again later."
     assert proc.stdout.count(f"rate limited ({said}); waiting") == 2
     limited, types = limited_events(project)
@@ -188,7 +188,7 @@ def test_a_gemini_quota_error_waits_for_the_retry_delay_it_gave(project: Project
     run = ("run", "--session", "s1", "--prompt", "PROMPT.md")
     proc = project.cli(*run, "--", str(gemini), "-p", "go", "--output-format", "stream-json", timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "s1: COMPLETE after 1 iteration:" in proc.stdout
+    assert "s1: COMPLETE after 1 iteration" in proc.stdout
     (limited,), types = limited_events(project)
     assert limited["reason"] == "[API Error: Resource exhausted. Please retry in 0.5s]"
     assert limited["resets_at"] is not None

@@ -296,7 +296,7 @@ def test_a_signal_while_the_agent_runs_ends_it_records_and_resumes(
 
     resumed = resume(project)
     assert resumed.returncode == 0, resumed.stderr
-    assert "s1: COMPLETE after 1 iteration:" in resumed.stdout
+    assert "s1: COMPLETE after 1 iteration" in resumed.stdout
     assert (loop.state / "prompt2.txt").read_text() == TASK  # the recorded prompt, given again
     assert project.sessions()[0]["status"] == "complete"
 

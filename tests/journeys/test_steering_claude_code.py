@@ -56,7 +56,7 @@ def test_native_pause_steer_resume(project: Project) -> None:
     assert answer["reason"] == f"Make it green\n\n{GUIDANCE_HEADING}\nuse sqlite"
     assert answer["systemMessage"] == "🔄 Ralph iteration 3 of 5 | resumed by a person"
     claude.text("Done.\n<promise>COMPLETE</promise>")
-    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 3 iteration(s)")
+    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 3 iterations")
     started = [
         (e["iteration"], e["guidance"]) for e in project.journal(SID) if e["type"] == "iteration_started"
     ]
@@ -106,7 +106,7 @@ def test_native_unblock_then_the_next_stop_goes_on(project: Project) -> None:
     answer = block(claude.stop())
     assert answer["reason"] == f"Pick a database\n\n{GUIDANCE_HEADING}\nuse sqlite"
     claude.text("sqlite it is.\n<promise>COMPLETE</promise>")
-    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iteration(s)")
+    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iterations")
     assert not loop_file.exists()
 
 
@@ -126,7 +126,7 @@ def test_native_unblock_keeps_a_session_id_that_ends_in_digits(project: Project)
     answer = block(claude.stop())
     assert answer["reason"] == f"Pick a database\n\n{GUIDANCE_HEADING}\nuse sqlite"
     claude.text("sqlite it is.\n<promise>COMPLETE</promise>")
-    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iteration(s)")
+    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iterations")
 
 
 def test_drop_in_pause_steer_resume(project: Project) -> None:

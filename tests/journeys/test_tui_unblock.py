@@ -50,7 +50,7 @@ def test_unblock_from_ralph_tui_restarts_a_claude_code_loop(
     answer = block(claude.stop())  # the loop goes on: iteration 2, with the person's guidance
     assert answer["reason"] == f"Pick a database\n\n{GUIDANCE_HEADING}\nuse sqlite"
     claude.text("sqlite it is.\n<promise>COMPLETE</promise>")
-    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iteration(s)")
+    assert claude.stop().stdout.startswith("✅ Ralph loop complete after 2 iterations")
     assert not loop_file.exists()
 
 

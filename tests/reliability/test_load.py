@@ -127,7 +127,7 @@ def test_a_ledger_native_stop_while_another_process_holds_the_ledger(tmp_path: P
             assert (proc.returncode, proc.stderr) == (0, "")
             answers.append(proc.stdout)
     assert json.loads(answers[0])["decision"] == "block"
-    assert answers[1].startswith("✅ Ralph loop complete after 2 iteration(s)")
+    assert answers[1].startswith("✅ Ralph loop complete after 2 iterations")
     events = read_new(journal_path(home.journals, "cc-native"), Cursor()).events
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert isinstance(events[-1], E.SessionCompleted)

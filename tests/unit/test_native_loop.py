@@ -144,7 +144,7 @@ def test_a_whole_loop_continue_continue_complete(loop: Loop) -> None:
     assert second["reason"] == "Make the tests pass"
     assert second["systemMessage"] == "🔄 Ralph iteration 3 of 5 | score 100 | validation passing"
     last = loop.turn("All green.\n<promise>COMPLETE</promise>")
-    assert isinstance(last, str) and last.startswith("✅ Ralph loop complete after 3 iteration(s)")
+    assert isinstance(last, str) and last.startswith("✅ Ralph loop complete after 3 iterations")
     evs = ended(loop, last, "COMPLETE")
     assert isinstance(evs[-1], E.SessionCompleted) and evs[-1].total_iterations == 3
     started = [e for e in evs if isinstance(e, E.SessionStarted)]

@@ -386,10 +386,10 @@ def test_cli_blocked_and_max_iterations_exit_codes(
     args = ["--prompt", str(prompt_file), "--session", "esc", "--max-iterations", "1", "--", *busy]
     assert run_cli(home, *args) == 4
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "esc: ESCALATE after 1 iteration:" in err[0]
+    assert len(err) == 1 and "esc: ESCALATE after 1 iteration" in err[0]
     blocked = agent(state, 'print("<promise>BLOCKED</promise>")\n')
     assert run_cli(home, "--prompt", str(prompt_file), "--session", "blk", "--", *blocked) == 3
-    assert "blk: BLOCKED after 1 iteration:" in capsys.readouterr().err
+    assert "blk: BLOCKED after 1 iteration" in capsys.readouterr().err
     assert run_cli(home, "--prompt", str(prompt_file), "--resume", "blk", "--", *blocked) == 1
     assert "is blocked; only a running session resumes" in capsys.readouterr().err
     assert run_cli(home, "--prompt", str(prompt_file), "--session", "blk", "--", *blocked) == 1
@@ -501,7 +501,7 @@ def test_cli_resume_needs_neither_prompt_nor_command(
     Engine(home, work_dir=work).start("r1", LoopConfig(task="label"), prompt=PROMPT, command=cmd)
     monkeypatch.setattr(sys, "stdin", io.StringIO("not the prompt"))  # not read: the session has it
     assert run_cli(home, "--resume", "r1") == 0
-    assert "r1: COMPLETE after 1 iteration:" in capsys.readouterr().out
+    assert "r1: COMPLETE after 1 iteration" in capsys.readouterr().out
     assert (state / "prompt1.txt").read_text() == PROMPT
 
 

@@ -146,7 +146,7 @@ def test_the_summary_warns_of_the_guards_close_to_tripping(crafted: str) -> None
     assert "- thrashing: app.py changed in 6 iterations, trips at 10" in near
     assert "- token_budget: 600 of 1,000 tokens used" in near
     assert "- max_iterations: 6 of 10 iterations used" in near
-    assert "- validation_stall: no better score for 4 iteration(s) (best 100), trips at 5" in near
+    assert "- validation_stall: no better score for 4 iterations (best 100), trips at 5" in near
     assert not any("error_threshold" in line for line in near)
 
 

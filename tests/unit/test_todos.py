@@ -124,10 +124,10 @@ def test_the_todos_rule_fails_while_items_are_unfinished(tmp_path: Path) -> None
             False,
             "completion promised, but this iteration made no tool call and changed no file",
         ),
-        (COMPLETE, 2, (), None, True, "completion promised after 2 tool call(s), 0 file(s) changed"),
-        (COMPLETE, 0, ("a.py",), None, True, "completion promised after 0 tool call(s), 1 file(s) changed"),
+        (COMPLETE, 2, (), None, True, "completion promised after 2 tool calls, 0 files changed"),
+        (COMPLETE, 0, ("a.py",), None, True, "completion promised after 0 tool calls, 1 file changed"),
         ("<promise>LOOP_DONE</promise>", 0, (), None, False, None),  # LOOP_DONE is a completion too
-        ("Nothing to do.", 0, (), None, True, "no completion promise (0 tool call(s), 0 file(s) changed)"),
+        ("Nothing to do.", 0, (), None, True, "no completion promise (0 tool calls, 0 files changed)"),
         ("<promise>BLOCKED</promise>\nReason: no access", 0, (), None, True, None),  # not a completion
         ("```\n<promise>COMPLETE</promise>\n```", 0, (), None, True, None),  # a quoted tag is no promise
         # the caller's detection (the loop's own vocabulary: a custom phrase) is the one used
@@ -360,7 +360,7 @@ def test_the_hook_reads_the_todo_list_only_for_a_todos_rule(
     if with_rule:
         assert json.loads(out)["reason"].endswith("- todos: 1 todo remaining: A")
     else:
-        assert out.startswith("✅ Ralph loop complete after 1 iteration(s)")
+        assert out.startswith("✅ Ralph loop complete after 1 iteration")
 
 
 # --- Claude Code 2.1.328's task tools (the shapes of tests/fixtures/clients/claude-code-2.1.328/) -----

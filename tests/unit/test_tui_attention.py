@@ -18,7 +18,7 @@ from tui.main import parse_args
 
 
 def test_the_sequences_for_one_alert() -> None:
-    message = "s1 complete after 3 iteration(s)"
+    message = "s1 complete after 3 iterations"
     assert Attention().sequence("completed", message) == ""
     assert Attention(bell=True).sequence("completed", message) == "\a"
     assert Attention(osc=9).sequence("completed", message) == f"\x1b]9;ralph-tui: completed: {message}\a"

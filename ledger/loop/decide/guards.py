@@ -17,6 +17,7 @@ from typing import Any, Literal
 import msgspec
 
 from ledger.core.money import usd
+from ledger.core.words import plural
 from ledger.events import Signal
 from ledger.loop.decide.signals import Trip
 
@@ -217,7 +218,9 @@ def time_limit(f: Facts, cfg: GuardConfig) -> Trip | None:
     detail = f"running for {f.elapsed_s:.0f} s, over the {limit:.0f} s limit"
     back, jumps, _ = f.clock_skew
     if back or jumps:
-        detail += f" (clock went back {back} time(s), jumped ahead {jumps} time(s): not counted)"
+        detail += (
+            f" (clock went back {plural(back, 'time')}, jumped ahead {plural(jumps, 'time')}: not counted)"
+        )
     return Trip("time_limit", "BLOCKED", detail)
 
 

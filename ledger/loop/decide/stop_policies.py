@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from ledger import events as ev
 from ledger.core.errors import one_line
+from ledger.core.words import plural
 
 PRESETS: Final = ("default", "validation", "promise")
 
@@ -104,7 +105,9 @@ def validation_hook(ctx: AgentContext) -> HookResult:
         return HookResult("continue", "No validation rules")
     if _failed_rules(ctx):
         return HookResult(
-            "continue", f"{len(_failed_rules(ctx))} validation rule(s) failing", next_prompt=_feedback(ctx)
+            "continue",
+            f"{plural(len(_failed_rules(ctx)), 'validation rule')} failing",
+            next_prompt=_feedback(ctx),
         )
     return HookResult("complete", "All validation rules pass")
 

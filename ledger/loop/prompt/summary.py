@@ -17,6 +17,7 @@ from typing import Any, Final
 from ledger import events as ev
 from ledger.core.errors import one_line
 from ledger.core.money import usd
+from ledger.core.words import plural
 from ledger.loop.decide.facts import read_facts
 from ledger.loop.decide.guards import Facts, GuardConfig
 from ledger.loop.engine import Engine
@@ -228,7 +229,7 @@ def _trend(ledger: Ledger, session_id: str, cfg: GuardConfig, n: int) -> list[st
         if row is not None:
             best = "" if row[0] is None else f" (best {_score(float(row[0]))})"
             out.append(
-                f"validation_stall: no better score for {stall.span - 1} iteration(s){best}, "
+                f"validation_stall: no better score for {plural(stall.span - 1, 'iteration')}{best}, "
                 f"trips at {stall.span}"
             )
     qr = cfg.quality_regression

@@ -16,6 +16,7 @@ import msgspec
 
 from ledger.core.errors import error_reason, one_line
 from ledger.core.processes import kill_group
+from ledger.core.words import plural
 from ledger.events import RuleResult
 from ledger.loop.validate.promises import detect_promises
 from ledger.loop.validate.rules import (
@@ -245,7 +246,7 @@ def _check_work_done(ctx: RuleContext) -> _Outcome:
     promises = ctx.promises
     if promises is None:
         promises = tuple(p.signal for p in detect_promises(ctx.agent_output).promises)
-    did = f"{ctx.tool_count} tool call(s), {len(ctx.files_modified)} file(s) changed"
+    did = f"{plural(ctx.tool_count, 'tool call')}, {plural(len(ctx.files_modified), 'file')} changed"
     if "COMPLETE" not in promises:
         return _Outcome(True, f"no completion promise ({did})")
     if ctx.tool_count or ctx.files_modified:

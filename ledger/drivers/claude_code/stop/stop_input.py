@@ -9,6 +9,7 @@ from typing import Any, Final
 
 import msgspec
 
+from ledger.core.words import plural
 from ledger.drivers.claude_code.stop.locate import MAX_STDIN, HookInputError
 
 
@@ -55,7 +56,7 @@ RUNNING: Final = frozenset({"running", "pending"})
 def waiting_reason(tasks: list[dict[str, Any]]) -> str:
     """The reason of a stop allowed while sub-agents run."""
     names = ", ".join(str(t.get("description") or t.get("id") or "?") for t in tasks[:3])
-    return f"waiting for {len(tasks)} background sub-agent(s) to finish: {names}"
+    return f"waiting for {plural(len(tasks), 'background sub-agent')} to finish: {names}"
 
 
 class HookOutcome(msgspec.Struct, frozen=True):

@@ -16,6 +16,7 @@ import os
 import sys
 
 from ledger.core.sync import sync_file
+from ledger.core.trust import untrusted
 from ledger.drivers.claude_code.stop.locate import LOOP_FILE, MAX_STDIN, find_project, has_loop, hook_home
 
 SOCKET = "stop-worker.sock"
@@ -248,6 +249,8 @@ def served(raw: bytes, home_arg: str | None) -> Served | None:
         home = hook_home(project, home_arg)
         native = os.path.exists(os.path.join(project, LOOP_FILE))
     except Exception:  # stdin or the directories are not what a stop expects: in-process says so
+        return None
+    if untrusted(home) is not None:  # another user's listener may be there: in-process refuses it
         return None
     return ask(raw, home, home_arg, native=native)
 
