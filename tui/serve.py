@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import errno
 import ipaddress
+import secrets
 import shlex
 import signal
 import sys
@@ -31,7 +32,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--host",
         help=f"with --serve: the address to listen on (default {DEFAULT_HOST}, this machine only; "
-        "0.0.0.0 for every network interface: anyone who reaches it sees the ledger, no password)",
+        "0.0.0.0 for every network interface: plain HTTP, so the address's token can be overheard)",
     )
     group.add_argument(
         "--port",
@@ -97,16 +98,23 @@ def is_local(host: str) -> bool:
         return False
 
 
+TOKEN_BYTES = 24
+"""The serve's secret: 24 random bytes (192 bits), 32 characters in its URL."""
+
+
 def serve(host: str | None, port: int | None, argv: Sequence[str]) -> int:
     """Serve ``ralph-tui ARGV`` (less the serve options) on ``host:port`` until Ctrl-C: 130 then
-    (143 on SIGTERM), 1 when the address cannot be listened on. ``None`` is the default host or port."""
+    (143 on SIGTERM), 1 when the address cannot be listened on. ``None`` is the default host or port.
+    Only a request with the token made here and printed in the address gets an answer."""
     host = DEFAULT_HOST if host is None else host
     port = DEFAULT_PORT if port is None else port
-    from tui.web import WebServer  # aiohttp and textual-serve: only when serving
+    from tui.web import TOKEN_PARAMETER, WebServer  # aiohttp and textual-serve: only when serving
 
-    where = "" if is_local(host) else f" (listening on {host}: no password)"
-    announcement = f"ralph-tui: serving on {url(host, port)}{where}; Ctrl-C stops"
-    server = WebServer(app_command(argv), host, port, announcement, local=is_local(host))
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    where = "" if is_local(host) else f" (listening on {host}: plain HTTP, the token can be overheard)"
+    address = f"{url(host, port)}/?{TOKEN_PARAMETER}={token}"
+    announcement = f"ralph-tui: serving on {address}{where}; Ctrl-C stops"
+    server = WebServer(app_command(argv), host, port, announcement, local=is_local(host), token=token)
     try:
         server.serve()
     except OSError as exc:

@@ -1,9 +1,10 @@
 """The web server of ``ralph-tui --serve``: textual-serve's, quiet but for one line, its page loading
-nothing from outside this machine."""
+nothing from outside this machine, every request needing the serve's token (docs/design/serve.md)."""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import ipaddress
 import logging
 import re
@@ -36,14 +37,30 @@ const ralphFocus = setInterval(() => {
 shows no keys in its footer and hears none until clicked)."""
 
 
+TOKEN_PARAMETER = "token"
+"""The query parameter of the address printed at start that carries the serve's token."""
+
+REFUSED = (
+    "ralph-tui: no token or a wrong one: open the address ralph-tui --serve printed (it ends in ?token=...)\n"
+)
+"""What a request without the token (or its cookie) gets, with 403."""
+
+
 class WebServer(Server):
     """textual-serve's server, quiet but for one line, its URLs taken from the address the browser
-    used (so a page opened through a wildcard host's name or address works)."""
+    used (so a page opened through a wildcard host's name or address works), answering only a
+    request that carries ``token``: in the URL (``?token=``), or in the cookie the first such
+    request set (how the page's own assets and websocket carry it)."""
 
-    def __init__(self, command: str, host: str, port: int, announcement: str, local: bool) -> None:
+    def __init__(
+        self, command: str, host: str, port: int, announcement: str, *, local: bool, token: str
+    ) -> None:
         super().__init__(command, host=host, port=port, title="ralph-tui")
         self.announcement = announcement
         self.local = local
+        self.token = token.encode()
+        self.cookie = f"ralph-tui-{port}"
+        """The cookie's name: one per port, as two serves on one machine share the browser's cookies."""
         self.stopped_by: int | None = None
         self.tabs: set[asyncio.Task[Any]] = set()
 
@@ -59,6 +76,7 @@ class WebServer(Server):
         env = aiohttp_jinja2.get_env(app)
         env.loader = jinja2.FunctionLoader(self._template)
         app.middlewares.append(self._local_names)
+        app.middlewares.append(self._authorised)
         return app
 
     @web.middleware
@@ -68,6 +86,23 @@ class WebServer(Server):
         if self.local and not _loopback(urlsplit(f"//{request.host}").hostname or ""):
             raise web.HTTPMisdirectedRequest(text=f"ralph-tui: {request.host} is not this machine's name\n")
         return await handler(request)
+
+    @web.middleware
+    async def _authorised(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Only a request carrying the token gets anything, page, assets, downloads and websocket
+        alike (other local users reach the port too); one that carried it in its URL sets the
+        cookie that carries it from then on (the page's own requests)."""
+        in_url = self._is_token(request.query.get(TOKEN_PARAMETER))
+        if not (in_url or self._is_token(request.cookies.get(self.cookie))):
+            raise web.HTTPForbidden(text=REFUSED)
+        response = await handler(request)
+        if in_url and not response.prepared:  # (a websocket's answer went out before it ran)
+            response.set_cookie(self.cookie, self.token.decode(), path="/", httponly=True, samesite="Strict")
+        return response
+
+    def _is_token(self, given: str | None) -> bool:
+        """Whether ``given`` is the token (compared in constant time)."""
+        return given is not None and hmac.compare_digest(given.encode(errors="replace"), self.token)
 
     def _template(self, name: str) -> str:
         """textual-serve's page, less its request to an outside host, taking the keyboard as it opens."""

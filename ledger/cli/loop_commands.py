@@ -125,6 +125,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     """
     import msgspec
 
+    from ledger.core.processes import watching
     from ledger.core.runners import SessionBusy, running
     from ledger.drivers.runner.agent_process import Output
     from ledger.drivers.runner.formats import missing_flag, plain_refusal, resolve
@@ -177,7 +178,11 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     session = args.resume or args.session or _new_id(args.worktree or "run")
     out = Output(sys.stdout)
     try:
-        with running(home, session):  # one run of a session at a time, before anything is made
+        # one run of a session at a time, before anything is made; its agents die with it
+        with running(home, session) as claim, watching(claim.note):
+            for group in claim.ended:
+                left = f"ended process group {group}, left running by a killed run"
+                out.write(f"[ralph-ledger] {session}: {left}\n")
             worktree = None
             if found := _worktree(args, place, agent_cmd[0]):
                 worktree, engine.work_dir = found

@@ -30,11 +30,10 @@ def temp_name(name: str, pid: int | None = None) -> str:
     return f".{name}.{TMP_MARK}.{os.getpid() if pid is None else pid}.{time.monotonic_ns()}"
 
 
-def _temp_pattern(name: str) -> re.Pattern[str]:
-    """Matches the temp files of rewrites of ``name`` (this version's and earlier ones'); group
-    ``pid`` is the writer's pid."""
-    n = re.escape(name)
-    return re.compile(rf"\.{n}\.(?:{TMP_MARK}\.(?P<pid>\d+)\.\d+|(?P<old>\d+)(?:\.\d+)?\.tmp)")
+def _temp_pattern(names: str) -> re.Pattern[str]:
+    """Matches the temp files of rewrites of the files whose names match the regular expression
+    ``names`` (this version's and earlier ones'); group ``pid`` is the writer's pid."""
+    return re.compile(rf"\.(?:{names})\.(?:{TMP_MARK}\.(?P<pid>\d+)\.\d+|(?P<old>\d+)(?:\.\d+)?\.tmp)")
 
 
 def pid_gone(pid: int) -> bool:
@@ -55,19 +54,33 @@ def pid_gone(pid: int) -> bool:
 
 def sweep_temps(path: Path) -> list[Path]:
     """Remove the temp files of rewrites of ``path`` whose writer is gone; the ones removed."""
-    pattern = _temp_pattern(path.name)
+    return sweep_folder(path.parent, re.escape(path.name))
+
+
+def sweep_folder(folder: Path, names: str, *, older_than: float = 0.0) -> list[Path]:
+    """Remove the temp files in ``folder`` of rewrites of the files whose names match the regular
+    expression ``names``, whose writer is gone (and, with ``older_than``, last written over that many
+    seconds ago: a folder that processes of other machines write too); the ones removed."""
+    pattern = _temp_pattern(names)
     try:
-        entries = list(os.scandir(path.parent))
+        entries = list(os.scandir(folder))
     except OSError:
         return []
     removed: list[Path] = []
+    now = time.time()
     for entry in entries:
         m = pattern.fullmatch(entry.name)
         if m is None or not pid_gone(int(m["pid"] or m["old"])):
             continue
+        if older_than:
+            try:
+                if now - entry.stat(follow_symlinks=False).st_mtime < older_than:
+                    continue
+            except OSError:
+                continue
         with contextlib.suppress(OSError):
-            os.unlink(path.parent / entry.name)
-            removed.append(path.parent / entry.name)
+            os.unlink(folder / entry.name)
+            removed.append(folder / entry.name)
     return removed
 
 

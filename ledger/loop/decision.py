@@ -5,8 +5,9 @@ person steered its block."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -130,3 +131,78 @@ def with_line(end: End, *, refused: bool = False) -> End:
 def lead_of(lead: Lead | None, decision: Decision) -> list[ev.Event]:
     """The driver's events for ``decision`` (none without a ``lead``)."""
     return list(lead(decision)) if lead is not None else []
+
+
+_SETTLED: Final = (
+    ev.Override,
+    ev.IterationStarted,
+    ev.SessionCompleted,
+    ev.SessionBlocked,
+    ev.SessionEscalated,
+    ev.StopDecided,
+    ev.ErrorRecorded,
+)
+"""Events after which a turn's step is over: interrupted, the next iteration begun, the session
+ended, a stop hook's answer or error recorded."""
+
+
+def cut_short(events: Sequence[ev.AnyEvent], iteration: int) -> list[ev.AnyEvent]:
+    """The events of ``iteration``'s step that landed when its append was cut short (a driver killed
+    mid-write): from its turn (``agent_turn``) to the end of the journal, when nothing settled it
+    (``_SETTLED``) and its signal, if it landed, was not CONTINUE (a step that resolved CONTINUE
+    resumes as after a pause). ``[]``: no step was cut short (docs/design/loop-step.md)."""
+    start = None
+    for i in range(len(events) - 1, -1, -1):
+        e = events[i]
+        if isinstance(e, _SETTLED):
+            return []
+        if isinstance(e, ev.SignalResolved) and e.iteration == iteration and e.signal == "CONTINUE":
+            return []
+        if isinstance(e, ev.AgentTurn):
+            start = i if e.iteration == iteration else None
+            break
+    return [] if start is None else list(events[start:])
+
+
+def unlanded(events: Sequence[ev.Event], landed: Sequence[ev.AnyEvent]) -> list[ev.Event]:
+    """A step's ``events`` (computed again) without those that already ``landed`` (``cut_short``):
+    after its validation, by count; before it, by kind (the turn, its models' tokens, as many
+    promises as landed)."""
+    if not landed:
+        return list(events)
+    ran = [i for i, e in enumerate(events) if isinstance(e, ev.ValidationRan)]
+    cut = ran[0] + 1 if ran else len(events)
+    first, rest = list(events[:cut]), list(events[cut:])
+    was = [i for i, e in enumerate(landed) if isinstance(e, ev.ValidationRan)]
+    if was:
+        return rest[len(landed) - 1 - was[0] :]
+    counts = Counter(type(e).__name__ for e in landed)
+    kept: list[ev.Event] = []
+    for e in first:
+        if counts[type(e).__name__] > 0:
+            counts[type(e).__name__] -= 1
+        else:
+            kept.append(e)
+    return kept + rest
+
+
+def turn_of(landed: Sequence[ev.AnyEvent]) -> Turn:
+    """The turn a cut-short step recorded (``cut_short``: its ``agent_turn`` first), as a driver gave
+    it: its output as far as the journal keeps it, the other models' tokens that landed."""
+    t = landed[0]
+    assert isinstance(t, ev.AgentTurn)
+    return Turn(
+        t.output_excerpt,
+        files_modified=list(t.files_modified),
+        tool_count=t.tool_count,
+        stop_reason=t.stop_reason,
+        tokens=t.tokens,
+        duration_ms=t.duration_ms,
+        transcript_offset=t.transcript_offset,
+        model=t.model,
+        cost_usd=t.cost_usd,
+        context_tokens=t.context_tokens,
+        failure=t.failure,
+        stderr=t.stderr_excerpt,
+        other_models=[(e.model, e.tokens) for e in landed if isinstance(e, ev.ModelTokens)],
+    )

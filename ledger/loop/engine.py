@@ -24,7 +24,7 @@ from ledger.loop.decide.guards import check, exhausted
 from ledger.loop.decide.limits import limit_for
 from ledger.loop.decide.signals import Inputs, resolve
 from ledger.loop.decide.stop_policies import NO_HOOKS, PRESET_FNS, AgentContext, Evaluation, HookFn, Registry
-from ledger.loop.decision import Turn
+from ledger.loop.decision import Turn, unlanded
 from ledger.loop.engine_types import (
     CompleteResult,
     EngineError,
@@ -199,12 +199,14 @@ class Engine:
         )
         return NextResult(session_id, 1, max_it, f"{session_id}-cp1", f"Started iteration 1 of {max_it}")
 
-    def judge(self, s: SessionView, turn: Turn) -> Judged:
+    def judge(self, s: SessionView, turn: Turn, landed: Sequence[ev.AnyEvent] = ()) -> Judged:
         """iteration_validate, for ``ledger.loop.step`` (its one caller): run the rules, detect
         promises, evaluate guards and hooks, resolve the signal; the result and the events that
         record it (stamped, not appended; the step appends them with what it decides). The guards
         read their facts from the session's ledger with these events in it, tentatively
-        (``Fold.pending``)."""
+        (``Fold.pending``). ``landed``: the start of this turn's step, which a kill cut short
+        (``ledger.loop.decision.cut_short``); its rules' results are used again when they landed,
+        never run twice."""
         session_id, n = s.session_id, s.iteration
         agent_output, files_modified = turn.output, turn.files_modified
         record = ev.AgentTurn(
@@ -231,8 +233,12 @@ class Engine:
         signals = tuple(p.signal for p in detection.promises)
         did = (turn.tool_count, tuple(files_modified), todo_list, signals)  # what the iteration did
         context = RuleContext(self.work_dir, agent_output, n, turn.final, self.timer, *did)
-        results = run_rules(s.rules, context)
-        results = agent_failed(turn.failure) + results  # a failed run fails its iteration
+        ran = [e for e in landed if isinstance(e, ev.ValidationRan)]
+        if ran:
+            results = list(ran[0].results)
+        else:
+            results = run_rules(s.rules, context)
+            results = agent_failed(turn.failure) + results  # a failed run fails its iteration
         passed = all(r.passed and not r.errored for r in results)
         score = validation_score(results)
         first = self.stamp(
@@ -249,7 +255,8 @@ class Engine:
             ]
         )
         read = fold(self._path(session_id))
-        with read.pending(self.home, first) as ledger:  # the row, if the journal did not move since
+        pending = unlanded(first, landed)  # what of them the journal does not hold yet
+        with read.pending(self.home, pending) as ledger:  # the row, if the journal did not move since
             row = read.kept("sessions")
             known = row if isinstance(row, dict) else None
             facts = read_facts(ledger, session_id, s.config.guards, self.clock(), known=known)

@@ -22,9 +22,12 @@ from ledger.loop.decision import (
     Turn,
     Wait,
     compose_prompt,
+    cut_short,
     lead_of,
     status_line,
     steered,
+    turn_of,
+    unlanded,
     with_line,
 )
 from ledger.loop.engine_types import EngineError, Paused
@@ -36,6 +39,7 @@ from ledger.loop.steering.state import (
     let_go,
     paused_line,
     pending_guidance,
+    validated,
 )
 
 if TYPE_CHECKING:
@@ -70,13 +74,25 @@ class LoopSession:
         the next iteration is refused). ``limit`` is a driver's own limit on going on (Claude Code's
         block cap): a loop that would go on ends escalated with that trip instead. ``lead`` gives the
         driver's events for the decision. ``EngineError`` when the session does not run."""
-        engine = self.engine
-        s = engine.view(self.session_id)
+        s = self.engine.view(self.session_id)
         if s.status != "running":
             raise EngineError(f"session {self.session_id!r} is {s.status}; it takes no more iterations")
-        judged = engine.judge(s, turn)
+        return self._turn(s, turn, lead, limit)
+
+    def _turn(
+        self,
+        s: SessionView,
+        turn: Turn,
+        lead: Lead | None,
+        limit: ev.GuardTripped | None,
+        landed: Sequence[ev.AnyEvent] = (),
+    ) -> Decision:
+        """``take_turn`` of a running session; ``landed``: the start of this step, which a kill cut
+        short (``cut_short``): only what did not land is appended."""
+        engine = self.engine
+        judged = engine.judge(s, turn, landed)
         result = judged.result
-        events: list[ev.Event] = list(judged.events)
+        events: list[ev.Event] = unlanded(judged.events, landed)
         decision: Decision
         if result.signal == "CONTINUE" and limit is not None:
             decision = with_line(
@@ -96,6 +112,8 @@ class LoopSession:
         else:  # BLOCKED / ESCALATE: the validation recorded the session's end
             decision = with_line(End(result.iteration, result.signal, result.reason, "", result))
             tail = engine.stamp(lead_of(lead, decision))
+        if landed:  # the tail too may have landed in part (a step that ended the session)
+            tail = unlanded([*judged.events, *tail], landed)[len(events) :]
         engine.append(self.session_id, *events, *tail)
         return decision
 
@@ -117,12 +135,17 @@ class LoopSession:
         """The step after a person let the loop go (``resume`` after a pause, ``unblock``): still
         paused, ``Wait`` (nothing recorded); asked to stop meanwhile, ``End`` (blocked); else the next
         iteration begins with its prompt (what the last validated iteration taught, the summary,
-        the guidance), in one append."""
+        the guidance), in one append. A step a kill cut short (its turn recorded, its decision not,
+        ``cut_short``) is finished first, as ``take_turn`` would have, from what the journal holds:
+        its agent and its rules never run twice."""
         engine = self.engine
         s = engine.view(self.session_id)
         n = s.iteration
         if s.status != "running":
             raise EngineError(f"session {self.session_id!r} is {s.status}; it takes no more iterations")
+        landed = cut_short(s.events, n)
+        if landed:  # a driver killed while it recorded the turn: the step is finished, never taken again
+            return self._turn(s, turn_of(landed), lead, None, landed)
         if s.stop_requested() is not None:
             reason = f"manual stop: {s.row['stop_reason'] or ''}".rstrip(": ")
             end = with_line(End(n, "BLOCKED", reason, ""))
@@ -137,6 +160,13 @@ class LoopSession:
         return decision
 
     # -- what drivers record and read -----------------------------------------------------------------
+    def turn_taken(self) -> bool:
+        """Whether the current iteration's turn is recorded: validated, or its step cut short by a
+        kill (``cut_short``). A driver that resumes the session then calls :meth:`resume`, which
+        goes on from it; else it runs the iteration's agent again."""
+        s = self.engine.view(self.session_id)
+        return validated(s.events, s.iteration) or bool(cut_short(s.events, s.iteration))
+
     def record(self, *events: ev.Event) -> None:
         """A driver's own facts, which decide nothing (a rate-limited run, an interrupted turn, a stop
         allowed while sub-agents run), appended through the engine in one append."""

@@ -29,6 +29,7 @@ from ledger.storage.dialects import PRICES
 from ledger.storage.export import MANIFEST
 from ledger.storage.ingest import BATCH_BYTES
 from ledger.storage.journal import utc_now
+from ledger.storage.query import lock_down
 
 SOURCE_PREFIX: Final = "source="
 FIRST_BATCH: Final = 200
@@ -88,6 +89,10 @@ class DatasetMonitor(Monitor):
         self._files: list[Path] = []
         self.homes: list[Path] = []
         self.ledger = Ledger.memory(None, prices=False)
+        self._own_scratch = None
+        self.allowed = [self.root / "events"]
+        """DuckDB reads files only in the dataset's ``events/`` (``Monitor._lock_down``)."""
+        lock_down(self.ledger.con, self.allowed, final=False)
         self.ledger.con.execute("ALTER TABLE events ADD COLUMN source VARCHAR")
         self._columns = {str(r[0]) for r in self.ledger.con.execute("DESCRIBE events").fetchall()}
         self._seen: dict[str, Signature] = {}

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import astuple
@@ -41,7 +43,7 @@ from ledger.monitor.answers import (
 from ledger.storage.database import Ledger
 from ledger.storage.ingest import BATCH_BYTES, IngestReport, Stored
 from ledger.storage.journal import utc_now
-from ledger.storage.query import QueryResult, ReadOnlyViolation, run_readonly
+from ledger.storage.query import QueryResult, ReadOnlyViolation, lock_down, run_readonly
 
 SPARK_POINTS: Final = 20
 
@@ -174,12 +176,28 @@ class Monitor:
             self.ledger = Ledger.memory(None)
         if memory_limit and self.ledger.path is not None:  # a file-backed ledger can spill to disk
             self.ledger.con.execute(f"SET memory_limit = '{memory_limit}'")
+        self._own_scratch: Path | None = None
+        self.allowed = self._lock_down()
+        """The folders DuckDB may read and write files in: this monitor's own ingest's (user SQL
+        runs under the same lockdown, ``ledger.storage.query.lock_down``)."""
         self._known: dict[str, Path] = {}
         """Every journal seen, by name (as ``ingest_positions`` keys them): where it was."""
         self._present = {p for p in self._sources() if p.exists()}
         """The sources that existed at the last look (``_look``)."""
         self._deleted: set[Path] = set()
         """Sources deleted while watched, not back yet."""
+
+    def _lock_down(self) -> list[Path]:
+        """Lock the ledger's database down before anything runs on it (docs/design/query-lockdown.md):
+        file access only in the folder of its ingest's scratch files, which is one of its own when
+        the ledger would use the system's temporary folder (every user's). The folders allowed."""
+        scratch = self.ledger.scratch_dir()
+        if scratch == Path(tempfile.gettempdir()):
+            scratch = Path(tempfile.mkdtemp(prefix="ralph-monitor-"))
+            self._own_scratch = self.ledger.scratch = scratch
+        allowed = [scratch.absolute()]
+        lock_down(self.ledger.con, allowed, final=False)
+        return allowed
 
     # -- what to read ----------------------------------------------------------
     @property
@@ -551,7 +569,7 @@ class Monitor:
                 timer.daemon = True
                 timer.start()
             try:
-                return run_readonly(con, sql, lock=False, max_rows=max_rows)
+                return run_readonly(con, sql, lock=False, allowed=self.allowed, max_rows=max_rows)
             except ReadOnlyViolation as exc:
                 if timer is not None and timer.finished.is_set() and "interrupt" in str(exc).lower():
                     raise ReadOnlyViolation(f"query stopped after {timeout_s:g} s (time limit)") from None
@@ -567,11 +585,13 @@ class Monitor:
             con.interrupt()
 
     def close(self) -> None:
-        """Close the ledger."""
+        """Close the ledger (and remove the scratch folder of its own, if it made one)."""
         with self._lock:
             if self._query_con is not None:
                 self._query_con.close()
             self.ledger.close()
+            if self._own_scratch is not None:
+                shutil.rmtree(self._own_scratch, ignore_errors=True)
 
 
 def _size(path: Path) -> int:

@@ -116,7 +116,7 @@ class Ledger:
         self.path = path
         self.writable = writable
         self.scratch: Path | None = None
-        """Where ingest writes its scratch files (``_tmp``: chosen by the first ingest)."""
+        """Where ingest writes its scratch files (``scratch_dir``: chosen by the first ingest)."""
         self.materialized = False
         """Whether the views of ``materialized.MATERIALIZED`` read the tables this ledger file keeps
         (and its writes keep them in step), or compute as defined (in memory; a file read-only
@@ -183,7 +183,7 @@ class Ledger:
     @classmethod
     def _from_journals(cls, home: Home, why: str) -> Ledger:
         """An in-memory ledger holding ``home``'s journals, saying ``why`` in one line on stderr;
-        its scratch files go where ``_tmp`` says."""
+        its scratch files go where ``scratch_dir`` says."""
         print(f"ralph-ledger: {why}; reading the journals instead", file=sys.stderr)
         mem = cls.memory(home)
         mem.ingest()
@@ -242,7 +242,7 @@ class Ledger:
             return ingest(
                 self.con,
                 files,
-                self._tmp(),
+                self.scratch_dir(),
                 live=live,
                 batch_bytes=batch_bytes,
                 progress=progress,
@@ -254,7 +254,7 @@ class Ledger:
 
     def insert_events(self, events: Sequence[ev.Event]) -> None:
         """Bulk-insert ``events`` in the open transaction (``ledger.storage.ingest.insert_events``)."""
-        insert_events(self.con, events, self._tmp())
+        insert_events(self.con, events, self.scratch_dir())
         if self.materialized:
             materialized.refresh(self.con, {e.session_id for e in events})
 
@@ -303,14 +303,14 @@ class Ledger:
             if self.materialized:
                 materialized.refresh(con)  # (no events: no rows)
             con.execute("COMMIT")
-            return ingest(self.con, self._journals(), self._tmp(), settle=self._settle)
+            return ingest(self.con, self._journals(), self.scratch_dir(), settle=self._settle)
 
         return self._write(empty_then_ingest, sweep=True)
 
     def _journals(self) -> list[Path]:
         return self.home.journal_files() if self.home else []
 
-    def _tmp(self) -> Path:
+    def scratch_dir(self) -> Path:
         """Where ingest writes its scratch files: the home's ``tmp/``, or the system's temporary folder
         for a ledger without a home or of a home nothing may be written in (a read-only home is still
         read: every reading command, ``checkpoint`` among them, goes through here)."""
@@ -326,7 +326,7 @@ class Ledger:
         processes were creating)."""
         if not self.writable:
             raise LedgerError("this ledger was opened read-only; it cannot ingest")
-        if self.home and sweep and self._tmp() == self.home.tmp:
+        if self.home and sweep and self.scratch_dir() == self.home.tmp:
             sweep_scratch(self.home.tmp)
             if self.path is not None:
                 sweep_builds(self.path)

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from ledger.core.atomic import sweep_folder, temp_name
 from ledger.core.errors import LedgerError, error_reason
 from ledger.storage import partitions
 from ledger.storage.database import Ledger
@@ -32,6 +33,11 @@ from ledger.storage.sql import install_order
 SOURCE_RE: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 MANIFEST: Final = "_export.json"
 STAGING: Final = ".staging"
+VIEW_NAMES: Final = r"[0-9][0-9]-[^/]+\.sql"
+"""The view files an export writes (two digits, a dash, the view, .sql), as a regular expression."""
+STALE_S: Final = 60.0
+"""Seconds after which a temp file of a dead pid is an export's leftover: the dataset may be shared
+with other machines, where that pid may be a live export of theirs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +266,8 @@ def _write_prices_copy(ledger: Ledger, folder: Path) -> None:
     """The prices of ``_model_prices.parquet`` again in ``DEST/model_prices/source=NAME/part-0.parquet``,
     replaced atomically: Spark and Trino skip files named ``_*``, and read a table from its own folder."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".part-0.{os.getpid()}.tmp"
+    sweep_folder(folder, r"part-0(?:\.parquet)?", older_than=STALE_S)  # an export's, killed
+    tmp = folder / temp_name("part-0.parquet")
     target = str(tmp).replace("'", "''")
     ledger.con.execute(f"COPY (FROM model_prices ORDER BY model, above) TO '{target}' (FORMAT parquet)")
     os.replace(tmp, folder / "part-0.parquet")
@@ -275,9 +282,10 @@ def _write_views(views: Path) -> None:
         if folder.exists() and not folder.is_dir():
             raise LedgerError(f"export destination holds {folder}, expected a directory of .sql files")
         folder.mkdir(parents=True, exist_ok=True)
+        sweep_folder(folder, VIEW_NAMES, older_than=STALE_S)  # of an export that was killed
         bundle = views_bundle(dialect)
         for name, text in bundle:
-            tmp = folder / f".{name}.{os.getpid()}.tmp"
+            tmp = folder / temp_name(name)
             tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, folder / name)
         keep = {name for name, _ in bundle}

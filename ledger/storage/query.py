@@ -4,9 +4,10 @@ Only one SELECT (or EXPLAIN) statement is accepted, checked on DuckDB's own pars
 (``json_serialize_sql``) before it runs: every query node must be a read (``READ_NODES``: a DELETE
 or COPY hidden in a CTE is refused), every table a table or view of the ledger or a CTE in scope,
 every table function a detector, a ``duckdb_*`` catalog function, ``range``/``generate_series`` or
-``unnest`` (so ``read_csv('/etc/passwd')`` and ``glob('*')`` are refused). The query also runs in a
-read-only transaction; the CLI switches file access off too, the TUI (whose connection keeps
-ingesting) relies on the check. What is refused, as a user sees it: docs/cli.md.
+``unnest`` (so ``read_csv('/etc/passwd')`` and ``glob('*')`` are refused). It runs in a read-only
+transaction on a connection locked down by ``lock_down``, the one lockdown of every query path: no
+extension installed or loaded, no file touched but in the folders its own ingest needs. Why:
+docs/design/query-lockdown.md; what is refused, as a user sees it: docs/cli.md.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import duckdb
@@ -41,8 +43,22 @@ class ReadOnlyViolation(Exception):
         self.detail = detail or message
 
 
+_IN_EXTENSION: Final = re.compile(
+    r'with name "?([\w.]+)"? is not in the catalog, but it exists in the (\w+) extension'
+)
+"""DuckDB's error for a function of an extension it may not install or load (``EXTENSIONS_OFF``)."""
+
+
 def sql_error(exc: BaseException) -> ReadOnlyViolation:
-    """A DuckDB error as the one line ``SQL error: ...``, with its whole message as the detail."""
+    """A DuckDB error as the one line ``SQL error: ...``, with its whole message as the detail; a
+    function of an extension as the refusal it is (DuckDB's hint, to install the extension or to
+    switch auto-install on, cannot be followed here)."""
+    found = _IN_EXTENSION.search(str(exc))
+    if found is not None:
+        return ReadOnlyViolation(
+            f"refused: {found.group(1)}() is in DuckDB's {found.group(2)} extension, "
+            "and queries here install and load no extension"
+        )
     return ReadOnlyViolation(f"SQL error: {one_line(exc)}", f"SQL error: {all_lines(exc)}")
 
 
@@ -76,13 +92,42 @@ def check_readonly(sql: str) -> str:
     return statements[0].query.rstrip().rstrip(";")
 
 
-def lock_down(con: duckdb.DuckDBPyConnection) -> None:
-    """Switch off file access for good on this connection's database (again: a no-op)."""
-    row = con.execute("SELECT current_setting('lock_configuration')").fetchone()
-    if row is not None and row[0]:
+EXTENSIONS_OFF: Final = (
+    "SET autoinstall_known_extensions = false",
+    "SET autoload_known_extensions = false",
+    "SET allow_community_extensions = false",
+)
+"""No extension installed or loaded behind a query's back: DuckDB would otherwise fetch one (and
+run its native code) for a function it does not know, ``excel_text`` or ``st_point``."""
+
+
+def lock_down(con: duckdb.DuckDBPyConnection, allowed: Sequence[Path] = (), *, final: bool = True) -> None:
+    """Lock down the database of ``con`` (every connection to it: the settings are global) before
+    user SQL runs on it: no extension installed or loaded (``EXTENSIONS_OFF``), file access off
+    for good but in the folders ``allowed`` (a monitor's own ingest: its scratch files, a
+    dataset's Parquet files), and, ``final``, the configuration locked (a connection that keeps
+    ingesting changes settings of its own, so a monitor's is not). Again: one look, a no-op
+    (docs/design/query-lockdown.md)."""
+    row = con.execute(
+        "SELECT current_setting('lock_configuration'), current_setting('enable_external_access'),"
+        " current_setting('autoinstall_known_extensions') OR current_setting('autoload_known_extensions')"
+    ).fetchone()
+    locked, external, extensions = row if row is not None else (False, True, True)
+    if locked or (not external and not extensions and not final):
         return
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
+    for statement in EXTENSIONS_OFF:
+        con.execute(statement)
+    if external:
+        folders = ", ".join(_literal(str(p)) for p in dict.fromkeys(allowed))
+        con.execute(f"SET allowed_directories = [{folders}]")
+        con.execute("SET enable_external_access = false")
+    if final:
+        con.execute("SET lock_configuration = true")
+
+
+def _literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _scoped(tree: Any, ctes: frozenset[str] = frozenset()) -> Iterator[tuple[dict[str, Any], frozenset[str]]]:
@@ -174,17 +219,22 @@ def _check_sources(con: duckdb.DuckDBPyConnection, sql: str) -> None:
 
 
 def run_readonly(
-    con: duckdb.DuckDBPyConnection, sql: str, *, lock: bool = True, max_rows: int | None = None
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    *,
+    lock: bool = True,
+    allowed: Sequence[Path] = (),
+    max_rows: int | None = None,
 ) -> QueryResult:
-    """Check one read-only query and its sources, lock the connection down (``lock``; see the
-    module docstring for why the TUI does not) and run it in a read-only transaction, fetching
-    all rows, or at most ``max_rows``. Values come as ``ledger.core.output.fetch`` gives them (every
-    DuckDB type, ``TIMESTAMPTZ`` as UTC); ``types`` are the query's own."""
+    """Check one read-only query and its sources, lock the connection down (``lock_down``: file
+    access but in ``allowed``; ``lock``: the configuration too, which a monitor's connection, still
+    ingesting, may not) and run it in a read-only transaction, fetching all rows, or at most
+    ``max_rows``. Values come as ``ledger.core.output.fetch`` gives them (every DuckDB type,
+    ``TIMESTAMPTZ`` as UTC); ``types`` are the query's own."""
     statement = check_readonly(sql)
-    check_sources(con, sql)
     utc(con)
-    if lock:
-        lock_down(con)
+    lock_down(con, allowed, final=lock)
+    check_sources(con, sql)
     try:
         con.execute("BEGIN TRANSACTION READ ONLY")
         try:

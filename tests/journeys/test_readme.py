@@ -188,15 +188,16 @@ def run_tui(demo: Demo, line: str) -> None:
 
 def serve_then_stop(demo: Demo, line: str) -> None:
     """``ralph-tui --serve ...`` (on a free port, not the default one another program may hold) says
-    where it serves, its page answers there, and Ctrl-C stops it with 130."""
-    from tests.journeys.test_tui_serve import free_port
+    where it serves, its page answers there (at the address with its token), and Ctrl-C stops it
+    with 130."""
+    from tests.journeys.test_tui_serve import free_port, served_address
 
     port = free_port()
     term = Terminal(["bash", "-c", f"{line} --port {port}"], cwd=demo.dir, env=demo.env())
     try:
-        said = f"ralph-tui: serving on http://127.0.0.1:{port}"
-        term.wait_for(lambda screen: said in screen and "Ctrl-C stops" in screen, 30)
-        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
+        said = f"ralph-tui: serving on http://127.0.0.1:{port}/?token="
+        screen = term.wait_for(lambda screen: said in screen and "Ctrl-C stops" in screen, 30)
+        page = urllib.request.urlopen(served_address(screen), timeout=10).read().decode()
         assert "ralph-tui" in page and "/ws" in page, page
         term.press("C-c")
         assert term.exit_code(15) == 130, term.screen()

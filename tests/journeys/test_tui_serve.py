@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -49,10 +50,17 @@ def listening(port: int) -> list[str]:
 
 def serve(terminals: list[Terminal], project: Project, *args: str) -> Terminal:
     """``ralph-tui --serve ARGS`` typed in the project; waits for its one line."""
-    term = Terminal([script("ralph-tui"), "--serve", *args], cwd=project.dir, env=clean_env(), size=(120, 10))
+    term = Terminal([script("ralph-tui"), "--serve", *args], cwd=project.dir, env=clean_env(), size=(200, 10))
     terminals.append(term)
-    term.wait_for("ralph-tui: serving on", timeout=15)
+    term.wait_for("Ctrl-C stops", timeout=15)
     return term
+
+
+def served_address(said: str) -> str:
+    """The address (with its token) in what ``ralph-tui --serve`` said."""
+    found = re.search(r"serving on (http://\S+/\?token=[\w-]{32})(?![\w-])", said)
+    assert found, said
+    return found.group(1)
 
 
 def test_the_served_page_shows_the_sample_sessions_in_chromium_and_ctrl_c_stops_it(
@@ -69,17 +77,19 @@ def test_the_served_page_shows_the_sample_sessions_in_chromium_and_ctrl_c_stops_
     port = free_port()
     term = serve(terminals, project, "--port", str(port), "--replay", "sample_sessions/", "--speed", "0")
     url = f"http://127.0.0.1:{port}"
-    assert f"ralph-tui: serving on {url}; Ctrl-C stops" in term.screen()
+    address = served_address(term.screen())
+    assert address.startswith(f"{url}/?token=")
+    assert f"ralph-tui: serving on {address}; Ctrl-C stops" in term.screen()
     assert listening(port) == ["127.0.0.1"]
 
-    page = urllib.request.urlopen(url + "/", timeout=10).read().decode()
+    page = urllib.request.urlopen(address, timeout=10).read().decode()
     addresses = re.findall(r"""(?:src|href|url)\s*[=(]\s*["']?(https?://[^"')\s]+)""", page)
     assert addresses and all(a.startswith(url + "/") for a in addresses), addresses
     assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws"' in page
 
     shot = tmp_path / "served.png"
     with headless_browser(1280, 800) as chrome:
-        chrome.get(url + "/")
+        chrome.get(address)
         deadline = time.monotonic() + 20
         rows: list[str] = []
         while time.monotonic() < deadline:
@@ -166,14 +176,16 @@ def test_bad_arguments_are_refused_before_serving(project: Project, args: list[s
 def test_a_host_for_other_machines_is_asked_for_and_the_page_follows_the_address_used(
     project: Project, terminals: list[Terminal]
 ) -> None:
-    """``--host 0.0.0.0`` listens on every interface, says so and that there is no password; a page
-    opened through another name talks back to that name (not to 0.0.0.0)."""
+    """``--host 0.0.0.0`` listens on every interface, says so and that its token travels in plain HTTP;
+    a page opened through another name talks back to that name (not to 0.0.0.0)."""
     port = free_port()
     term = serve(terminals, project, "--host", "0.0.0.0", "--port", str(port), "--home", str(project.home))
-    line = f"ralph-tui: serving on http://127.0.0.1:{port} (listening on 0.0.0.0: no password); Ctrl-C stops"
-    assert line in term.screen()
+    address = served_address(term.screen())
+    where = "(listening on 0.0.0.0: plain HTTP, the token can be overheard)"
+    assert f"ralph-tui: serving on {address} {where}; Ctrl-C stops" in term.screen()
+    assert address.startswith(f"http://127.0.0.1:{port}/?token=")
     assert listening(port) == ["0.0.0.0"]
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/", headers={"Host": f"ledger.example:{port}"})
+    request = urllib.request.Request(address, headers={"Host": f"ledger.example:{port}"})
     page = urllib.request.urlopen(request, timeout=10).read().decode()
     assert f'data-session-websocket-url="ws://ledger.example:{port}/ws"' in page
     assert f"http://ledger.example:{port}/static/js/textual.js" in page
@@ -187,6 +199,7 @@ def test_another_sites_page_may_not_open_the_app(project: Project, terminals: li
     machine only, a request must name it (a rebound name gets 421, page and app alike)."""
     port = free_port()
     term = serve(terminals, project, "--port", str(port), "--home", str(project.home))
+    query = urlsplit(served_address(term.screen())).query  # the token: what is tested here is the rest
 
     def upgrade(origin: str, host: str = f"127.0.0.1:{port}") -> int:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -198,7 +211,7 @@ def test_another_sites_page_may_not_open_the_app(project: Project, terminals: li
             "Sec-WebSocket-Key": base64.b64encode(b"0123456789abcdef").decode(),
             "Origin": origin,
         }
-        conn.request("GET", "/ws?width=80&height=24", headers=headers)
+        conn.request("GET", f"/ws?{query}&width=80&height=24", headers=headers)
         status = conn.getresponse().status
         conn.close()
         return status
@@ -212,7 +225,7 @@ def test_another_sites_page_may_not_open_the_app(project: Project, terminals: li
 
     def page(host: str) -> int:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        conn.request("GET", "/", headers={"Host": host})
+        conn.request("GET", f"/?{query}", headers={"Host": host})
         status = conn.getresponse().status
         conn.close()
         return status
@@ -238,9 +251,10 @@ def test_stopped_by_sigterm_with_a_tab_open_its_app_quits_at_once(project: Proje
     )
     try:
         assert server.stdout is not None
-        assert server.stdout.readline().startswith("ralph-tui: serving on")
+        said = server.stdout.readline()
+        assert said.startswith("ralph-tui: serving on")
         with headless_browser(1000, 600) as chrome:
-            chrome.get(f"http://127.0.0.1:{port}/")
+            chrome.get(served_address(said))
             deadline = time.monotonic() + 20
             while "sessions" not in "\n".join(terminal_rows(chrome)):
                 assert time.monotonic() < deadline, "the page never showed the sessions"

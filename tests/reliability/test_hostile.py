@@ -869,6 +869,7 @@ class SqlBed:
         )
         self.ledger = Ledger.open(self.home)
         self.ledger.ingest()
+        lock_down(self.ledger.con, [self.home.tmp], final=False)  # as a Monitor (the TUI's) has it
         self.before = fingerprint(self.ledger.con)
         self.outside = tree(root, skip=[self.home.root])
         self.locked = Ledger.memory(self.home)  # the CLI's kind: locked down at its first query

@@ -243,6 +243,7 @@ def test_a_read_only_transaction_stops_writes_the_source_check_would_miss(
     """Second layer: with the source check switched off, DML in a CTE still cannot touch the ledger."""
     monkeypatch.setattr("ledger.storage.query.check_sources", lambda con, sql: None)
     with Ledger.open(ledger_home) as ledger:
+        lock_down(ledger.con, [ledger_home.tmp], final=False)  # as a Monitor (the TUI's) has it
         before = fingerprint(ledger.con)
         for sql in (
             "WITH d AS (DELETE FROM events RETURNING *) SELECT count(*) FROM d",
@@ -253,7 +254,11 @@ def test_a_read_only_transaction_stops_writes_the_source_check_would_miss(
             with pytest.raises(ReadOnlyViolation, match="read-only"):
                 run_readonly(ledger.con, sql, lock=False)
         assert fingerprint(ledger.con) == before
+        Journal.for_session(ledger_home.journals, "s1", fsync=False, clock=ticking()).append(
+            E.AgentTurn(session_id="s1", iteration=4, output_excerpt="turn 4")
+        )
         ledger.ingest()  # the connection still works for the TUI: no transaction left open
+        assert ledger.con.execute("SELECT count(*) FROM events").fetchall() == [(4,)]
 
 
 def test_locking_down_stops_file_access_the_source_check_would_miss(

@@ -19,6 +19,7 @@ from mcp_types import CallToolResult, TextContent, Tool
 
 from ledger.core.errors import printable
 from ledger.core.home import Home
+from ledger.core.processes import watching
 from ledger.drivers.mcp.schemas import SERVER_NAME, TOOLS, json_schema
 from ledger.loop.validate.completion import describe_error
 
@@ -118,9 +119,11 @@ def _error(message: str) -> CallToolResult:
 
 
 def serve(home: Home, project: Path) -> None:
-    """Serve the tools on stdin / stdout until the client closes them."""
+    """Serve the tools on stdin / stdout until the client closes them; the rules' processes die
+    with the server (``ledger.core.processes``)."""
     server = LoopServer(home, project)
-    try:
-        server.run("stdio")
-    finally:
-        server.finish()
+    with watching():
+        try:
+            server.run("stdio")
+        finally:
+            server.finish()

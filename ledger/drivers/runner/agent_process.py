@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final, Protocol
 
-from ledger.core.processes import kill_group
+from ledger.core.processes import done, kill_group, start
 
 INTERRUPTED: Final = "interrupted (Ctrl-C)"
 
@@ -197,14 +197,13 @@ def run_agent(
     started = timer()
     t0 = time.monotonic()
     environ = {**(os.environ if env is None else env), "PWD": str(Path(cwd).absolute())}
-    proc = subprocess.Popen(
+    proc = start(  # its group dies with this process (``ledger.core.processes``)
         list(argv),
         cwd=cwd,
         env=environ,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        start_new_session=True,
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     lines: queue.Queue[tuple[int, bytes | None]] = queue.Queue()
@@ -261,6 +260,8 @@ def run_agent(
     finally:
         if timed_out:
             kill_group(proc)
+        elif proc.returncode is not None:
+            done(proc)
         for reader in readers:
             reader.join(timeout=2)
         feeder.join(timeout=2)

@@ -43,7 +43,6 @@ from ledger.loop.config.loop_config import LoopConfig
 from ledger.loop.decision import Turn
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
-from ledger.loop.steering.state import validated
 from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
 from ledger.notify import reporting
 
@@ -128,7 +127,8 @@ def run_loop(
     ``ledger.loop.prompt.next_prompt.next_prompt``: ``prompt`` then what the previous iteration taught the
     loop.
     With ``resume`` the session must exist and be running: ``start`` is skipped and its current
-    iteration runs again, with the prompt it had. SIGINT, SIGTERM and SIGHUP (in the main thread)
+    iteration runs again, with the prompt it had, unless its turn was recorded (``LoopSession.turn_taken``:
+    the loop then goes on from it). SIGINT, SIGTERM and SIGHUP (in the main thread)
     end the loop as described above. ``timer`` measures each agent run's recorded duration (see
     ``run_agent``). A run that hit a usage or rate limit (``ledger.drivers.runner.limits``) is not an
     iteration: it is recorded (``rate_limited``), the loop waits until the limit resets (or
@@ -152,7 +152,7 @@ def run_loop(
         n, max_it = int(row["iteration"]), int(row["max_iterations"] or config.effective_max_iterations())
         session = LoopSession(engine, session_id, prompt)
         stdin_text = session.prompt_of(n)  # with its summary and guidance
-        advance = validated(session.events(), n)  # validated and paused: the next comes next
+        advance = session.turn_taken()  # validated and paused, or killed recording it: the loop goes on
     else:
         config = msgspec.structs.replace(
             config,
@@ -184,8 +184,11 @@ def run_loop(
         loop.env = {**os.environ, "RALPH_HOME": str(engine.home.root)}
     with reporting(), interrupts() as pending:  # notifications: failures on stderr, awaited at the end
         try:
-            if advance:  # the iteration was validated: the loop goes on from the next one
-                going = loop.went_on(n, loop.session.resume())
+            if advance:  # the iteration's turn was recorded: the loop goes on from it, never runs it again
+                decision = loop.session.resume()
+                if (done := decision.result) is not None:  # a step a kill cut short, finished now
+                    loop.say(f"[ralph-ledger] {session_id}: iteration {n}: {done.signal} ({done.reason})\n")
+                going = loop.went_on(n, decision)
                 if isinstance(going, RunResult):
                     return going
                 n, max_it, stdin_text = going

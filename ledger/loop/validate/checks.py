@@ -15,7 +15,7 @@ from typing import Annotated, Any, NamedTuple
 import msgspec
 
 from ledger.core.errors import error_reason, one_line
-from ledger.core.processes import kill_group
+from ledger.core.processes import done, kill_group, start
 from ledger.core.words import plural
 from ledger.events import RuleResult
 from ledger.loop.validate.promises import detect_promises
@@ -116,7 +116,7 @@ def _run_command(rule: CommandRule, ctx: RuleContext) -> _Outcome:
     args: str | list[str] = rule.shell if rule.shell is not None else list(rule.argv or [])
     cwd = ctx.work_dir / rule.cwd if rule.cwd else ctx.work_dir
     try:
-        proc = subprocess.Popen(
+        proc = start(  # its group dies with this process (``ledger.core.processes``)
             args,
             shell=rule.shell is not None,
             cwd=cwd,
@@ -124,7 +124,6 @@ def _run_command(rule: CommandRule, ctx: RuleContext) -> _Outcome:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
     except OSError as exc:
         return _Outcome.error(_os_error_line(exc, args))
@@ -136,6 +135,7 @@ def _run_command(rule: CommandRule, ctx: RuleContext) -> _Outcome:
     except BaseException:  # Ctrl-C, or a signal the loop runner turns into one: nothing keeps running
         _end(proc)
         raise
+    done(proc)
     if proc.returncode == 0:
         return _Outcome(True)
     return _Outcome(False, _tail(out.decode(errors="replace"), rule.feedback_lines) or _exit_text(proc))
