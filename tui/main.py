@@ -7,7 +7,9 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
+from typing import NoReturn
 
 from ledger import LedgerError, journals_in, one_line, ready
 from ledger.monitor import dataset_sources, resolve_home
@@ -40,12 +42,30 @@ def _home_dir(text: str) -> Path:
     return Path(text)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that says a usage error in one line (exit 2), as ralph-ledger does, not after the
+    whole usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``ralph-tui: error: MESSAGE (see --help)`` on stderr and exit 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _version() -> str:
+    """``ralph-tui`` and the installed ralph-ledger's version."""
+    try:
+        return f"ralph-tui {metadata.version('ralph-ledger')}"
+    except metadata.PackageNotFoundError:
+        return "ralph-tui (version unknown: not installed)"
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ralph-tui",
         description="Watch ralph-ledger loops live, or replay recorded sessions as if live.",
     )
+    parser.add_argument("--version", action="version", version=_version())
     parser.add_argument(
         "homes",
         nargs="*",

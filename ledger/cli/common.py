@@ -84,7 +84,13 @@ def _stdout_name() -> str:
 
 
 def unknown_session(session: str, home: Home) -> CliError:
-    """The error for a session id the home does not hold, in the user's words."""
+    """The error for a session id the home does not hold, in the user's words: the ids of its
+    journals that were likely meant, else how to list them."""
     from ledger.core.errors import no_session
+    from ledger.core.home import journals_in
 
-    return CliError(f"ralph-ledger: {no_session(session, home.root)}")
+    try:
+        known = [path.stem for path in journals_in(home.journals)]
+    except OSError:  # an unreadable home: the plain error
+        known = []
+    return CliError(f"ralph-ledger: {no_session(session, home.root, known=known)}")

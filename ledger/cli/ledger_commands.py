@@ -111,8 +111,22 @@ def cmd_sql(home: Home, args: argparse.Namespace) -> None:
         try:
             result = interruptible(ledger.con, lambda: run_readonly(ledger.con, args.query))
         except ReadOnlyViolation as exc:
-            raise CliError(f"ralph-ledger: {exc}") from None
+            raise CliError(f"ralph-ledger: {exc}{_hints(exc.detail)}") from None
     emit(render(result, args.fmt))
+
+
+_HINTS = ("did you mean", "candidate bindings:")
+"""The lines of an SQL error's detail that say what was meant: DuckDB's and the source check's."""
+
+
+def _hints(detail: str) -> str:
+    """The hints of an SQL error's detail (``Did you mean 'sessions'?``, DuckDB's ``Candidate
+    bindings: "session_id"``) as the end of its one line: `` (did you mean 'sessions'?)``; ``""`` when
+    it gives none. The TUI's console shows the detail whole."""
+    from ledger.core.errors import printable
+
+    said = [line.strip() for line in detail.splitlines()[1:] if line.strip().lower().startswith(_HINTS)]
+    return "".join(f" ({printable(h[:1].lower() + h[1:])})" for h in said)
 
 
 def cmd_export(home: Home, args: argparse.Namespace) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ledger.cli import slips
 from ledger.cli.common import CliError
+from ledger.core.errors import closest
 from ledger.storage.journal import JournalError
 
 if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that use them
     import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
+    from collections.abc import Sequence
 
 
 DEFAULT_RUN_TIMEOUT_S = 600.0
@@ -21,11 +24,31 @@ def _parser_class() -> type[argparse.ArgumentParser]:
     import argparse
 
     class Parser(argparse.ArgumentParser):
-        """argparse that reports a usage error as one line (exit 2)."""
+        """argparse that reports a usage error as one line (exit 2), with the word meant when a slip
+        is close to one (``did you mean 'sessions'?``)."""
 
         def error(self, message: str) -> NoReturn:
             """Raise ``CliError`` (exit status 2) instead of printing usage and exiting."""
-            raise CliError(f"{self.prog}: {message} (see --help)", 2)
+            raise CliError(f"{self.prog}: {message}{slips.meant_choice(message)} (see --help)", 2)
+
+        def parse_known_args(  # type: ignore[override]
+            self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+        ) -> tuple[argparse.Namespace, list[str]]:
+            """argparse's, but words left over are refused here, by the command they were given to,
+            naming the first option it does not know (and the one meant) rather than every word after
+            it (``run --sesion s -- ./agent.sh`` left ``--sesion -- ./agent.sh``)."""
+            parsed, extras = super().parse_known_args(args, namespace)
+            command = getattr(parsed, "command", None)
+            if not extras or self.prog.count(" ") or not isinstance(command, str):
+                return parsed, extras  # a command's own parser: its parent says it, as below
+            parser = slips.command_parser(self, command)
+            unknown = next((w for w in extras if w.startswith("-") and w not in ("-", "--")), "")
+            if parser is None or not unknown:
+                parser = parser or self
+                parser.error(f"unrecognized arguments: {' '.join(extras)}")
+            word = unknown.partition("=")[0]
+            hint = closest(word, [o for a in slips.all_actions(parser) for o in a.option_strings])
+            parser.error(f"unrecognized arguments: {unknown}" + (f"; did you mean {hint}?" if hint else ""))
 
     return Parser
 
@@ -117,7 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     from ledger.events import SESSION_STATUSES
 
     Parser = _parser_class()
-    p = Parser(prog="ralph-ledger", description="Record and query agent iteration loops.")
+    p = Parser(
+        prog="ralph-ledger",
+        description="Record and query agent iteration loops.",
+        epilog="The manual: docs/cli.md (every command), docs/runner.md (run), docs/index.md (all pages).",
+    )
+    p.add_argument("--version", action="version", version=f"ralph-ledger {installed_version()}")
     p.add_argument(
         "--home",
         help="ledger home (default: $RALPH_HOME, else the project's .ralph: the nearest above the "
@@ -308,7 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--agent-format",
         type=agent_format_arg,
         metavar="NAME",
-        help="how to read the agent's output (default: detected from the agent command; see README)",
+        help="how to read the agent's output (default: detected from the agent command; "
+        "the formats: docs/runner.md)",
     )
     s.add_argument(
         "agent_cmd",
@@ -332,6 +361,17 @@ def build_parser() -> argparse.ArgumentParser:
                 help="as before the command",
             )
     return p
+
+
+def installed_version() -> str:
+    """The installed ralph-ledger's version (``pyproject.toml``'s), or ``unknown`` when it runs from a
+    tree that was not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ralph-ledger")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def session_id_arg(text: str) -> str:

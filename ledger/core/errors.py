@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import reprlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
@@ -73,12 +73,42 @@ def printable(text: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def no_session(session_id: str, home: Path, journal: Path | None = None) -> str:
+SLIP: Final = 0.6
+"""How alike a word and a known one must be (``difflib``'s ratio) for the word to be taken as a slip
+of it: ``sesions`` for ``sessions``, ``max_iteration`` for ``max_iterations``."""
+
+
+def no_session(session_id: str, home: Path, journal: Path | None = None, known: Iterable[str] = ()) -> str:
     """The error for a session id a home does not hold, in the user's words: where it was looked
     for and how to list the sessions there; with ``journal``, that its journal exists but records
-    no start (empty, or only damaged lines)."""
+    no start (empty, or only damaged lines). Of the ``known`` ids, those the id begins (``tdd`` for
+    ``tdd-success``) or is close to (a typo) are named instead of the listing."""
     where = f"{home}: its journal {journal} records no start" if journal is not None else f"{home}"
+    meant = meant_sessions(session_id, known)
+    if meant:
+        return f"no session {session_id!r} in {where}; did you mean {' or '.join(map(repr, meant))}?"
     return f"no session {session_id!r} in {where}; `ralph-ledger sessions` lists them"
+
+
+def meant_sessions(session_id: str, known: Iterable[str], most: int = 3) -> list[str]:
+    """The ids of ``known`` a user typing ``session_id`` most likely meant: those it begins (a short
+    form of a long id), else those close to it (a typo); at most ``most``, nearest first."""
+    import difflib
+
+    ids = sorted(set(known) - {session_id})
+    starting = [i for i in ids if session_id and i.startswith(session_id)]
+    if starting:
+        return starting[:most]
+    return difflib.get_close_matches(session_id, ids, n=most, cutoff=SLIP)
+
+
+def closest(word: str, known: Iterable[str]) -> str:
+    """The one of ``known`` that ``word`` is most likely a slip for (``SLIP``), or ``""``: what every
+    ``did you mean ...?`` names (a command, an option, a choice, a configuration key)."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(set(known)), n=1, cutoff=SLIP)
+    return close[0] if close else ""
 
 
 def one_line(error: BaseException | str, limit: int | None = None) -> str:

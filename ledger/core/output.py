@@ -13,6 +13,7 @@ import io
 import json
 import math
 import struct
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -311,18 +312,40 @@ def cell(value: Any) -> str:
     if value is None:
         return "-"
     shown = printable(text(value).replace("\r\n", " ").replace("\n", " "))
-    return shown if len(shown) <= MAX_CELL else shown[: MAX_CELL - 1] + "…"
+    if width(shown) <= MAX_CELL:
+        return shown
+    kept, used = 0, 0  # cut to the columns a terminal gives it, wide characters too
+    while used + _width(shown[kept]) <= MAX_CELL - 1:
+        used += _width(shown[kept])
+        kept += 1
+    return shown[:kept] + "…"
+
+
+def width(shown: str) -> int:
+    """How many terminal columns ``shown`` takes: two for a wide character (CJK, most emoji), none for
+    a combining mark or a zero-width one, one for the rest."""
+    if shown.isascii():
+        return len(shown)
+    return sum(_width(c) for c in shown)
+
+
+def _width(c: str) -> int:
+    if unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """An aligned text table: a header, a dashed rule, one line per row, then the row count."""
+    """An aligned text table: a header, a dashed rule, one line per row, then the row count; each
+    column as wide as a terminal shows its widest cell (``width``)."""
     cells = [[cell(v) for v in row] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
-        "  ".join("-" * w for w in widths),
-    ]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    widths = [max([width(c)] + [width(r[i]) for r in cells]) for i, c in enumerate(columns)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v + " " * (w - width(v)) for v, w in zip(values, widths, strict=True)).rstrip()
+
+    lines = [line(columns), "  ".join("-" * w for w in widths)]
+    lines += [line(r) for r in cells]
     lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(lines) + "\n"
 

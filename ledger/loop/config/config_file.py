@@ -13,7 +13,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from ledger.core.errors import error_reason, explain
+from ledger.core.errors import closest, error_reason, explain, tokens
 
 T = TypeVar("T")
 NOTICES: Final = ("complete", "blocked", "escalated", "guard")
@@ -49,7 +49,39 @@ def convert(data: Any, typ: type[T], source: str, prefix: str = "") -> T:
             if where.startswith("[")
             else ".".join(p for p in (prefix, where.lstrip(".")) if p)
         )
+        if what == "unknown key":
+            what += _meant_key(typ, where)
         raise ConfigError(f"{source}: {key or '(top level)'}: {what}") from None
+
+
+def _meant_key(typ: type[Any], where: str) -> str:
+    """For an unknown key at ``where`` (``.guards.thrashing.treshold``): ``; did you mean 'threshold'?``
+    when a key of the table it is in is close to it, else ``""``."""
+    from msgspec import inspect
+
+    *parents, (_, slip) = tokens(where) or [(None, "")]
+    info: Any = inspect.type_info(typ)
+    for _, name in parents:
+        info = _table(info)
+        if name and isinstance(info, inspect.StructType):
+            info = next((f.type for f in info.fields if f.encode_name == name), None)
+        elif not name and isinstance(info, inspect.DictType):
+            info = info.value_type
+        else:
+            return ""
+    info = _table(info)
+    keys = [f.encode_name for f in info.fields] if isinstance(info, inspect.StructType) else []
+    meant = closest(slip, keys)
+    return f"; did you mean {meant!r}?" if meant else ""
+
+
+def _table(info: Any) -> Any:
+    """A msgspec type's table (struct) type: the type itself, or the struct of a union (``X | None``)."""
+    from msgspec import inspect
+
+    if isinstance(info, inspect.UnionType):
+        return next((t for t in info.types if isinstance(t, inspect.StructType)), info)
+    return info
 
 
 def _shown(value: Any) -> str:
