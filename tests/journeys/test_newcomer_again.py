@@ -171,11 +171,6 @@ def test_a_second_terminal_reads_and_steers_a_running_loop_without_a_word_on_std
     assert row["status"] == "blocked" and row["iteration"] in (at_stop, at_stop + 1), (row, at_stop)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a session that has ended keeps paused = true in the sessions view (and is_paused): "
-    "the pause holds until resume or unblock, and neither is taken by a complete session",
-)
 def test_a_pause_overtaken_by_the_loops_completion_leaves_a_session_that_is_not_paused(
     project: Project, tmp_path: Path
 ) -> None:

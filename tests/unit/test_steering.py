@@ -192,3 +192,16 @@ def test_the_guidance_comes_last_after_the_feedback_and_the_summary() -> None:
         f"\n\n{GUIDANCE_HEADING}\nuse sqlite"
     )
     assert next_prompt("Fix it.", Learned(3, "", []), guidance="  ") == "Fix it."  # blank: nothing added
+
+
+@pytest.mark.parametrize("end", [E.SessionCompleted, E.SessionBlocked, E.SessionEscalated])
+def test_a_pause_is_lifted_by_the_sessions_end(engine: Engine, end: type[E.Event]) -> None:
+    """A loop that ended while a pause waited for its turn to finish is not paused (nothing waits,
+    and ``resume`` is refused on an ended session): the view and the Python rule say so alike."""
+    from ledger.loop.steering.state import is_paused
+
+    engine.start("p", LoopConfig())
+    engine.journal("p").append(
+        E.Override(session_id="p", iteration=1, kind="pause", reason=""), end(session_id="p", iteration=1)
+    )
+    assert engine.status("p")["paused"] is is_paused(events_of(engine, "p")) is False

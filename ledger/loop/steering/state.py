@@ -16,12 +16,15 @@ def paused_message(session_id: str) -> str:
 
 
 def is_paused(events: Iterable[ev.AnyEvent]) -> bool:
-    """Whether a person paused the session and has not resumed it (an unblock resumes it too);
+    """Whether a person paused the session and nothing lifted it since: a resume, an unblock, or the
+    session's end (a loop that completed while a pause waited for its turn to end is not paused);
     the ``sessions`` view's ``paused`` column says the same in SQL."""
     paused = False
     for e in events:
         if isinstance(e, ev.Override) and e.kind in ("pause", "resume", "unblock"):
             paused = e.kind == "pause"
+        elif isinstance(e, ev.SessionCompleted | ev.SessionBlocked | ev.SessionEscalated):
+            paused = False
     return paused
 
 

@@ -27,7 +27,7 @@ SELECT
   e.last_score,
   e.last_signal,
   coalesce(f.streak, 0) AS consecutive_failures,
-  -- a stop request and a pause hold until an unblock (and a pause until a resume) lifts them
+  -- a stop request holds until an unblock lifts it; a pause until a resume, an unblock or the end
   coalesce(b.stop = 'manual_stop', FALSE) AS stop_requested,
   b.stop_reason,
   e.started_at,
@@ -72,7 +72,10 @@ LEFT JOIN (
       AS max_iterations_reason,
     arg_max(kind, seq) FILTER (WHERE type = 'override' AND kind IN ('manual_stop', 'unblock')) AS stop,
     arg_max(reason, seq) FILTER (WHERE type = 'override' AND kind = 'manual_stop') AS stop_reason,
-    arg_max(kind, seq) FILTER (WHERE type = 'override' AND kind IN ('pause', 'resume', 'unblock')) AS pause,
+    -- a pause holds until a resume, an unblock or the session's end (ledger.loop.steering.state.is_paused)
+    arg_max(CASE WHEN type = 'override' THEN kind ELSE type END, seq)
+      FILTER (WHERE (type = 'override' AND kind IN ('pause', 'resume', 'unblock'))
+                 OR type IN ('session_completed', 'session_blocked', 'session_escalated')) AS pause,
     arg_max(worktree, seq) FILTER (WHERE type = 'session_started') AS worktree,
     arg_max(branch, seq) FILTER (WHERE type = 'session_started') AS branch
   FROM events
