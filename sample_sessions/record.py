@@ -1483,7 +1483,7 @@ def claude_code_hook(sb: Sandbox, echo: bool) -> bytes:
         }
         if i == len(CLAUDE_CUTS) - 1:  # a newer Claude Code: the last message comes on stdin too
             stdin["last_assistant_message"] = find_last_text(transcript).text
-        outcome = stop_hook.run(json.dumps(stdin).encode(), home=sb.home, clock=clock)
+        outcome = stop_hook.run(json.dumps(stdin).encode(), home=sb.home, clock=clock, mark=f"stop-{i + 1}")
         if echo:
             sys.stderr.write(outcome.stdout + outcome.stderr)
         if outcome.exit_code != 0 or outcome.stderr:

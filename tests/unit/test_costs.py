@@ -269,8 +269,8 @@ def test_the_stop_hooks_entry_points_turn_pricing_off(
     from ledger.storage import fold
 
     monkeypatch.setattr(fold, "PRICES", True)
-    monkeypatch.setattr(warm, "served", lambda raw, home: None)  # no warm worker: in this process
-    monkeypatch.setattr(hook, "main", lambda raw, home: 7 if fold.PRICES is False else 1)
+    monkeypatch.setattr(warm, "served", lambda *a, **kw: None)  # no warm worker: in this process
+    monkeypatch.setattr(hook, "main", lambda *a, **kw: 7 if fold.PRICES is False else 1)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"{}")))
     assert warm.hook_main() == 7
     monkeypatch.setattr(fold, "PRICES", True)
