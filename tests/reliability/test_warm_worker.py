@@ -42,6 +42,20 @@ def short() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def hook_process(event: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """One Stop of the installed hook (``ralph-ledger hook claude-code``) in its own process, given
+    ``event`` on stdin, in ``cwd`` with ``env``: its exit code, stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "ledger.cli", "hook", "claude-code"],
+        input=event,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def wait_for(check: Callable[[], object], seconds: float = 20.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -244,15 +258,7 @@ def test_a_change_anywhere_in_the_package_retires_the_running_worker(short: Path
 
     def stop(n: int) -> str:
         claude.text(f"Turn {n}.")
-        proc = subprocess.run(
-            [sys.executable, "-m", "ledger.cli", "hook", "claude-code"],
-            input=claude.event(),
-            cwd=project.dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = hook_process(claude.event(), project.dir, env)
         assert proc.returncode == 0 and '"block"' in proc.stdout, proc
         return (project.dir / "rule.log").read_text().split()[-1]
 
@@ -382,15 +388,7 @@ def test_the_hook_sends_nothing_to_another_users_listener(short: Path) -> None:
             {"session_id": "s1", "cwd": str(project), "last_assistant_message": "Still failing."}
         )
         env = warm(RALPH_HOME=str(home), ANTHROPIC_API_KEY="SECRET-KEY-123")
-        proc = subprocess.run(
-            [sys.executable, "-m", "ledger.cli", "hook", "claude-code"],
-            input=event,
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = hook_process(event, project, env)
         assert proc.returncode == 0 and "FORGED" not in proc.stdout, proc
         out, _ = listener.communicate(timeout=60)
         received, secret = out.split()
@@ -506,15 +504,7 @@ def test_a_worker_is_sent_only_the_variables_a_stop_needs(short: Path) -> None:
         CLAUDE_CODE_STOP_HOOK_BLOCK_CAP="5",
     )
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ledger.cli", "hook", "claude-code"],
-            input=event,
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = hook_process(event, project, env)
         taker.join(timeout=30)
     finally:
         server.close()
