@@ -23,12 +23,12 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.journeys.conftest import clean_env, script
+from tests.second_user import NOBODY, become_nobody
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_sessions"
 SESSION = "tdd-success"
 SEEN = SESSION.encode()
 """What the app shows of the home: the session's id, in its sessions table."""
-NOBODY = 65534
 
 
 class Socket:
@@ -246,9 +246,7 @@ def as_nobody(port: int, token: str) -> dict[str, Any]:
         code = 0
         try:
             os.close(read)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
+            become_nobody()
             out: dict[str, Any] = {"uid": os.getuid()}
             status, _, body = http_get(port, "/")
             out["page"] = [status, body.decode("latin-1")]

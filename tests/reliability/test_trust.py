@@ -25,8 +25,8 @@ from ledger.core.trust import UnsafeHome
 from ledger.monitor import Monitor, resolve_home
 from ledger.storage.journal import MAX_LINE, Journal
 from tests.safety import STATE_TEXT, cli_process, one_line, tree
+from tests.second_user import NOBODY, become_nobody
 
-NOBODY = 65534
 SECRET = "SECRET-LINE"
 
 
@@ -36,9 +36,7 @@ def as_nobody(work: Callable[[], None]) -> None:
     if pid == 0:  # pragma: no cover (the child)
         code = 1
         try:
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
+            become_nobody()
             os.umask(0)
             work()
             code = 0
@@ -170,9 +168,7 @@ def test_the_hook_hands_nothing_to_a_listener_in_another_users_home(shared: Path
         code = 1
         try:
             os.close(ready)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
+            become_nobody()
             server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             server.bind(str(home / "stop-worker.sock"))
             server.listen(4)

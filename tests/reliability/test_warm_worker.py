@@ -24,8 +24,8 @@ import pytest
 
 from tests.journeys.conftest import Project, clean_env, spawn
 from tests.journeys.test_claude_code import Claude, ledger_project, start
+from tests.second_user import NOBODY
 
-NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
 SOCK = "stop-worker.sock"
 LOCK = "stop-worker.lock"
