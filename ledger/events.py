@@ -244,11 +244,13 @@ class Override(Event, frozen=True, kw_only=True, gc=False, tag="override"):
     runner was stopped by a signal; the session stays resumable), or one of the steering kinds
     (``ledger.loop.steering.commands``): ``pause`` and ``resume``, ``steer`` (``reason`` is the guidance for
     the next iteration's prompt) and ``unblock`` (a blocked or escalated session goes on, up to
-    ``max_iterations``, with ``reason`` as its guidance)."""
+    ``max_iterations``, with ``reason`` as its guidance), and ``rollback`` (``ralph-ledger rollback``
+    restored the work tree to the snapshot ``commit``, docs/snapshots.md)."""
 
     kind: str
     reason: str = ""
     max_iterations: int | None = None
+    commit: str = ""  # ``rollback``: the snapshot commit the work tree was restored to
 
 
 class StopDecided(Event, frozen=True, kw_only=True, gc=False, tag="stop_decided"):
@@ -376,6 +378,32 @@ class ModelTokens(Event, frozen=True, kw_only=True, gc=False, tag="model_tokens"
     tokens: TokenUsage = TokenUsage()
 
 
+class FileChange(Payload, frozen=True, kw_only=True, gc=False):
+    """One file a snapshot changed against its parent: lines ``added`` and ``removed`` (``None`` for
+    a binary file, as ``git diff --numstat`` says)."""
+
+    path: str
+    added: int | None = None
+    removed: int | None = None
+
+
+class SnapshotTaken(Event, frozen=True, kw_only=True, gc=False, tag="snapshot_taken"):
+    """The work tree as iteration ``iteration`` left it, stored as the git commit ``commit`` (its
+    ``tree``; its ``parent``: the previous snapshot, the one a rollback restored, or ``HEAD``; ""
+    in a repository without commits) under the ref ``ref`` of the repository whose work tree is
+    ``work_tree`` (relative to the folder holding the home, absolute outside it). ``files``: what
+    changed against the parent; ``left_out``: files over the size limit, never stored
+    (docs/snapshots.md, docs/design/snapshots.md)."""
+
+    commit: str = ""
+    parent: str = ""
+    tree: str = ""
+    ref: str = ""
+    work_tree: str = ""
+    files: list[FileChange] = []
+    left_out: list[str] = []
+
+
 AnyEvent = (
     SessionStarted
     | HookRegistered
@@ -400,6 +428,7 @@ AnyEvent = (
     | NotificationSent
     | SummaryGiven
     | ModelTokens
+    | SnapshotTaken
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__

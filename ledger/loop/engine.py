@@ -199,14 +199,17 @@ class Engine:
         )
         return NextResult(session_id, 1, max_it, f"{session_id}-cp1", f"Started iteration 1 of {max_it}")
 
-    def judge(self, s: SessionView, turn: Turn, landed: Sequence[ev.AnyEvent] = ()) -> Judged:
+    def judge(
+        self, s: SessionView, turn: Turn, landed: Sequence[ev.AnyEvent] = (), taken: Sequence[ev.Event] = ()
+    ) -> Judged:
         """iteration_validate, for ``ledger.loop.step`` (its one caller): run the rules, detect
         promises, evaluate guards and hooks, resolve the signal; the result and the events that
         record it (stamped, not appended; the step appends them with what it decides). The guards
         read their facts from the session's ledger with these events in it, tentatively
         (``Fold.pending``). ``landed``: the start of this turn's step, which a kill cut short
         (``ledger.loop.decision.cut_short``); its rules' results are used again when they landed,
-        never run twice."""
+        never run twice. ``taken``: what the turn left, recorded after the turn (its snapshot,
+        ``ledger.loop.snapshots``), which the guards see."""
         session_id, n = s.session_id, s.iteration
         agent_output, files_modified = turn.output, turn.files_modified
         record = ev.AgentTurn(
@@ -248,6 +251,7 @@ class Engine:
                     ev.ModelTokens(session_id=session_id, iteration=n, model=m, tokens=t)
                     for m, t in turn.other_models
                 ),
+                *taken,
                 *(to_event(p, session_id=session_id, iteration=n) for p in detection.promises),
                 ev.ValidationRan(
                     session_id=session_id, iteration=n, results=results, passed=passed, score=score

@@ -33,6 +33,7 @@ from ledger.loop.decision import (
 )
 from ledger.loop.engine_types import EngineError, Paused
 from ledger.loop.prompt.next_prompt import Learned
+from ledger.loop.snapshots import turn_snapshot
 from ledger.loop.steering.state import (
     is_paused,
     iteration_guidance,
@@ -91,7 +92,7 @@ class LoopSession:
         """``take_turn`` of a running session; ``landed``: the start of this step, which a kill cut
         short (``cut_short``): only what did not land is appended."""
         engine = self.engine
-        judged = engine.judge(s, turn, landed)
+        judged = engine.judge(s, turn, landed, turn_snapshot(engine, s, landed))
         result = judged.result
         events: list[ev.Event] = unlanded(judged.events, landed)
         decision: Decision
@@ -124,7 +125,7 @@ class LoopSession:
         s = self.engine.view(self.session_id)
         if s.status != "running":
             raise EngineError(f"session {self.session_id!r} is {s.status}; it takes no more iterations")
-        judged = self.engine.judge(s, turn)
+        judged = self.engine.judge(s, turn, taken=turn_snapshot(self.engine, s))
         self.engine.append(self.session_id, *judged.events)
         result = judged.result
         going = result.signal == "CONTINUE"

@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from ledger.core.errors import one_line
+from ledger.core.snapshots import DEFAULT_MAX_BYTES
 from ledger.loop.config.config_file import MAX_ITERATIONS_EXPECTED as MAX_ITERATIONS_EXPECTED
 from ledger.loop.config.config_file import NOTICES as NOTICES
 from ledger.loop.config.config_file import ConfigError as ConfigError
@@ -61,6 +62,8 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     require_passing_validation: bool = False
     notify: NotifyConfig = NotifyConfig()
     summary: bool = False  # each next prompt carries the loop so far (``ledger.loop.prompt.summary``)
+    snapshots: bool = True  # a git snapshot of each iteration's work tree (docs/snapshots.md)
+    snapshot_max_bytes: int = DEFAULT_MAX_BYTES  # a larger file is left out of a snapshot, and named
 
     def effective_max_iterations(self) -> int:
         """``max_iterations`` if set to a number, else the agent's default (``AGENT_MAX_ITERATIONS``; 15
@@ -183,6 +186,11 @@ def check_config(config: LoopConfig, source: str, prefix: str = "", *, runner: b
                 raise bad(f"rules[{i}].pattern", f"invalid regular expression {pattern!r}: {exc}") from None
     _check_guards(config.guards, bad, runner)
     check_notify(config.notify, bad)
+    if config.snapshot_max_bytes < 0:
+        raise bad(
+            "snapshot_max_bytes",
+            f"expected a size in bytes >= 0 (0: no limit), got {config.snapshot_max_bytes}",
+        )
 
 
 def check_kind(kind: str) -> str:
@@ -346,12 +354,20 @@ def rules_named(
 
 def recorded_config(config: LoopConfig) -> dict[str, Any]:
     """The configuration as ``session_started`` records it; ``exclusive_promises`` and ``summary``
-    only when set, so the records of loops without them are as they were before they existed."""
+    only when set (the snapshot settings only when not the defaults), so the records of loops
+    without them are as they were before they existed."""
     recorded: dict[str, Any] = msgspec.to_builtins(config)
     for key in ("exclusive_promises", "summary"):
         if not recorded[key]:
             del recorded[key]
-    for key, default in (("kind", ""), ("auto_floor", AUTO_FLOOR), ("auto_ceiling", AUTO_CEILING)):
+    defaults = (
+        ("kind", ""),
+        ("auto_floor", AUTO_FLOOR),
+        ("auto_ceiling", AUTO_CEILING),
+        ("snapshots", True),
+        ("snapshot_max_bytes", DEFAULT_MAX_BYTES),
+    )
+    for key, default in defaults:
         if recorded[key] == default:  # likewise the settings of adaptive limits
             del recorded[key]
     del recorded["notify"]  # its URLs may hold secrets: read from the configuration when sent
