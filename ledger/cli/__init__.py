@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that u
 
 # The commands that read the ledger file: one that finds it damaged moves it aside and runs again.
 LEDGER_COMMANDS = ("ingest", "rebuild", "sessions", "show", "sql", "export", "stats")
-READING = ("sessions", "show", "sql", "export", "stats", "checkpoint")
+READING = ("sessions", "show", "sql", "export", "stats", "checkpoint", "diff")
 """Commands that only read a home: another user's may be read, from its journals (not its ledger file;
 ``checkpoint prune`` refuses it: ``ledger.storage.ledger_file.unwritable``). Every other command
 writes, and refuses a home not this user's (docs/design/homes.md)."""
@@ -52,6 +52,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "unblock": ("steering_commands", "cmd_steering"),
     "run": ("loop_commands", "cmd_run"),
     "checkpoint": ("checkpoint_commands", "cmd_checkpoint"),
+    "diff": ("snapshot_commands", "cmd_diff"),
+    "rollback": ("snapshot_commands", "cmd_rollback"),
     "mcp": ("mcp_commands", "cmd_mcp"),
 }
 """Each command's module in ``ledger.cli`` and function, imported when the command runs."""

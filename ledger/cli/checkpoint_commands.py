@@ -3,9 +3,11 @@ the functions the engine's checkpoint tools use (``ledger.loop.checkpoints``).""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from ledger.cli.common import CliError, emit, unknown_session
+from ledger.core.words import plural
 
 if TYPE_CHECKING:
     import argparse
@@ -57,6 +59,11 @@ def cmd_checkpoint(home: Home, args: argparse.Namespace) -> None:
         else:
             ids = checkpoints.prune(engine, args.session, keep=args.keep)
             emit(render_rows(["expired"], [[i] for i in ids], args.fmt))
+            if args.snapshots:
+                from ledger.cli.snapshot_commands import prune_snapshots
+
+                refs = prune_snapshots(home, args.session)
+                print(f"ralph-ledger: removed {plural(len(refs), 'snapshot ref')}", file=sys.stderr)
     except EngineError as exc:
         raise CliError(f"ralph-ledger: {exc}") from None
 

@@ -259,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-iterations", type=positive_int, required=True, metavar="N")
     s.add_argument("--reason", default="", help="why (recorded in the ledger)")
     _add_steering(sub)
+    _add_snapshots(sub)
     s = sub.add_parser("checkpoint", help="a session's checkpoints: list, show, resume, prune")
     acts = s.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=Parser)
     actions = {
@@ -286,6 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
                 default=3,
                 metavar="N",
                 help="keep the latest N of each trigger (default 3)",
+            )
+            a.add_argument(
+                "--snapshots",
+                action="store_true",
+                help="also remove the session's git snapshots (refs/ralph/SESSION/*)",
             )
     sub.add_parser("mcp", help="serve the loop's tools to an agent: an MCP server on stdin / stdout")
     s = sub.add_parser("run", help="run an agent command in a loop until the engine stops it")
@@ -438,6 +444,19 @@ def positive_seconds(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
     return value
+
+
+def _add_snapshots(sub: Any) -> None:
+    """``diff`` / ``rollback``: a session's git snapshots (docs/snapshots.md)."""
+    s = sub.add_parser("diff", help="what an iteration (or a range N..M) changed, as git prints it")
+    s.add_argument("session", help="session id")
+    s.add_argument("iterations", nargs="?", metavar="N|N..M", help="iteration or range (default: the last)")
+    s = sub.add_parser("rollback", help="restore the work tree to an iteration's snapshot")
+    s.add_argument("session", help="session id")
+    s.add_argument("--to", type=positive_int, required=True, metavar="N", help="the iteration")
+    s.add_argument(
+        "--force", action="store_true", help="even over changes that are in no snapshot of the session"
+    )
 
 
 def _add_steering(sub: Any) -> None:
