@@ -257,3 +257,20 @@ def test_loop_metrics_means_print_the_same_on_every_run(sample: Ledger) -> None:
     values = [row[m] for row in rows for m in means if row[m] is not None]
     assert values and any(v != int(v) for v in values)
     assert all(round(v, 4) == v for v in values), values
+
+
+def test_changes_hold_each_iterations_last_snapshot_and_thrashing_its_lines() -> None:
+    def snap(n: int, commit: str, *files: E.FileChange) -> E.SnapshotTaken:
+        return E.SnapshotTaken(session_id="s", iteration=n, commit=commit, files=list(files))
+
+    evs = scored("s", ["p"] * 5, [["hot.py"]] * 5)
+    evs += [snap(n, f"c{n}", E.FileChange(path="hot.py", added=n, removed=1)) for n in range(1, 6)]
+    evs += [snap(5, "c5b", E.FileChange(path="hot.py", added=10, removed=0), E.FileChange(path="img.png"))]
+    ledger = ledger_with(evs)
+    rows = ledger.rows('SELECT iteration, "commit", path, added, removed FROM changes ORDER BY 1, 3')
+    assert rows[-2:] == [
+        {"iteration": 5, "commit": "c5b", "path": "hot.py", "added": 10, "removed": 0},
+        {"iteration": 5, "commit": "c5b", "path": "img.png", "added": None, "removed": None},
+    ]
+    assert len(rows) == 6
+    assert first_hit(ledger, "SELECT lines FROM thrashing()") == (1 + 2 + 3 + 4 + 4) + 10
