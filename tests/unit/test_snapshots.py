@@ -85,7 +85,10 @@ def test_a_session_id_that_cannot_name_a_ref_is_refused(bad: str) -> None:
 def test_the_parent_follows_a_rollback() -> None:
     snaps = [ev.SnapshotTaken(session_id="s", iteration=n, commit=f"c{n}", tree=f"t{n}") for n in (1, 2, 3)]
     assert base_of(snaps, 1) == ("", "") and base_of(snaps, 3) == ("c2", "t2")
-    rolled = [*snaps, ev.Override(session_id="s", iteration=3, kind="rollback", commit="c1")]
+    rolled: list[ev.AnyEvent] = [
+        *snaps,
+        ev.Override(session_id="s", iteration=3, kind="rollback", commit="c1"),
+    ]
     assert base_of(rolled, 4) == ("c1", "t1")
 
 
