@@ -395,6 +395,43 @@ def bench_native(
         stop_worker(last)
 
 
+def git_project(tmp: Path, name: str, master: Path, snapshots: bool) -> Project:
+    """A ledger-native loop in a git project of 300 committed files, its snapshots on or off."""
+    p = native(tmp, name, transcript_copy(master, tmp / f"{name}.jsonl"), FAR)
+    for i in range(300):
+        (p.root / "src" / f"m{i // 30}").mkdir(parents=True, exist_ok=True)
+        (p.root / "src" / f"m{i // 30}" / f"f{i}.py").write_text(f"value = {i}\n" * 40)
+    git = ["git", "-c", "user.name=b", "-c", "user.email=b@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=p.root, check=True)
+    subprocess.run([*git, "add", "src"], cwd=p.root, check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], cwd=p.root, check=True)
+    (p.root / "ralph.toml").write_text(
+        f"max_iterations = {FAR + 1000}\nsnapshots = {str(snapshots).lower()}\n"
+    )
+    p.env["RALPH_WARM"] = "1"
+    return p
+
+
+def bench_snapshots(tmp: Path, master: Path, runs: int) -> tuple[list[Sample], list[Sample]]:
+    """Warm ledger-native stops in two git projects, snapshots on and off, taken in turn (the agent
+    edits a file before each stop): (on, off)."""
+    on, off = git_project(tmp, "snap-on", master, True), git_project(tmp, "snap-off", master, False)
+    try:
+        for p in (on, off):
+            p.stop()
+            worker_up(p)
+        times: tuple[list[Sample], list[Sample]] = ([], [])
+        for _ in range(runs):
+            for p, into in ((on, times[0]), (off, times[1])):
+                edited = p.root / "src" / "m1" / f"f{30 + p.stops % 20}.py"
+                edited.write_text(edited.read_text() + f"more = {p.stops}\n")
+                into.append(p.stop())
+        return times
+    finally:
+        stop_worker(on)
+        stop_worker(off)
+
+
 def bench_cmd(code: str, runs: int) -> list[Sample]:
     """``runs`` runs of ``python -c code``, the Python the hooks run (:data:`BIN`)."""
     return [timed([str(BIN[0] / "python"), "-c", code])[0] for _ in range(runs)]
@@ -473,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
         second, far_times, _, _ = bench_native(tmp, master, runs, progress, False, None, far)
         progress("ledger-native stops, warm worker (the default) ...")
         warm2, warm100, beside2, beside100 = bench_native(tmp, master, runs, progress, True, hook, far)
+        progress("ledger-native stops in a git project, warm, snapshots on and off ...")
+        snap_on, snap_off = bench_snapshots(tmp, master, runs)
         progress("baselines ...")
         bare = bench_cmd("pass", runs)
         duck = bench_cmd("import duckdb", runs)
@@ -538,6 +577,8 @@ def main(argv: list[str] | None = None) -> int:
                 verdict(m100 <= NATIVE_MS and m100 <= GROWTH * m2),
             )
         )
+    print(row("ledger-native stop, warm, git, snapshots on", snap_on, ratios(snap_on)))
+    print(row("ledger-native stop, warm, git, snapshots off", snap_off, ratios(snap_off)))
     official = [*beside.official, *beside_warm.official, *beside2.official, *beside100.official]
     if official:
         print(row("official plugin's shell hook, beside the stops", official, ratios(official)))
@@ -552,6 +593,11 @@ def main(argv: list[str] | None = None) -> int:
     warm_growth = statistics.median(warm100) / statistics.median(warm2)
     print(
         f"stop {far} / stop 2: in-process {med100 / med2:.2f}x, warm {warm_growth:.2f}x (target <= {GROWTH}x)"
+    )
+    snap_ratio = statistics.median(snap_on) / statistics.median(snap_off)
+    print(
+        f"ledger-native stop, warm, in a git project: snapshots on {statistics.median(snap_on):.1f} ms / "
+        f"off {statistics.median(snap_off):.1f} ms = {snap_ratio:.2f}x (medians, taken in turn)"
     )
     print()
     official_name = "official hook beside it"

@@ -122,11 +122,13 @@ def repo_of(work_dir: Path) -> Repo | None:
 @contextmanager
 def temporary_index(repo: Repo) -> Iterator[dict[str, str]]:
     """The environment of a private index in the repository's git folder, seeded from the user's
-    index (its stat data spares hashing unchanged files again); removed afterwards."""
+    index (its stat data spares hashing unchanged files again; its time kept, as git's racy-entry
+    check compares each file's time with the index's: a file rewritten in the same second as the
+    index was, at the same size, is then still hashed); removed afterwards."""
     path = repo.git_dir / f"ralph-index.{os.getpid()}.{uuid.uuid4().hex[:12]}"
     try:
         with suppress(FileNotFoundError):
-            shutil.copyfile(repo.git_dir / "index", path)
+            shutil.copy2(repo.git_dir / "index", path)
         yield {"GIT_INDEX_FILE": str(path)}
     finally:
         for leftover in (path, path.with_name(path.name + ".lock")):

@@ -496,6 +496,20 @@ class Monitor:
             )
         return detail_of(iteration, rows)
 
+    def diff(self, session_id: str, iteration: int) -> str:
+        """The git diff of one iteration's snapshot, as git prints it, or one line saying why there is
+        none (``ledger.monitor.snapshots.iteration_diff``; docs/snapshots.md)."""
+        from ledger.monitor.snapshots import iteration_diff
+
+        with self._lock:
+            rows = self.ledger.rows(
+                'SELECT "commit", parent, work_tree, left_out FROM events WHERE session_id = ? '
+                "AND iteration = ? AND type = 'snapshot_taken' ORDER BY seq DESC LIMIT 1",
+                [session_id, iteration],
+            )
+        homes = [p.parent.parent for p in self.journal_files() if p.stem == session_id]
+        return iteration_diff(session_id, iteration, rows[0] if rows else None, homes[0] if homes else None)
+
     def heat(self, session_id: str) -> Heat:
         """Which files changed in which iteration."""
         with self._lock:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ledger import events as ev
 from ledger.core import snapshots as git
@@ -35,7 +36,12 @@ def taken(events: Sequence[ev.AnyEvent]) -> dict[int, ev.SnapshotTaken]:
 
 def work_tree(snapshot: ev.SnapshotTaken, home_root: Path) -> Path:
     """The work tree a snapshot was taken of (recorded relative to the folder holding the home)."""
-    return Path(os.path.normpath(os.path.join(home_root.parent, snapshot.work_tree or ".")))
+    return recorded_tree(snapshot.work_tree, home_root)
+
+
+def recorded_tree(recorded: str, home_root: Path) -> Path:
+    """A ``work_tree`` as recorded (relative to the folder holding the home, or absolute), as a path."""
+    return Path(os.path.normpath(os.path.join(home_root.parent, recorded or ".")))
 
 
 def parse_range(text: str | None, last: int) -> tuple[int, int]:
@@ -85,3 +91,25 @@ def diff_text(s: Span) -> str:
     """The span's diff as git prints it, without colour; ``SnapshotError`` (one line) when git fails
     (a snapshot pruned, the repository gone)."""
     return git.diff_text(s.root, s.base, s.commit)
+
+
+def iteration_diff(
+    session_id: str, iteration: int, row: dict[str, Any] | None, home_root: Path | None
+) -> str:
+    """What ralph-tui shows for ``d``: iteration ``iteration``'s diff as git prints it (``row``: its
+    ``snapshot_taken`` as the ledger holds it: ``commit``, ``parent``, ``work_tree``, ``left_out``),
+    the files left out named after it; else one line saying why there is none."""
+    if row is None or home_root is None:
+        return (
+            f"iteration {iteration} of {session_id} has no snapshot (not run in a git work tree, "
+            "`snapshots = false`, or its journal is not in a home)"
+        )
+    try:
+        text = git.diff_text(
+            recorded_tree(str(row["work_tree"] or ""), home_root), row["parent"] or "", row["commit"]
+        )
+    except git.SnapshotError as exc:
+        return f"no diff of iteration {iteration}: {exc}"
+    left = [str(p) for p in row.get("left_out") or []]
+    note = f"\nleft out of the snapshot (over the size limit): {', '.join(left)}\n" if left else ""
+    return (text or f"iteration {iteration} changed nothing\n") + note

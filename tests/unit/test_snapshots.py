@@ -5,6 +5,7 @@ and a git that is missing (one line, the iteration still recorded)."""
 from __future__ import annotations
 
 import subprocess
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -122,3 +123,14 @@ def test_a_missing_git_is_one_line_and_the_iteration_is_still_recorded(
         ("snapshot", "no snapshot of iteration 1: git is not installed (not on PATH)")
     ]  # said once, not at every iteration
     assert len([e for e in events if isinstance(e, ev.ValidationRan)]) == 2
+
+
+def test_a_file_rewritten_at_once_at_the_same_size_is_seen(repo: Path) -> None:
+    """Git's racy-entry check needs the private index to keep the user's index's time: a copy made a
+    second later would make the entry look clean by its stat data alone."""
+    (repo / "a.txt").write_text("two\n")  # the same size, in the second the index was written
+    time.sleep(1.1)  # the snapshot a second later (an agent's turn ends after its last write)
+    r = git.repo_of(repo)
+    assert r is not None
+    snap = git.take(r, git.ref_name("s", 1), r.head, when=WHEN, message="m")
+    assert snap.files == (("a.txt", 1, 1),)

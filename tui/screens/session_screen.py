@@ -18,6 +18,7 @@ from ledger.monitor import EventLine, IterationDetail, IterationRow, Monitor, Se
 from tui import format as fmt
 from tui.messages import DetailLoaded, SessionLoaded
 from tui.screens.steering_screen import STEERING_KEYS, SteeringScreen
+from tui.screens.value_viewer import ValueViewer
 from tui.widgets.charts import HeatGrid, ScorePlot, TokenBars, checkpoints_text
 from tui.widgets.footer import KeyFooter
 
@@ -165,6 +166,7 @@ class SessionScreen(SteeringScreen):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("e", "focus_events", "Events"),
         Binding("i", "focus_timeline", "Iterations"),
+        Binding("d", "diff", "Diff", show=False, tooltip="What the iteration changed (its git snapshot)"),
         *STEERING_KEYS,
     ]
 
@@ -349,6 +351,21 @@ class SessionScreen(SteeringScreen):
     def action_focus_events(self) -> None:
         """Focus the event log (scroll it with the arrows)."""
         self.query_one("#events").focus()
+
+    def action_diff(self) -> None:
+        """Show what the iteration under the cursor changed: its git snapshot's diff."""
+        if self.selected_iteration is not None:
+            self.load_diff(self.selected_iteration)
+
+    @work(thread=True, exclusive=True, group="diff")
+    def load_diff(self, iteration: int) -> None:
+        """Read one iteration's diff, then show it."""
+        monitor = self.monitor()
+        if monitor is None:
+            return
+        text = monitor.diff(self.session_id, iteration)
+        title = f"{self.session_id} · iteration {iteration} · diff"
+        self.app.call_from_thread(self.app.push_screen, ValueViewer(title, text))
 
     def action_focus_timeline(self) -> None:
         """Focus the iteration timeline."""
