@@ -21,6 +21,9 @@ GIT_TIMEOUT_S: Final = 20.0
 DEFAULT_MAX_BYTES: Final = 5 * 1024 * 1024
 REF_ROOT: Final = "refs/ralph"
 IDENTITY: Final = ("ralph-ledger", "ralph-ledger@localhost")
+LOOP_STATE: Final = (".claude/ralph-ledger.local.json", ".claude/ralph-loop.local.md")
+"""The loop files of a Claude Code loop (``ledger.drivers.claude_code.stop.locate``): the loop's own
+state, never the work, so never in a snapshot nor restored by a rollback."""
 _REF_UNSAFE = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|/\.|\.lock(/|$)|^\.|[./]$")
 _CLEARED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
 
@@ -137,14 +140,16 @@ def temporary_index(repo: Repo) -> Iterator[dict[str, str]]:
 
 
 def _excluded(repo: Repo, exclude: Path | None) -> list[str]:
-    """The pathspec leaving ``exclude`` (the ledger home) out, when it lies inside the work tree
-    and the work tree does not lie inside it."""
+    """The pathspecs leaving the loop's own files out: its state files (``LOOP_STATE``) and
+    ``exclude`` (the ledger home) when it lies inside the work tree and the work tree does not lie
+    inside it."""
+    out = [f":(exclude,top){name}" for name in LOOP_STATE]
     if exclude is None:
-        return []
+        return out
     root, home = repo.root.resolve(), exclude.resolve()
     if root.is_relative_to(home) or not home.is_relative_to(root) or home == root:
-        return []
-    return [f":(exclude,top){home.relative_to(root).as_posix()}"]
+        return out
+    return [*out, f":(exclude,top){home.relative_to(root).as_posix()}"]
 
 
 def write_tree(repo: Repo, env: Mapping[str, str], exclude: Path | None, max_bytes: int) -> Tree:

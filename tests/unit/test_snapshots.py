@@ -134,3 +134,16 @@ def test_a_file_rewritten_at_once_at_the_same_size_is_seen(repo: Path) -> None:
     assert r is not None
     snap = git.take(r, git.ref_name("s", 1), r.head, when=WHEN, message="m")
     assert snap.files == (("a.txt", 1, 1),)
+
+
+def test_the_loop_files_are_never_in_a_snapshot(repo: Path) -> None:
+    from ledger.drivers.claude_code.stop.locate import LOOP_FILE, STATE_FILE
+
+    assert set(git.LOOP_STATE) == {LOOP_FILE, STATE_FILE}  # one list of the loop's own files
+    (repo / ".claude").mkdir()
+    for name in (*git.LOOP_STATE, ".claude/settings.json"):
+        (repo / name).write_text("{}\n")
+    r = git.repo_of(repo)
+    assert r is not None
+    snap = git.take(r, git.ref_name("s", 1), r.head, when=WHEN, message="m")
+    assert [f[0] for f in snap.files] == [".claude/settings.json"]
