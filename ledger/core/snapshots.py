@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -24,6 +25,11 @@ IDENTITY: Final = ("ralph-ledger", "ralph-ledger@localhost")
 LOOP_STATE: Final = (".claude/ralph-ledger.local.json", ".claude/ralph-loop.local.md")
 """The loop files of a Claude Code loop (``ledger.drivers.claude_code.stop.locate``): the loop's own
 state, never the work, so never in a snapshot nor restored by a rollback."""
+EMPTY_TREES: Final = {
+    40: "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+    64: "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321",
+}
+"""The empty tree's id by the length of an id (SHA-1, SHA-256): git knows it without storing it."""
 _REF_UNSAFE = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|/\.|\.lock(/|$)|^\.|[./]$")
 _CLEARED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
 
@@ -111,15 +117,25 @@ def git(
     return done
 
 
-def repo_of(work_dir: Path) -> Repo | None:
+_KNOWN: dict[str, tuple[Path, Path]] = {}
+"""The work trees this process found, by the folder asked about: a warm worker asks again at every stop."""
+
+
+def repo_of(work_dir: Path, *, head: bool = True) -> Repo | None:
     """The git work tree holding ``work_dir``; ``None`` outside one (a bare repository, a ``.git``
-    folder, no repository). One git process."""
+    folder, no repository). One git process; none when ``head`` is not needed (its ``head`` is then
+    "") and this process found the work tree before."""
+    known = _KNOWN.get(str(work_dir))
+    if not head and known is not None and known[1].is_dir():
+        return Repo(known[0], known[1], "")
     done = git(work_dir, "rev-parse", "--show-toplevel", "--absolute-git-dir", "HEAD", ok=True)
     lines = done.stdout.decode(errors="surrogateescape").splitlines()
     if len(lines) < 2:
         return None
-    head = lines[2].strip() if done.returncode == 0 and len(lines) > 2 else ""
-    return Repo(Path(lines[0]), Path(lines[1]), head)
+    _KNOWN[str(work_dir)] = Path(lines[0]), Path(lines[1])
+    return Repo(
+        Path(lines[0]), Path(lines[1]), lines[2].strip() if done.returncode == 0 and len(lines) > 2 else ""
+    )
 
 
 @contextmanager
@@ -199,9 +215,22 @@ def take(
     parent_tree: str = "",
 ) -> Snapshot:
     """Store the work tree as a commit (its parent ``parent``: "" for none) under ``ref``, and what
-    changed against the parent (no diff when the tree is ``parent_tree``, the parent's known tree)."""
+    changed against the parent (no diff when the tree is ``parent_tree``, the parent's known tree).
+    The diff runs while the commit is made and the ref set: it needs only the two trees."""
     with temporary_index(repo) as env:
         written = write_tree(repo, env, exclude, max_bytes)
+    counted: list[tuple[tuple[str, int | None, int | None], ...] | SnapshotError] = [()]
+    counting = None
+    if written.tree != parent_tree:
+
+        def count() -> None:
+            try:
+                counted[0] = numstat(repo.root, parent or EMPTY_TREES[len(written.tree)], written.tree)
+            except SnapshotError as exc:
+                counted[0] = exc
+
+        counting = threading.Thread(target=count, daemon=True)
+        counting.start()
     stamp = f"{int(when.timestamp())} +0000"
     who = {
         "GIT_AUTHOR_NAME": IDENTITY[0],
@@ -212,25 +241,25 @@ def take(
         "GIT_COMMITTER_DATE": stamp,
     }
     parents = ["-p", parent] if parent else []
-    made = git(
-        repo.root, "commit-tree", "--no-gpg-sign", *parents, "-m", message, written.tree, env=who
-    ).stdout
-    commit = made.decode().strip()
-    git(repo.root, "update-ref", "-m", message, ref, commit)
-    files: tuple[tuple[str, int | None, int | None], ...] = ()
-    if written.tree != parent_tree:
-        files = numstat(repo.root, parent, commit)
-    return Snapshot(commit, written.tree, parent, ref, files, written.left_out)
+    try:
+        made = git(
+            repo.root, "commit-tree", "--no-gpg-sign", *parents, "-m", message, written.tree, env=who
+        ).stdout
+        commit = made.decode().strip()
+        git(repo.root, "update-ref", "-m", message, ref, commit)
+    finally:
+        if counting is not None:
+            counting.join()
+    if isinstance(counted[0], SnapshotError):
+        raise counted[0]
+    return Snapshot(commit, written.tree, parent, ref, counted[0], written.left_out)
 
 
-def numstat(root: Path, base: str, commit: str) -> tuple[tuple[str, int | None, int | None], ...]:
-    """Lines added and removed per file from ``base`` ("" for none) to ``commit`` (``None`` counts
+def numstat(root: Path, base: str, tree: str) -> tuple[tuple[str, int | None, int | None], ...]:
+    """Lines added and removed per file from ``base`` to ``tree`` (commits or trees; ``None`` counts
     for a binary file): ``git diff-tree --numstat``."""
-    against = [base, commit] if base else ["--root", commit]
-    out = git(root, "diff-tree", "-r", "-z", "--numstat", "--no-renames", *against).stdout
+    out = git(root, "diff-tree", "-r", "-z", "--numstat", "--no-renames", base, tree).stdout
     fields = out.split(b"\0")
-    if not base and fields and b"\t" not in fields[0]:  # --root prints the commit id first
-        fields = fields[1:]
     files = []
     for field in fields:
         parts = field.split(b"\t", 2)

@@ -30,10 +30,10 @@ def turn_snapshot(engine: Engine, s: SessionView, landed: Sequence[ev.AnyEvent] 
     sid, n = s.session_id, s.iteration
     try:
         ref = git.ref_name(sid, n)
-        repo = git.repo_of(engine.work_dir)
+        parent, parent_tree = base_of(s.events, n)
+        repo = git.repo_of(engine.work_dir, head=not parent)
         if repo is None:
             return []
-        parent, parent_tree = base_of(s.events, n)
         taken = git.take(
             repo,
             ref,
