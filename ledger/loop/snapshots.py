@@ -89,3 +89,17 @@ def recorded_path(path: Path, home: Path) -> str:
     base, here = os.path.realpath(home.parent), os.path.realpath(path)
     relative = os.path.relpath(here, base)
     return here if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
+
+
+def left_out_note(events: Sequence[ev.AnyEvent], n: int) -> str:
+    """One line naming the files iteration ``n``'s snapshot left out for their size and the one
+    before did not ("" when none): what a driver says, so that a large file never stays out of the
+    snapshots unseen (said once, not at every iteration it stays out)."""
+    last: dict[int, ev.SnapshotTaken] = {e.iteration: e for e in events if isinstance(e, ev.SnapshotTaken)}
+    if n not in last:
+        return ""
+    before = set(last[max(i for i in last if i < n)].left_out) if any(i < n for i in last) else set()
+    new = [p for p in last[n].left_out if p not in before]
+    if not new:
+        return ""
+    return f"iteration {n}: left out of its git snapshot (over the size limit): {', '.join(new)}"

@@ -55,6 +55,13 @@ def _loop(project: Project, tmp: Path, config: str = "snapshot_max_bytes = 4096\
     agent.write_text(AGENT)
     done = project.cli("run", "--session", "s1", "--", sys.executable, str(agent), str(state), input="go\n")
     assert done.returncode == 0, done.stderr
+    said = [line for line in (done.stdout + done.stderr).splitlines() if "left out" in line]
+    big = "snapshot_max_bytes = 4096" in config
+    assert said == (
+        ["[ralph-ledger] s1: iteration 2: left out of its git snapshot (over the size limit): big.bin"]
+        if big
+        else []
+    )
     return state
 
 

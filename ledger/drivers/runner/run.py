@@ -43,7 +43,7 @@ from ledger.loop.config.loop_config import LoopConfig
 from ledger.loop.decision import Turn
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
-from ledger.loop.snapshots import recorded_path
+from ledger.loop.snapshots import left_out_note, recorded_path
 from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
 from ledger.notify import reporting
 
@@ -292,6 +292,8 @@ class _Loop:
             )
             decision = self.session.take_turn(turn)
             self.unrecorded = None
+            if note := left_out_note(self.session.events(), n):
+                self.say(f"[ralph-ledger] {sid}: {note}\n")
             result = decision.result
             if result is not None:
                 self.say(f"[ralph-ledger] {sid}: iteration {n}: {result.signal} ({result.reason})\n")
