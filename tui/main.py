@@ -9,9 +9,9 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from ledger import LedgerError, journals_in, one_line, ready
+from ledger import LedgerError, closest, journals_in, one_line, ready
 from ledger.monitor import dataset_sources, resolve_home
 from tui.app import RalphApp
 from tui.attention import OSC_KINDS, Attention
@@ -44,10 +44,19 @@ def _home_dir(text: str) -> Path:
 
 class _Parser(argparse.ArgumentParser):
     """argparse that says a usage error in one line (exit 2), as ralph-ledger does, not after the
-    whole usage block."""
+    whole usage block, with the option meant (``--hme``: ``did you mean --home?``); options are never
+    abbreviated."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         """Print ``ralph-tui: error: MESSAGE (see --help)`` on stderr and exit 2."""
+        if message.startswith("unrecognized arguments: "):
+            unknown = next((w for w in message.split()[2:] if w.startswith("-")), "")
+            hint = closest(unknown.partition("=")[0], [o for a in self._actions for o in a.option_strings])
+            message = f"unrecognized arguments: {unknown}; did you mean {hint}?" if hint else message
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
