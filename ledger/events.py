@@ -72,6 +72,22 @@ class RuleResult(Payload, frozen=True, kw_only=True, gc=False):
     message: str = ""
 
 
+class TaskSpec(Payload, frozen=True, kw_only=True, gc=False):
+    """One task of a task-list loop as the loop started with it (``ledger.loop.tasks``): its
+    ``task_no`` (1-based position in the list), ``title``, ``description``, its ``key`` in the file
+    (a prd.json story's ``id``; "" for other formats), the validation ``rules`` of its own (rule
+    tables, as ``ralph.toml``'s), its own ``max_iterations`` (None: only the loop's) and whether the
+    file said it was ``done`` already (such a task is never started)."""
+
+    task_no: int
+    title: str
+    description: str = ""
+    key: str = ""
+    rules: list[dict[str, Any]] = []
+    max_iterations: int | None = None
+    done: bool = False
+
+
 class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type"):
     """Envelope shared by every event.
 
@@ -93,7 +109,10 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     (``kind``; "" when none); ``max_iterations_reason`` says how ``max_iterations`` was chosen when the
     configuration asked for ``"auto"`` ("" otherwise). ``work_dir`` is the folder a runner's agent works
     in, relative to the folder holding the home (absolute outside it): ``run --resume`` works there
-    again, wherever it is typed ("" for loops driven otherwise, and before it was recorded)."""
+    again, wherever it is typed ("" for loops driven otherwise, and before it was recorded).
+    ``task_list`` is a task-list loop's list as it started (empty: no list), read from ``task_file``
+    (relative to ``work_dir``'s folder when inside it): the ledger's copy is the truth
+    (docs/design/task-lists.md)."""
 
     task: str = ""
     task_id: str = ""
@@ -109,6 +128,8 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     task_kind: str = ""
     max_iterations_reason: str = ""
     work_dir: str = ""
+    task_list: list[TaskSpec] = []
+    task_file: str = ""
 
 
 class HookRegistered(Event, frozen=True, kw_only=True, gc=False, tag="hook_registered"):
@@ -376,6 +397,33 @@ class ModelTokens(Event, frozen=True, kw_only=True, gc=False, tag="model_tokens"
     tokens: TokenUsage = TokenUsage()
 
 
+class TaskStarted(Event, frozen=True, kw_only=True, gc=False, tag="task_started"):
+    """Task ``task_no`` of the session's list (``title``) became the current task, at the iteration
+    that begins its work: in the append that starts that iteration (docs/design/task-lists.md)."""
+
+    task_no: int = 0
+    title: str = ""
+
+
+class TaskCompleted(Event, frozen=True, kw_only=True, gc=False, tag="task_completed"):
+    """Task ``task_no`` is done: its completion held at ``iteration`` (the ``promise`` word and the
+    task's own rules)."""
+
+    task_no: int = 0
+    title: str = ""
+    promise: str = ""
+
+
+class TaskBlocked(Event, frozen=True, kw_only=True, gc=False, tag="task_blocked"):
+    """Task ``task_no`` could not be done (the agent said BLOCKED, or it used its own maximum of
+    iterations): ``skipped`` when the loop went on to the next task, else the loop stopped on it."""
+
+    task_no: int = 0
+    title: str = ""
+    reason: str = ""
+    skipped: bool = False
+
+
 AnyEvent = (
     SessionStarted
     | HookRegistered
@@ -400,6 +448,9 @@ AnyEvent = (
     | NotificationSent
     | SummaryGiven
     | ModelTokens
+    | TaskStarted
+    | TaskCompleted
+    | TaskBlocked
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = AnyEvent.__args__

@@ -44,6 +44,7 @@ from ledger.loop.decision import Turn
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
 from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
+from ledger.loop.tasks.progress import file_record
 from ledger.notify import reporting
 
 EXIT_COMPLETE: Final = 0
@@ -100,9 +101,7 @@ def work_dir_record(engine: Engine) -> str:
     """The engine's work folder as a session records it: relative to the folder holding the home
     (the project, for its own ``.ralph``: a project moved with its home resumes where it ran),
     absolute when outside that folder."""
-    base, here = os.path.realpath(engine.home.root.parent), os.path.realpath(engine.work_dir)
-    relative = os.path.relpath(here, base)
-    return here if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
+    return file_record(engine.home.root.parent, engine.work_dir)
 
 
 def run_loop(

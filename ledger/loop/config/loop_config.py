@@ -61,6 +61,7 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     require_passing_validation: bool = False
     notify: NotifyConfig = NotifyConfig()
     summary: bool = False  # each next prompt carries the loop so far (``ledger.loop.prompt.summary``)
+    on_task_blocked: Literal["skip", "stop"] = "skip"  # a stuck task of a list (docs/design/task-lists.md)
 
     def effective_max_iterations(self) -> int:
         """``max_iterations`` if set to a number, else the agent's default (``AGENT_MAX_ITERATIONS``; 15
@@ -345,13 +346,19 @@ def rules_named(
 
 
 def recorded_config(config: LoopConfig) -> dict[str, Any]:
-    """The configuration as ``session_started`` records it; ``exclusive_promises`` and ``summary``
-    only when set, so the records of loops without them are as they were before they existed."""
+    """The configuration as ``session_started`` records it; ``exclusive_promises``, ``summary`` and
+    ``on_task_blocked`` only when set, so the records of loops without them are as they were before
+    they existed."""
     recorded: dict[str, Any] = msgspec.to_builtins(config)
     for key in ("exclusive_promises", "summary"):
         if not recorded[key]:
             del recorded[key]
-    for key, default in (("kind", ""), ("auto_floor", AUTO_FLOOR), ("auto_ceiling", AUTO_CEILING)):
+    for key, default in (
+        ("kind", ""),
+        ("auto_floor", AUTO_FLOOR),
+        ("auto_ceiling", AUTO_CEILING),
+        ("on_task_blocked", "skip"),
+    ):
         if recorded[key] == default:  # likewise the settings of adaptive limits
             del recorded[key]
     del recorded["notify"]  # its URLs may hold secrets: read from the configuration when sent

@@ -1,0 +1,127 @@
+"""The loop step of a task-list loop (docs/design/task-lists.md): one task at a time, the next one
+in the same session with a fresh prompt, a stuck task skipped or stopping the loop, a task's own
+rules and iteration cap, the file ticked after the ledger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from ledger import events as E
+from ledger.loop.config.loop_config import LoopConfig
+from ledger.loop.decision import Turn
+from ledger.loop.engine import Engine
+from ledger.loop.step import Continue, End, LoopSession
+from ledger.loop.tasks.files import read_tasks
+from ledger.loop.tasks.progress import file_record, task_state
+
+LIST = b"# Plan\n\n- [ ] add the parser\n  with tests\n- [ ] add the CLI\n- [ ] write the docs\n"
+
+
+def start(engine: Engine, work: Path, text: bytes = LIST, **config: object) -> tuple[LoopSession, Path]:
+    path = work / "tasks.md"
+    path.write_bytes(text)
+    listed = read_tasks(path)
+    cfg = msgspec.structs.replace(LoopConfig(max_iterations=20), **config)
+    engine.start(
+        "s",
+        cfg,
+        prompt="Build it.",
+        task_list=listed.tasks,
+        task_file=file_record(engine.home.root.parent, path),
+    )
+    return LoopSession(engine, "s", "Build it."), path
+
+
+def of(session: LoopSession, cls: type[E.Event]) -> list[E.AnyEvent]:
+    return [e for e in session.events() if isinstance(e, cls)]
+
+
+def test_three_tasks_run_one_at_a_time_and_tick_the_file(engine: Engine, work: Path) -> None:
+    session, path = start(engine, work)
+    first = session.prompt_of(1)
+    assert "Current task (1 of 3): add the parser" in first and "with tests" in first
+    assert first.startswith("Build it.")
+    assert isinstance(session.take_turn(Turn("working on it")), Continue)
+    step = session.take_turn(Turn("done <promise>COMPLETE</promise>"))
+    assert isinstance(step, Continue) and step.iteration == 3
+    assert "Current task (2 of 3): add the CLI" in step.prompt and "1 of 3 done, 2 left" in step.prompt
+    assert "Feedback from iteration" not in step.prompt  # a fresh prompt for a new task
+    assert path.read_bytes() == LIST.replace(b"- [ ] add the parser", b"- [x] add the parser")
+    assert isinstance(session.take_turn(Turn("<promise>COMPLETE</promise>")), Continue)
+    end = session.take_turn(Turn("<promise>COMPLETE</promise>"))
+    assert isinstance(end, End) and end.signal == "COMPLETE"
+    assert path.read_bytes() == LIST.replace(b"- [ ]", b"- [x]")
+    assert [(e.task_no, e.iteration) for e in of(session, E.TaskStarted)] == [(1, 1), (2, 3), (3, 4)]
+    assert [(e.task_no, e.iteration) for e in of(session, E.TaskCompleted)] == [(1, 2), (2, 3), (3, 4)]
+    assert len(of(session, E.SessionCompleted)) == 1
+    state = task_state(session.events())
+    assert state is not None and state.done() == 3
+
+
+def test_a_blocked_task_is_skipped_by_default(engine: Engine, work: Path) -> None:
+    session, path = start(engine, work)
+    step = session.take_turn(Turn("<promise>BLOCKED</promise> no parser library"))
+    assert isinstance(step, Continue) and "Current task (2 of 3)" in step.prompt
+    (blocked,) = of(session, E.TaskBlocked)
+    assert blocked.task_no == 1 and blocked.skipped and "BLOCKED" in blocked.reason
+    assert not of(session, E.SessionBlocked)
+    assert path.read_bytes() == LIST  # a skipped task is not ticked
+
+
+def test_a_blocked_task_stops_the_loop_when_configured(engine: Engine, work: Path) -> None:
+    session, _ = start(engine, work, on_task_blocked="stop")
+    end = session.take_turn(Turn("<promise>BLOCKED</promise>"))
+    assert isinstance(end, End) and end.signal == "BLOCKED"
+    (blocked,) = of(session, E.TaskBlocked)
+    assert not blocked.skipped
+    tags = [type(e).__name__ for e in session.events()]
+    assert tags.index("TaskBlocked") < tags.index("SessionBlocked")
+
+
+def test_loop_done_ends_the_loop_with_tasks_left(engine: Engine, work: Path) -> None:
+    session, _ = start(engine, work)
+    end = session.take_turn(Turn("<promise>LOOP_DONE</promise>"))
+    assert isinstance(end, End) and end.signal == "COMPLETE"
+    state = task_state(session.events())
+    assert state is not None and [state.status[n] for n in (1, 2, 3)] == ["done", "pending", "pending"]
+
+
+def test_a_tasks_own_rules_refuse_its_completion(engine: Engine, work: Path) -> None:
+    rule = b'{"name": "flag", "type": "file_exists", "path": "flag"}'
+    text = b'[{"title": "make the flag", "rules": [' + rule + b']}, "next"]'
+    session, path = start(engine, work, text)
+    step = session.take_turn(Turn("<promise>COMPLETE</promise>"))
+    assert isinstance(step, Continue) and "flag (task 1)" in step.prompt
+    assert not of(session, E.TaskCompleted)
+    (work / "flag").write_text("")
+    step = session.take_turn(Turn("<promise>COMPLETE</promise>"))
+    assert isinstance(step, Continue) and "Current task (2 of 2): next" in step.prompt
+    assert b'"done": true' in path.read_bytes()
+
+
+def test_a_tasks_own_max_iterations_blocks_it(engine: Engine, work: Path) -> None:
+    session, _ = start(engine, work, b'[{"title": "hard", "max_iterations": 2}, "easy"]')
+    assert isinstance(session.take_turn(Turn("trying")), Continue)
+    step = session.take_turn(Turn("still trying"))
+    assert isinstance(step, Continue) and "Current task (2 of 2): easy" in step.prompt
+    (blocked,) = of(session, E.TaskBlocked)
+    assert blocked.skipped and "task_max_iterations" in blocked.reason
+    assert [e.guard for e in of(session, E.GuardTripped)] == ["task_max_iterations"]
+
+
+def test_a_task_file_that_lost_the_task_is_an_error_recorded(engine: Engine, work: Path) -> None:
+    session, path = start(engine, work)
+    path.write_text("- [ ] something else\n")
+    assert isinstance(session.take_turn(Turn("<promise>COMPLETE</promise>")), Continue)
+    (error,) = of(session, E.ErrorRecorded)
+    assert error.component == "tasks" and "tasks.md" in error.message and "add the parser" in error.message
+
+
+def test_a_list_done_already_does_not_start(engine: Engine, work: Path) -> None:
+    from ledger.loop.engine_types import EngineError
+
+    with pytest.raises(EngineError, match=r"every task of .* is done"):
+        start(engine, work, b"- [x] done\n")
