@@ -5,6 +5,7 @@ rules and iteration cap, the file ticked after the ledger."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import pytest
@@ -17,6 +18,7 @@ from ledger.loop.step import Continue, End, LoopSession
 from ledger.loop.tasks.files import read_tasks
 from ledger.loop.tasks.progress import file_record, task_state
 
+T = TypeVar("T", bound=E.Event)
 LIST = b"# Plan\n\n- [ ] add the parser\n  with tests\n- [ ] add the CLI\n- [ ] write the docs\n"
 
 
@@ -35,7 +37,7 @@ def start(engine: Engine, work: Path, text: bytes = LIST, **config: object) -> t
     return LoopSession(engine, "s", "Build it."), path
 
 
-def of(session: LoopSession, cls: type[E.Event]) -> list[E.AnyEvent]:
+def of(session: LoopSession, cls: type[T]) -> list[T]:
     return [e for e in session.events() if isinstance(e, cls)]
 
 
