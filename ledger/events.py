@@ -109,10 +109,7 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     (``kind``; "" when none); ``max_iterations_reason`` says how ``max_iterations`` was chosen when the
     configuration asked for ``"auto"`` ("" otherwise). ``work_dir`` is the folder a runner's agent works
     in, relative to the folder holding the home (absolute outside it): ``run --resume`` works there
-    again, wherever it is typed ("" for loops driven otherwise, and before it was recorded).
-    ``task_list`` is a task-list loop's list as it started (empty: no list), read from ``task_file``
-    (relative to ``work_dir``'s folder when inside it): the ledger's copy is the truth
-    (docs/design/task-lists.md)."""
+    again, wherever it is typed ("" for loops driven otherwise, and before it was recorded)."""
 
     task: str = ""
     task_id: str = ""
@@ -128,8 +125,6 @@ class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_st
     task_kind: str = ""
     max_iterations_reason: str = ""
     work_dir: str = ""
-    task_list: list[TaskSpec] = []
-    task_file: str = ""
 
 
 class HookRegistered(Event, frozen=True, kw_only=True, gc=False, tag="hook_registered"):
@@ -399,10 +394,15 @@ class ModelTokens(Event, frozen=True, kw_only=True, gc=False, tag="model_tokens"
 
 class TaskStarted(Event, frozen=True, kw_only=True, gc=False, tag="task_started"):
     """Task ``task_no`` of the session's list (``title``) became the current task, at the iteration
-    that begins its work: in the append that starts that iteration (docs/design/task-lists.md)."""
+    that begins its work: in the append that starts that iteration. The session's first one (in
+    ``session_started``'s append) carries the whole list as the loop started with it (``task_list``)
+    and the file it was read from (``task_file``, relative to the folder holding the home when inside
+    it): the ledger's copy is the truth (docs/design/task-lists.md)."""
 
     task_no: int = 0
     title: str = ""
+    task_list: list[TaskSpec] = []
+    task_file: str = ""
 
 
 class TaskCompleted(Event, frozen=True, kw_only=True, gc=False, tag="task_completed"):

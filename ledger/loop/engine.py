@@ -190,15 +190,13 @@ class Engine:
             worktree=worktree[0],
             branch=worktree[1],
             work_dir=work_dir,
-            task_list=list(task_list),
-            task_file=task_file,
         )
         self.append(
             session_id,
             started,
             *hooks,
             ev.IterationStarted(session_id=session_id, iteration=1, max_iterations=max_it),
-            *task_opening([started], session_id, 1),
+            *task_opening([started], session_id, 1, task_list, task_file),
             ev.CheckpointCreated(
                 session_id=session_id,
                 iteration=1,

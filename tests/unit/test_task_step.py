@@ -61,6 +61,34 @@ def test_three_tasks_run_one_at_a_time_and_tick_the_file(engine: Engine, work: P
     assert len(of(session, E.SessionCompleted)) == 1
     state = task_state(session.events())
     assert state is not None and state.done() == 3
+    ledger = engine.view("s").ledger
+    rows = ledger.rows(
+        "SELECT task_no, title, status, iterations, first_iteration, last_iteration"
+        " FROM tasks ORDER BY task_no"
+    )
+    assert [tuple(r.values()) for r in rows] == [
+        (1, "add the parser", "done", 2, 1, 2),
+        (2, "add the CLI", "done", 1, 3, 3),
+        (3, "write the docs", "done", 1, 4, 4),
+    ]
+    (row,) = ledger.rows("SELECT tasks_total, tasks_done, current_task FROM sessions")
+    assert row == {"tasks_total": 3, "tasks_done": 3, "current_task": ""}
+
+
+def test_the_views_of_a_list_under_way(engine: Engine, work: Path) -> None:
+    session, _ = start(engine, work, b"- [x] given\n- [ ] first\n- [ ] second\n- [ ] third\n")
+    session.take_turn(Turn("<promise>BLOCKED</promise>", tokens=E.TokenUsage(input=10, output=5)))
+    session.take_turn(Turn("going", tokens=E.TokenUsage(input=1, output=1), cost_usd=0.25))
+    ledger = engine.view("s").ledger
+    rows = ledger.rows("SELECT task_no, status, iterations, tokens, cost_usd FROM tasks ORDER BY task_no")
+    assert [tuple(r.values()) for r in rows] == [
+        (1, "done", 0, 0, None),
+        (2, "skipped", 1, 15, None),
+        (3, "running", 2, 2, 0.25),  # its start and the iteration under way
+        (4, "pending", 0, 0, None),
+    ]
+    (row,) = ledger.rows("SELECT tasks_total, tasks_done, current_task FROM sessions")
+    assert row == {"tasks_total": 4, "tasks_done": 1, "current_task": "second"}
 
 
 def test_a_blocked_task_is_skipped_by_default(engine: Engine, work: Path) -> None:

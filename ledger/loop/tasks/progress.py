@@ -57,10 +57,11 @@ def task_state(events: Sequence[ev.AnyEvent | ev.Event]) -> TaskState | None:
     began, file = 0, ""
     for e in events:
         if isinstance(e, ev.SessionStarted):
+            tasks, status, current, began, file = (), {}, None, 0, ""
+        if isinstance(e, ev.TaskStarted) and e.task_list:  # the session's first: the list
             tasks, file = tuple(e.task_list), e.task_file
             status = {t.task_no: "done" if t.done else "pending" for t in tasks}
-            current, began = None, 0
-        elif isinstance(e, ev.TaskStarted) and e.task_no in status:
+        if isinstance(e, ev.TaskStarted) and e.task_no in status:
             status[e.task_no] = "running"
             current, began = tasks[e.task_no - 1], e.iteration
         elif isinstance(e, ev.TaskCompleted) and e.task_no in status:
@@ -200,9 +201,28 @@ def task_end(
     return TaskEnd([blocked], skipped)
 
 
-def task_opening(events: Sequence[ev.AnyEvent | ev.Event], session_id: str, iteration: int) -> list[ev.Event]:
+def task_opening(
+    events: Sequence[ev.AnyEvent | ev.Event],
+    session_id: str,
+    iteration: int,
+    task_list: Sequence[ev.TaskSpec] = (),
+    task_file: str = "",
+) -> list[ev.Event]:
     """The ``task_started`` of an iteration that begins (none when a task is running): the task a
-    person let go on after it stopped the loop blocked, else the next one not started."""
+    person let go on after it stopped the loop blocked, else the next one not started. A loop that
+    starts gives its ``task_list`` (read from ``task_file``): its first task's event records it."""
+    if task_list:
+        first = next(t for t in task_list if not t.done)
+        return [
+            ev.TaskStarted(
+                session_id=session_id,
+                iteration=iteration,
+                task_no=first.task_no,
+                title=first.title,
+                task_list=list(task_list),
+                task_file=task_file,
+            )
+        ]
     state = task_state(events)
     if state is None or (state.current is not None and state.status[state.current.task_no] == "running"):
         return []
@@ -236,7 +256,7 @@ def tick(base: Path, events: Sequence[ev.AnyEvent | ev.Event], task: ev.TaskSpec
     state = task_state(events)
     if state is None or not state.file:
         return []
-    session_id = next(e.session_id for e in events if isinstance(e, ev.SessionStarted))
+    session_id = next(e.session_id for e in events)
     try:
         mark_done(file_of(base, state.file), task)
     except (ValueError, OSError) as exc:

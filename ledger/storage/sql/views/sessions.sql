@@ -40,7 +40,12 @@ SELECT
   coalesce(b.pause = 'pause', FALSE) AS paused,
   -- the git worktree (its root) and branch the loop runs in (run --worktree); NULL: the project's checkout
   nullif(b.worktree, '') AS worktree,
-  nullif(b.branch, '') AS branch
+  nullif(b.branch, '') AS branch,
+  -- a task-list loop's tasks (0, 0 and '' for a loop without a list: docs/design/task-lists.md):
+  -- how many, how many done (given done by the file, or completed), the title of the one under way
+  coalesce(k.tasks_total, 0) AS tasks_total,
+  coalesce(k.tasks_done, 0) AS tasks_done,
+  coalesce(k.current_task, '') AS current_task
 FROM (
   SELECT
     session_id,
@@ -90,3 +95,16 @@ LEFT JOIN (
   GROUP BY session_id
 ) t USING (session_id)
 LEFT JOIN failure_streak() f USING (session_id)
+LEFT JOIN (
+  SELECT
+    session_id,
+    len(arg_max(task_list, seq) FILTER (WHERE len(task_list) > 0)) AS tasks_total,
+    coalesce(len(list_filter(arg_max(task_list, seq) FILTER (WHERE len(task_list) > 0),
+                             lambda t: t.done)), 0)
+      + count(DISTINCT task_no) FILTER (WHERE type = 'task_completed') AS tasks_done,
+    CASE WHEN arg_max(type, seq) = 'task_started'
+         THEN arg_max(title, seq) END AS current_task
+  FROM events
+  WHERE type IN ('task_started', 'task_completed', 'task_blocked')
+  GROUP BY session_id
+) k USING (session_id)
