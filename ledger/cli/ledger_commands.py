@@ -92,6 +92,8 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
             f"last score {cell(s['last_score'])}, last signal {s['last_signal'] or '-'}, "
             f"{s['tokens']} tokens, cost {usd(s['cost_usd'])}"
             + (f", worktree {s['worktree']} (branch {s['branch']})" if s.get("branch") else "")
+            + (f", tasks {s['tasks_done']}/{s['tasks_total']} done" if s.get("tasks_total") else "")
+            + (f" (current: {cell(s['current_task'])})" if s.get("current_task") else "")
             + "\n"
         )
     emit(render(rows, args.fmt))
@@ -264,7 +266,8 @@ def cmd_schema(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_stats(home: Home, args: argparse.Namespace) -> None:
-    """``stats``: print the ``loop_metrics`` view (one row per agent), then ``success_by_iterations``.
+    """``stats``: print the ``loop_metrics`` view (one row per agent), then ``success_by_iterations``,
+    then, when the ledger holds a task-list loop, each task's iterations and cost (``TASK_STATS``).
 
     Both in every format: as tables under a title each, as CSV one after the other (each with its
     header, an empty line between), as JSON one object (view name -> rows). With ``--suggest``, the
@@ -293,6 +296,16 @@ def cmd_stats(home: Home, args: argparse.Namespace) -> None:
                     "success rate by iterations used",
                     fetch(ledger.con, "SELECT * FROM success_by_iterations ORDER BY ALL"),
                 ),
+                ("tasks", "iterations and cost per task", fetch(ledger.con, TASK_STATS)),
             ],
         )
+    if not parts[-1][2].rows:  # no task-list loop in the ledger: no table of tasks
+        parts = parts[:-1]
     emit(render_many(parts, args.fmt))
+
+
+TASK_STATS = (
+    "SELECT session_id, task_no, title, status, iterations, tokens, cost_usd, seconds FROM tasks"
+    " ORDER BY session_id, task_no"
+)
+"""``stats``' part on task-list loops (docs/tasks.md): each task's iterations, tokens, cost and time."""

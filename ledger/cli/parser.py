@@ -324,6 +324,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="run in the git worktree .ralph/worktrees/NAME on branch ralph/NAME (made from HEAD if missing)",
     )
     s.add_argument(
+        "--tasks",
+        metavar="FILE",
+        help="work through a task list, one task at a time: a Markdown checklist, a prd.json or a JSON "
+        "list (docs/tasks.md); the prompt is then optional",
+    )
+    s.add_argument(
+        "--on-task-blocked",
+        choices=("skip", "stop"),
+        help="a task that is stuck: go on to the next one (skip, the default) or stop the loop "
+        "(overrides on_task_blocked in the configuration)",
+    )
+    s.add_argument(
         "--timeout",
         type=positive_seconds,
         default=DEFAULT_RUN_TIMEOUT_S,

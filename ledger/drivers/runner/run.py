@@ -25,6 +25,7 @@ import msgspec
 
 from ledger import events as ev
 from ledger.core.errors import one_line
+from ledger.core.words import plural
 from ledger.drivers.runner.agent_process import (
     AgentRun,
     Interrupted,
@@ -44,6 +45,7 @@ from ledger.loop.decision import Turn
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
 from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
+from ledger.loop.tasks.files import TaskFile
 from ledger.loop.tasks.progress import file_record
 from ledger.notify import reporting
 
@@ -118,6 +120,7 @@ def run_loop(
     rate_limit_wait_s: float = 60.0,
     agent_format: AgentFormat | None = None,
     worktree: Worktree | None = None,
+    tasks: TaskFile | None = None,
 ) -> RunResult:
     """Run the agent until the engine completes, blocks or escalates the session (exit codes above).
 
@@ -140,7 +143,9 @@ def run_loop(
     A new session records the engine's ``work_dir`` (``work_dir_record``), where a resume works
     again. Once ``out`` is
     gone (``Output``: its reader went away), the turn under way runs to its end and is recorded, and
-    the loop ends there (``EXIT_OUTPUT_CLOSED``) unless that turn ended it.
+    the loop ends there (``EXIT_OUTPUT_CLOSED``) unless that turn ended it. A new session with
+    ``tasks`` (``run --tasks``) works through that list, one task at a time (docs/tasks.md): each
+    prompt is ``prompt`` (which may be empty) with the current task and the list's state.
     """
     if not agent_cmd:
         raise ValueError("run_loop needs an agent command")
@@ -155,7 +160,7 @@ def run_loop(
     else:
         config = msgspec.structs.replace(
             config,
-            task=config.task or prompt.strip(),  # a label: not the prompt file's last newline
+            task=config.task or prompt.strip() or _list_label(tasks),  # a label: not the file's last newline
             agent=config.agent or Path(agent_cmd[0]).name,
             # the default of the configured agent; "auto" is chosen by the engine (ledger.loop.decide.limits)
             max_iterations="auto" if config.max_iterations == "auto" else config.effective_max_iterations(),
@@ -168,9 +173,13 @@ def run_loop(
             command=agent_cmd,
             worktree=where,
             work_dir=work_dir_record(engine),
+            task_list=tasks.tasks if tasks else (),
+            task_file=file_record(engine.home.root.parent, tasks.path) if tasks else "",
         )
         n, max_it = started.iteration, started.max_iterations
         stdin_text, advance = prompt, False
+        if tasks is not None:  # the first prompt names the first task
+            stdin_text = LoopSession(engine, session_id, prompt).prompt_of(1)
     output = out if isinstance(out, Output) else Output(out)
     loop = _Loop(engine, session_id, output, rate_limit_wait_s, agent_format or detect(agent_cmd))
     loop.session = LoopSession(engine, session_id, prompt)
@@ -200,6 +209,11 @@ def run_loop(
                 raise
             pending.close()  # a signal during a DuckDB statement comes back as DuckDB's own error
             return loop.interrupted(Interrupted(pending.signum))
+
+
+def _list_label(tasks: TaskFile | None) -> str:
+    """A task-list loop's task label when no prompt names it: ``tasks.md (3 tasks)``."""
+    return f"{tasks.path.name} ({plural(len(tasks.tasks), 'task')})" if tasks else ""
 
 
 def _limit_reason(engine: Engine, session_id: str) -> str:
