@@ -94,7 +94,7 @@ class LoopSession:
         engine = self.engine
         judged = engine.judge(s, turn, landed)
         result = judged.result
-        ended = self._task_end(s, result)
+        ended = self._task_end(s, result, len(landed))
         if ended is not None:
             ended = replace(ended, events=engine.stamp(ended.events))
         own = _with_task_end(judged.events, ended)
@@ -129,10 +129,11 @@ class LoopSession:
             engine.append(self.session_id, *failed)  # the ledger first, then the file
         return decision
 
-    def _task_end(self, s: SessionView, result: ValidateResult) -> TaskEnd | None:
-        """How ``result`` ends the current task of a task-list loop (``ledger.loop.tasks.progress``)."""
+    def _task_end(self, s: SessionView, result: ValidateResult, landed: int = 0) -> TaskEnd | None:
+        """How ``result`` ends the current task of a task-list loop (``ledger.loop.tasks.progress``),
+        from the events before the step (``landed``: how many of the step's a kill let land)."""
         return task_end(
-            s.events,
+            s.events[: len(s.events) - landed],
             self.session_id,
             result.iteration,
             result.signal,

@@ -155,3 +155,21 @@ def test_a_list_done_already_does_not_start(engine: Engine, work: Path) -> None:
 
     with pytest.raises(EngineError, match=r"every task of .* is done"):
         start(engine, work, b"- [x] done\n")
+
+
+def test_a_step_cut_short_after_its_task_ended_finishes_once(engine: Engine, work: Path) -> None:
+    """A kill that let the step's lines land up to its ``task_completed`` (docs/design/loop-step.md):
+    the resume finishes the step, the next task begins, and the task is completed once."""
+    session, _ = start(engine, work)
+    session.take_turn(Turn("<promise>COMPLETE</promise>"))
+    path = engine.journal("s").path
+    lines = path.read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if b'"type":"task_completed"' in line)
+    path.write_bytes(b"".join(lines[: at + 1]))
+    again = LoopSession(Engine(engine.home, work_dir=work, fsync=False), "s", "Build it.")
+    assert again.turn_taken()
+    step = again.resume()
+    assert isinstance(step, Continue) and step.iteration == 2 and "Current task (2 of 3)" in step.prompt
+    assert [e.task_no for e in of(again, E.TaskCompleted)] == [1]
+    assert [e.task_no for e in of(again, E.TaskStarted)] == [1, 2]
+    assert not of(again, E.SessionCompleted)
