@@ -149,3 +149,28 @@ def test_a_bad_task_file_is_one_line(project: Project, tmp_path: Path) -> None:
         "expected an integer of at least 1, got 'many'"
     ]
     assert not (project.home / "journals").exists() or not list((project.home / "journals").iterdir())
+
+
+def test_a_task_list_loop_resumes_without_a_prompt(project: Project, tmp_path: Path) -> None:
+    """``run --resume`` of a task-list loop started without a prompt (its tasks are the work) goes on
+    with the list the session recorded, the current task in its prompt."""
+    from ledger.core.home import Home
+    from ledger.loop.config.loop_config import LoopConfig
+    from ledger.loop.engine import Engine
+    from ledger.loop.tasks.files import read_tasks
+    from ledger.loop.tasks.progress import file_record
+
+    path = project.write("TASKS.md", LIST)
+    engine = Engine(Home.resolve(project.home), work_dir=project.dir)
+    listed = read_tasks(path)
+    engine.start("s1", LoopConfig(), task_list=listed.tasks, task_file=file_record(project.dir, path))
+    state = tmp_path / "state"
+    state.mkdir()
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT.replace("BEHAVIOUR", 'text = "Done. <promise>COMPLETE</promise>"'))
+    proc = project.cli(
+        "run", "--resume", "s1", "--agent-format", "claude", "--", sys.executable, str(agent), str(state)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Current task (1 of 3): write hello.txt" in (state / "prompt1.txt").read_text()
+    assert (project.dir / "TASKS.md").read_text().count("[x]") == 3
