@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("ledger_commands", "cmd_export"),
     "schema": ("ledger_commands", "cmd_schema"),
     "stats": ("ledger_commands", "cmd_stats"),
+    "tasks": ("ledger_commands", "cmd_tasks"),
     "hook": ("claude_code_commands", "cmd_hook"),
     "init": ("claude_code_commands", "cmd_init"),
     "loop": ("claude_code_commands", "cmd_loop"),

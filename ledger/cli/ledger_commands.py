@@ -99,6 +99,34 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
     emit(render(rows, args.fmt))
 
 
+def cmd_tasks(home: Home, args: argparse.Namespace) -> None:
+    """``tasks``: print one task-list loop's tasks, one row each (the ``tasks`` view; docs/tasks.md).
+
+    Raises ``CliError`` (exit 1) if there is no such session or it has no task list, ``LedgerError``
+    if the ledger cannot be opened.
+    """
+    from ledger.core.output import fetch, render
+    from ledger.storage.ledger_file import interruptible
+
+    sql = (
+        "SELECT task_no, title, status, iterations, tokens, cost_usd, seconds, first_iteration, "
+        "last_iteration FROM tasks WHERE session_id = ? ORDER BY task_no"
+    )
+    with open_current(home, args.wait) as ledger:
+        rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, [args.session]))
+        if not rows.rows:
+            known = interruptible(
+                ledger.con,
+                lambda: fetch(ledger.con, "SELECT 1 FROM sessions WHERE session_id = ?", [args.session]),
+            )
+            if not known.rows:
+                raise unknown_session(args.session, home)
+            raise CliError(
+                f"ralph-ledger tasks: session {args.session!r} has no task list (run --tasks FILE)"
+            )
+    emit(render(rows, args.fmt))
+
+
 def cmd_sql(home: Home, args: argparse.Namespace) -> None:
     """``sql``: print the result of one read-only query as a table, CSV or JSON.
 

@@ -102,6 +102,14 @@ def test_a_three_task_list_runs_to_its_end(project: Project, tmp_path: Path) -> 
     assert session == {"tasks_total": 3, "tasks_done": 3, "current_task": ""}
     show = project.cli("show", "s1")
     assert show.returncode == 0 and ", tasks 3/3 done\n" in show.stdout
+    listed = project.cli("tasks", "s1")
+    assert listed.returncode == 0, listed.stderr
+    table = listed.stdout.splitlines()
+    assert table[0].split()[:4] == ["task_no", "title", "status", "iterations"]
+    assert [line.split()[0] for line in table[2:5]] == ["1", "2", "3"]
+    assert [line.split()[-4] for line in table[2:5]] == ["0.02", "0.02", "0.03"]  # cost_usd
+    missing = project.cli("tasks", "nope")
+    assert missing.returncode == 1 and "no session 'nope'" in missing.stderr
     stats = project.cli("stats", "--json")
     assert stats.returncode == 0, stats.stderr
     per_task = json.loads(stats.stdout)["tasks"]
