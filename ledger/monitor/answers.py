@@ -98,6 +98,25 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     --resume`` or the Claude Code session's next stop goes on). See ``STEP_SQL``."""
     runner: bool = False
     """Driven by ``ralph-ledger run`` (it recorded its agent command): ``run --resume`` goes on with it."""
+    tasks_total: int = 0
+    """The tasks of a task-list loop's list (0: a loop without one; docs/tasks.md)."""
+    tasks_done: int = 0
+    """How many of them are done."""
+    current_task: str = ""
+    """The title of the task under way ("" when none is)."""
+
+
+class TaskRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One task of a task-list loop, as the ``tasks`` view has it: its place in the list, ``status``
+    (pending, running, done, blocked or skipped) and what its iterations took."""
+
+    task_no: int
+    title: str
+    status: str
+    iterations: int
+    tokens: int
+    cost_usd: float | None
+    seconds: float | None
 
 
 class Fleet(msgspec.Struct, frozen=True, kw_only=True):
@@ -261,6 +280,22 @@ def session_of(r: dict[str, Any]) -> SessionRow:
         paused=bool(r.get("paused")),
         stalled=bool(r.get("stalled")),
         runner=bool(r.get("runner")),
+        tasks_total=int(r.get("tasks_total") or 0),
+        tasks_done=int(r.get("tasks_done") or 0),
+        current_task=str(r.get("current_task") or ""),
+    )
+
+
+def task_of(r: dict[str, Any]) -> TaskRow:
+    """A ``TaskRow`` from a row of the ``tasks`` view."""
+    return TaskRow(
+        task_no=int(r["task_no"]),
+        title=str(r["title"] or ""),
+        status=str(r["status"] or ""),
+        iterations=int(r["iterations"] or 0),
+        tokens=int(r["tokens"] or 0),
+        cost_usd=_money(r.get("cost_usd")),
+        seconds=float(r["seconds"]) if r.get("seconds") is not None else None,
     )
 
 

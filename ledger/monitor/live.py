@@ -31,6 +31,7 @@ from ledger.monitor.answers import (
     Progress,
     RuleCell,
     SessionRow,
+    TaskRow,
     Update,
     alert_of,
     aware,
@@ -39,6 +40,7 @@ from ledger.monitor.answers import (
     iteration_of,
     session_of,
     summary_of,
+    task_of,
 )
 from ledger.storage.database import Ledger
 from ledger.storage.ingest import BATCH_BYTES, IngestReport, Stored
@@ -511,6 +513,12 @@ class Monitor:
         files = sorted(counts, key=lambda f: (-counts[f], f))
         cells = [[f in (r[1] or []) for r in rows] for f in files]
         return Heat(files=files, iterations=iterations, cells=cells)
+
+    def tasks(self, session_id: str) -> list[TaskRow]:
+        """The tasks of a task-list loop, in the list's order (none for a loop without a list)."""
+        with self._lock:
+            rows = self.ledger.rows("SELECT * FROM tasks WHERE session_id = ? ORDER BY task_no", [session_id])
+        return [task_of(r) for r in rows]
 
     def checkpoints(self, session_id: str) -> list[Checkpoint]:
         """The session's checkpoints, oldest first."""
