@@ -173,3 +173,19 @@ def test_a_step_cut_short_after_its_task_ended_finishes_once(engine: Engine, wor
     assert [e.task_no for e in of(again, E.TaskCompleted)] == [1]
     assert [e.task_no for e in of(again, E.TaskStarted)] == [1, 2]
     assert not of(again, E.SessionCompleted)
+
+
+def test_unblock_lets_the_stopped_task_go_on(engine: Engine, work: Path) -> None:
+    """A loop stopped on a blocked task (``on_task_blocked = "stop"``) and unblocked goes on with that
+    same task, the person's guidance in its prompt."""
+    from ledger.loop.steering.commands import unblock
+
+    session, _ = start(engine, work, on_task_blocked="stop")
+    session.take_turn(Turn("<promise>BLOCKED</promise>"))
+    unblock(engine, "s", "use the vendored parser")
+    step = session.resume()
+    assert isinstance(step, Continue) and "Current task (1 of 3): add the parser" in step.prompt
+    assert "use the vendored parser" in step.prompt
+    assert [e.task_no for e in of(session, E.TaskStarted)] == [1, 1]
+    state = task_state(session.events())
+    assert state is not None and state.status[1] == "running"
