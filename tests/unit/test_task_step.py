@@ -189,3 +189,24 @@ def test_unblock_lets_the_stopped_task_go_on(engine: Engine, work: Path) -> None
     assert [e.task_no for e in of(session, E.TaskStarted)] == [1, 1]
     state = task_state(session.events())
     assert state is not None and state.status[1] == "running"
+
+
+class _Tripwire(list[E.AnyEvent]):
+    """Events that may not be read past their first ``LIMIT``."""
+
+    LIMIT = 10
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        for i, e in enumerate(super().__iter__()):
+            assert i < self.LIMIT, "read past the start of the journal"
+            yield e
+
+
+def test_a_loop_without_a_list_is_known_from_its_start(engine: Engine) -> None:
+    """The step asks on every turn whether a loop has a task list: a long journal without one is not
+    read through for it (its list would be in the append that started it)."""
+    engine.start("plain", LoopConfig(max_iterations=100))
+    session = LoopSession(engine, "plain", "Do it.")
+    for _ in range(5):
+        session.take_turn(Turn("going"))
+    assert task_state(_Tripwire(session.events())) is None
