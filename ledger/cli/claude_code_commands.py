@@ -82,10 +82,11 @@ def _is_plain_hook(command: str) -> bool:
 
 
 def cmd_init(home: Home, args: argparse.Namespace) -> None:
-    """Add the Stop and SubagentStop hook to the project's ``.claude/settings.json`` (the project
-    ``loop start`` writes its loop in: :func:`_loop_project`), keeping every other setting and hook (an older
-    ``ralph-ledger hook claude-code`` entry is updated in place); prints what it did. Raises
-    ``CliError`` on a broken file, exit 2 for a ``--project`` that is not an existing directory."""
+    """Add the hook (Stop, SubagentStop, StopFailure, SessionStart) to the project's
+    ``.claude/settings.json`` (the project ``loop start`` writes its loop in: :func:`_loop_project`),
+    keeping every other setting and hook (an older ``ralph-ledger hook claude-code`` entry is updated
+    in place); prints what it did. Raises ``CliError`` on a broken file, exit 2 for a ``--project``
+    that is not an existing directory."""
     from ledger.drivers.claude_code.install.settings import SettingsError, install_hook
 
     project = _loop_project(args.project)
@@ -101,7 +102,7 @@ def cmd_init(home: Home, args: argparse.Namespace) -> None:
         added = install_hook(settings, command, replaces=_is_plain_hook)
     except SettingsError as exc:
         raise CliError(f"ralph-ledger: {exc}") from None
-    what = "Stop and SubagentStop hook"
+    what = "Stop and SubagentStop hook, with StopFailure and SessionStart,"
     print(f"{'installed' if added else 'already installed'}: {what} '{command}' in {settings}")
     if note:
         print(f"note: {note}")

@@ -1,4 +1,4 @@
-"""Installing ``ralph-ledger``'s Stop and SubagentStop hook into a project's
+"""Installing ``ralph-ledger``'s hook (Stop, SubagentStop, StopFailure, SessionStart) into a project's
 ``.claude/settings.json``: merged into what is there, never clobbering other hooks, with one-line
 errors naming the file and key.
 
@@ -65,9 +65,11 @@ def expect(value: object, kind: type, where: str, path: Path) -> None:
         raise SettingsError(f"{path}: {where}: expected {wanted}, got {_kind(value)}")
 
 
-HOOK_EVENTS: Final = ("Stop", "SubagentStop")
+HOOK_EVENTS: Final = ("Stop", "SubagentStop", "StopFailure", "SessionStart")
 """The Claude Code events the hook is installed for: a stop decides the loop, a sub-agent's stop is
-recorded for it (``ledger.drivers.claude_code.stop.subagent``)."""
+recorded for it (``ledger.drivers.claude_code.stop.subagent``), a turn an API error ended and a
+session's start (resumed, forked) are acted on by ``ledger.drivers.claude_code.stop.lifecycle``
+(docs/design/claude-code-hooks.md)."""
 
 
 def _entries(settings: dict[str, Any], path: Path, event: str) -> list[Any]:
@@ -97,7 +99,7 @@ def install_hook(
     replaces: Callable[[str], bool] | None = None,
     events: tuple[str, ...] = HOOK_EVENTS,
 ) -> bool:
-    """Add a hook running ``command`` for each of ``events`` (Stop and SubagentStop) to a Claude Code
+    """Add a hook running ``command`` for each of ``events`` (``HOOK_EVENTS``) to a Claude Code
     settings file, keeping everything else.
 
     Returns False when that command is already every event's hook. A hook whose command
