@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+from ledger.drivers.claude_code.install.settings import detached
 from ledger.monitor import Monitor
 from tests.journeys.conftest import Project
 from tests.journeys.test_claude_code import CLAUDE, Claude, block, ledger_project, start
@@ -31,8 +32,18 @@ def test_init_installs_the_hook_for_stop_failure_and_session_start_once(project:
     hooks = settings["hooks"]
     assert sorted(hooks) == ["SessionStart", "Stop", "StopFailure", "SubagentStop"]
     assert hooks["SessionStart"][0] == other["hooks"]["SessionStart"][0]  # the user's own hook kept
-    ours = {h["command"] for entries in hooks.values() for e in entries for h in e["hooks"]} - {"my-start"}
-    assert len(ours) == 1 and next(iter(ours)).endswith("ralph-ledger hook claude-code")
+    ours = {
+        k: [h["command"] for e in v for h in e["hooks"] if h["command"] != "my-start"]
+        for k, v in hooks.items()
+    }
+    command = ours["Stop"][0]
+    assert command.endswith("ralph-ledger hook claude-code")
+    assert ours == {
+        "Stop": [command],
+        "SubagentStop": [command],
+        "SessionStart": [command],
+        "StopFailure": [detached(command)],
+    }  # detached: the client does not wait for it
     again = project.cli("init", "claude-code")
     assert again.stdout.startswith("already installed: ")
     assert json.loads((project.dir / ".claude" / "settings.json").read_text()) == settings

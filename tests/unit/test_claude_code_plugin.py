@@ -720,3 +720,19 @@ def test_import_needs_no_duckdb_pyarrow_or_yaml() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_detached_event_gets_its_own_command_once(tmp_path: Path) -> None:
+    from ledger.drivers.claude_code.install.settings import DETACH_PREFIX, attached, detached
+
+    path = tmp_path / "settings.json"
+    apart = {"StopFailure": detached(CMD)}
+    assert install_hook(path, CMD, commands=apart) is True
+    hooks = json.loads(path.read_text(encoding="utf-8"))["hooks"]
+    assert hooks["StopFailure"] == [{"hooks": [{"type": "command", "command": detached(CMD)}]}]
+    assert hooks["Stop"] == hooks["SubagentStop"] == hooks["SessionStart"] == [OURS]
+    assert detached(CMD).startswith(DETACH_PREFIX) and detached(CMD).endswith(CMD)
+    assert attached(detached(CMD)) == CMD and attached(CMD) == CMD
+    before = path.read_bytes()
+    assert install_hook(path, CMD, commands=apart) is False  # init run again: nothing changes
+    assert path.read_bytes() == before
