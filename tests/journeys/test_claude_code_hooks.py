@@ -122,3 +122,22 @@ def test_a_fork_never_drives_the_loop_of_the_session_it_forked_from(project: Pro
     assert project.journal(SID) == before
     claude.text("Step two.")
     assert block(claude.stop())["systemMessage"].startswith("🔄 Ralph iteration 3 of 5")
+
+
+def test_a_usage_limit_in_a_drop_in_loop_is_recorded_as_the_same_wait(project: Project) -> None:
+    claude = Claude(project)
+    start(
+        project, "Make it green", "--completion-promise", "DONE", "--max-iterations", "5", "--mode", "plugin"
+    )
+    claude.prompt("go")
+    claude.text("Step one.")
+    block(claude.stop())
+    said = "API Error: Request rejected (429) · Rate limited"
+    claude.stop(hook_event_name="StopFailure", error="rate_limit", last_assistant_message=said)
+    (row,) = project.sessions()
+    last = project.journal(row["session_id"])[-1]
+    assert (last["type"], last["iteration"], last["reason"]) == ("rate_limited", 2, said)
+    claude.text("<promise>DONE</promise>")
+    assert claude.stop().stdout.startswith("✅ Ralph loop")  # the same iteration's turn completes it
+    (row,) = project.sessions()
+    assert (row["status"], row["iteration"]) == ("complete", 2)

@@ -16,7 +16,7 @@ from ledger.core.home import Home
 from ledger.drivers.claude_code.stop.error_sink import ErrorSink
 from ledger.drivers.claude_code.stop.locate import LOOP_FILE
 from ledger.drivers.claude_code.stop.loop_file import read_loop_file
-from ledger.drivers.claude_code.stop.loop_sessions import belongs, loop_session, read_record
+from ledger.drivers.claude_code.stop.loop_sessions import LoopRecord, belongs, loop_session, read_record
 from ledger.drivers.claude_code.stop.stop_input import HookInput, HookOutcome
 from ledger.storage.journal import Journal, journal_path
 
@@ -35,27 +35,41 @@ REMINDED: Final = frozenset({"resume", "compact"})
 """The SessionStart sources after which a running loop's session is told where its loop is."""
 
 
-def running_loop(data: HookInput, home: Home, clock: Callable[[], datetime]) -> str:
-    """The ledger session of the Claude Code session's running loop (either mode), or ``""``."""
+def running_loop(data: HookInput, home: Home, clock: Callable[[], datetime]) -> tuple[str, LoopRecord]:
+    """The ledger session of the Claude Code session's running loop (either mode) and its record;
+    ``""`` when there is none."""
     sid, record, _ = loop_session(home, data.session_id, lambda _: True, clock)
-    return sid if record.started and not record.ended else ""
+    return (sid if record.started and not record.ended else ""), record
 
 
 def stop_failure(
     data: HookInput, project: Path, home: Home, clock: Callable[[], datetime], sink: ErrorSink
 ) -> HookOutcome:
-    """Record a turn an API error ended in the session's running loop (nothing without one)."""
-    sid = running_loop(data, home, clock)
+    """Record a turn an API error ended in the session's running loop (nothing without one): through
+    the loop step for a ledger-native loop, straight into the journal for a drop-in one (whose
+    rules are the plugin's, with no engine)."""
+    sid, record = running_loop(data, home, clock)
     if not sid:
         return HookOutcome()
     sink.use_session(home, sid, clock)
-    from ledger.loop.engine import Engine  # only here: a StopFailure of a running loop
+    journal = Journal(journal_path(home.journals, sid), clock=clock)
+    synced = (str(journal.path),)
+    from ledger.drivers.claude_code.stop.warm_worker import DROP_IN
+
+    if record.config.get("mode") == DROP_IN:
+        from ledger.loop.decide.failures import failure_events
+        from ledger.storage.fold import events_of
+
+        failed = failed_turn(data, list(events_of(journal.path)), clock)
+        journal.append(*failure_events(sid, record.iteration or 1, failed, COMPONENT))
+        return HookOutcome(sync=synced)
+    from ledger.loop.engine import Engine  # only here: a StopFailure of a running ledger-native loop
     from ledger.loop.step import LoopSession
 
     engine = Engine(home, work_dir=project, clock=clock, fsync=False)
     session = LoopSession(engine, sid, "")
     session.turn_failed(failed_turn(data, session.events(), clock), COMPONENT)
-    return HookOutcome(sync=(str(journal_path(home.journals, sid)),))
+    return HookOutcome(sync=synced)
 
 
 def failed_turn(data: HookInput, events: list[ev.AnyEvent], clock: Callable[[], datetime]) -> FailedTurn:
