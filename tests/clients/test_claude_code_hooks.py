@@ -29,6 +29,7 @@ from tests.clients.test_claude_code_stop import RALPH, STREAM, _stop_worker
 pytestmark = pytest.mark.clients
 
 REMINDER = "[ralph-ledger] This session runs the loop"
+LOOP = ("loop", "start", "Do the work", "--completion-promise", "DONE", "--mode", "ledger")
 
 
 @dataclass
@@ -70,22 +71,27 @@ class Session:
             _stop_worker(self.project)
         return proc, api
 
+    def ralph(self, *args: str) -> str:
+        """``ralph-ledger ARGS`` in the project; its stdout."""
+        proc = subprocess.run([RALPH, *args], cwd=self.project, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
     def journal(self, sid: str) -> list[dict[str, Any]]:
         path = self.project / ".ralph" / "journals" / f"{sid}.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def installed(client_bin: Path, root: Path) -> Session:
+def installed(client_bin: Path, root: Path, *, loop: bool = True) -> Session:
     """``init claude-code`` and ``loop start --mode ledger`` in a fresh git project, the hook
     command behind a wrapper that logs every input."""
     session = Session(root, client_bin / "claude")
     session.project.mkdir(parents=True)
     subprocess.run(["git", "init", "-q"], cwd=session.project, check=True)
     (session.project / "ralph.toml").write_text("max_iterations = 5\n")
-    loop = ["loop", "start", "Do the work", "--completion-promise", "DONE", "--mode", "ledger"]
-    for args in (["init", "claude-code"], loop):
-        proc = subprocess.run([RALPH, *args], cwd=session.project, capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, proc.stderr
+    session.ralph("init", "claude-code")
+    if loop:
+        session.ralph(*LOOP)
     path = session.project / ".claude" / "settings.json"
     settings = json.loads(path.read_text())
     assert sorted(settings["hooks"]) == ["SessionStart", "Stop", "StopFailure", "SubagentStop"]
@@ -191,3 +197,46 @@ def test_a_resume_goes_on_with_the_same_iteration_and_the_agent_is_told(limited:
     assert [e["type"] for e in events][-1] == "session_completed"
     (done,) = [e for e in events if e["type"] == "session_completed"]
     assert done["total_iterations"] == 2  # the limited turn was not an iteration
+
+
+@pytest.fixture(scope="module")
+def forked_loop(
+    client_bin: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Session, str, Reply]]:
+    """A session's turn with no loop, then a loop started and run in a fork of that session."""
+    session = installed(client_bin, tmp_path_factory.mktemp("fork"), loop=False)
+    first, _ = session.run(
+        [Reply(text="Parent work.", usage=Usage(1000, 100, 5000, 500))], prompt="Do the work"
+    )
+    sid = json.loads(first.stdout.splitlines()[-1])["session_id"]
+    session.ralph(*LOOP)
+    done = Reply(text="<promise>DONE</promise>", usage=Usage(7, 3, 11, 13))
+    fork, _ = session.run([done], "--resume", sid, "--fork-session", prompt="Finish it")
+    assert fork.returncode == 0, fork.stderr[-2000:]
+    forked = json.loads(fork.stdout.splitlines()[-1])["session_id"]
+    if os.environ.get("RALPH_CAPTURE_DIR"):  # the fork's transcript: lifecycle/fork-transcript.jsonl
+        (stop,) = [
+            i for i in session.inputs() if i["session_id"] == forked and i["hook_event_name"] == "Stop"
+        ]
+        out = Path(os.environ["RALPH_CAPTURE_DIR"]) / "lifecycle"
+        (out / "fork-transcript.jsonl").write_bytes(Path(stop["transcript_path"]).read_bytes())
+    yield session, forked, done
+
+
+def test_a_loop_started_in_a_fork_counts_only_the_forks_own_turns(
+    forked_loop: tuple[Session, str, Reply],
+) -> None:
+    session, fork, done = forked_loop
+    events = session.journal(f"cc-{fork}")
+    assert [e["type"] for e in events][-1] == "session_completed"
+    turns = [e for e in events if e["type"] == "agent_turn"]
+    tokens = {
+        k: sum(t["tokens"][k] for t in turns) for k in ("input", "output", "cache_read", "cache_creation")
+    }
+    u = done.usage
+    assert tokens == {
+        "input": u.input,
+        "output": u.output,
+        "cache_read": u.cache_read,
+        "cache_creation": u.cache_write,
+    }

@@ -135,3 +135,21 @@ def test_other_starts_print_and_change_nothing(looping: Loop, source: str) -> No
         out = hook(looping, {**real("SessionStart"), "source": source}, session=session)
         assert (out.stdout, out.stderr) == ("", "")
     assert looping.events() == before
+
+
+def test_a_forks_copies_of_its_parents_turns_are_never_its_own() -> None:
+    """The real fork transcript (a parent's turn served 1000/100/5000/500 tokens, the fork's own
+    7/3/11/13): the copied lines name the parent in ``requestSessionId`` and are skipped."""
+    from ledger.drivers.claude_code.transcript.scan import scan
+
+    path = FIXTURES / "fork-transcript.jsonl"
+    copies = [json.loads(line) for line in path.read_text().splitlines() if "requestSessionId" in line]
+    assert copies and all(c["requestSessionId"] != c["sessionId"] for c in copies)
+    got = scan(path)
+    assert (got.tokens.input, got.tokens.output, got.tokens.cache_read, got.tokens.cache_creation) == (
+        7,
+        3,
+        11,
+        13,
+    )
+    assert got.last_text == "<promise>DONE</promise>"
