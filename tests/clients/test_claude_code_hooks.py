@@ -151,10 +151,10 @@ def limited(client_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     )
     done = Reply(text="Step two. <promise>DONE</promise>", usage=Usage(120, 12))
     resumed, api3 = session.run([done], "--resume", sid, prompt="Go on")
-    if os.environ.get("RALPH_CAPTURE_DIR"):  # the captures' folder: lifecycle/hook-inputs-loop.jsonl
+    if os.environ.get("RALPH_CAPTURE_DIR"):  # the captures' folder: lifecycle/inputs-loop.jsonl
         out = Path(os.environ["RALPH_CAPTURE_DIR"]) / "lifecycle"
         out.mkdir(parents=True, exist_ok=True)
-        (out / "hook-inputs-loop.jsonl").write_bytes(session.log.read_bytes())
+        (out / "inputs-loop.jsonl").write_bytes(session.log.read_bytes())
     yield Limited(session, sid, [first, fork, resumed], [api1, api2, api3])
 
 

@@ -21,7 +21,7 @@ from ledger.drivers.claude_code.stop.stop_input import parse_input
 from tests.unit.test_native_loop import CLAUDE, NO_BREAKER, OTHER, Loop, blocked
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "clients" / "claude-code-2.1.328" / "lifecycle"
-INPUTS = [json.loads(line) for line in (FIXTURES / "hook-inputs.jsonl").read_text().splitlines()]
+INPUTS = [json.loads(line) for line in (FIXTURES / "inputs.jsonl").read_text().splitlines()]
 
 
 def real(event: str, source_or_error: str = "") -> dict[str, Any]:
