@@ -16,7 +16,13 @@ from ledger.core.home import Home
 from ledger.drivers.claude_code.stop.error_sink import ErrorSink
 from ledger.drivers.claude_code.stop.locate import LOOP_FILE
 from ledger.drivers.claude_code.stop.loop_file import read_loop_file
-from ledger.drivers.claude_code.stop.loop_sessions import LoopRecord, belongs, loop_session, read_record
+from ledger.drivers.claude_code.stop.loop_sessions import (
+    DROP_IN,
+    LoopRecord,
+    belongs,
+    loop_session,
+    read_record,
+)
 from ledger.drivers.claude_code.stop.stop_input import HookInput, HookOutcome
 from ledger.storage.journal import Journal, journal_path
 
@@ -54,8 +60,6 @@ def stop_failure(
     sink.use_session(home, sid, clock)
     journal = Journal(journal_path(home.journals, sid), clock=clock)
     synced = (str(journal.path),)
-    from ledger.drivers.claude_code.stop.warm_worker import DROP_IN
-
     if record.config.get("mode") == DROP_IN:
         from ledger.loop.decide.failures import failure_events
         from ledger.storage.fold import events_of
