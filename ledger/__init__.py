@@ -93,6 +93,7 @@ _EXPORTS = {
     "LedgerError": "ledger.core.errors",
     "LedgerLocked": "ledger.core.errors",
     "one_line": "ledger.core.errors",
+    "closest": "ledger.core.errors",
     "plural": "ledger.core.words",
     "error_reason": "ledger.core.errors",
     "Monitor": "ledger.monitor",

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from ledger import LedgerError, journals_in, one_line, ready
+from ledger import LedgerError, closest, journals_in, one_line, ready
 from ledger.monitor import dataset_sources, resolve_home
 from tui.app import RalphApp
 from tui.attention import OSC_KINDS, Attention
@@ -44,10 +44,19 @@ def _home_dir(text: str) -> Path:
 
 class _Parser(argparse.ArgumentParser):
     """argparse that says a usage error in one line (exit 2), as ralph-ledger does, not after the
-    whole usage block."""
+    whole usage block, with the option meant (``--hme``: ``did you mean --home?``); options are never
+    abbreviated."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         """Print ``ralph-tui: error: MESSAGE (see --help)`` on stderr and exit 2."""
+        if message.startswith("unrecognized arguments: "):
+            unknown = next((w for w in message.split()[2:] if w.startswith("-")), "")
+            hint = closest(unknown.partition("=")[0], [o for a in self._actions for o in a.option_strings])
+            message = f"unrecognized arguments: {unknown}; did you mean {hint}?" if hint else message
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
@@ -125,6 +134,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def no_terminal() -> str:
+    """Why the app cannot draw here ("" when it can): Textual draws on stderr, so a stderr that is no
+    terminal (``ralph-tui > log 2>&1``, a job without one) would fill with escapes and never end. A
+    browser tab's app (textual-serve names its driver) draws in the page."""
+    if os.environ.get("TEXTUAL_DRIVER") or (sys.__stderr__ is not None and sys.__stderr__.isatty()):
+        return ""
+    return (
+        "ralph-tui: the screen needs a terminal, and stderr is not one; run it in a terminal, "
+        "serve it to a browser (--serve), or query the ledger with ralph-ledger sql"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ... [--speed N] [--sequential]``."""
     ready()  # loaded: Ctrl-C is the app's again
@@ -186,6 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.serve:  # the arguments are good: each browser tab runs them
         app.cleanup()
         return serve(args.host, args.port, sys.argv[1:] if argv is None else argv)
+    if wrong := no_terminal():
+        app.cleanup()
+        print(wrong, file=sys.stderr)
+        return 2
     try:
         app.run()
     finally:

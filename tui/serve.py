@@ -61,9 +61,9 @@ def _port(text: str) -> int:
 
 def app_argv(argv: Sequence[str]) -> list[str]:
     """The command line given, less the serve options: what each browser tab runs. The options are
-    removed as argparse reads them (``--port=N``, ``--port N``, abbreviations), everything else stays
-    in its order."""
-    own = argparse.ArgumentParser(add_help=False)
+    removed as argparse reads them (``--port=N``, ``--port N``; never abbreviated, as ralph-tui's own
+    options are not), everything else stays in its order."""
+    own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     own.add_argument("--serve", action="store_true")
     own.add_argument("--host")
     own.add_argument("--port")

@@ -25,7 +25,12 @@ def _parser_class() -> type[argparse.ArgumentParser]:
 
     class Parser(argparse.ArgumentParser):
         """argparse that reports a usage error as one line (exit 2), with the word meant when a slip
-        is close to one (``did you mean 'sessions'?``)."""
+        is close to one (``did you mean 'sessions'?``). Options are never abbreviated: ``--sess``
+        is a slip, not ``--session`` (an option added later would make it ambiguous, or change it)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("allow_abbrev", False)
+            super().__init__(*args, **kwargs)
 
         def error(self, message: str) -> NoReturn:
             """Raise ``CliError`` (exit status 2) instead of printing usage and exiting."""

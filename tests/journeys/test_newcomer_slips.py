@@ -148,7 +148,11 @@ def test_version_answers_for_both_commands(project: Project) -> None:
     ("words", "says"),
     [
         (["--speed", "fast"], "ralph-tui: error: argument --speed: invalid float value: 'fast' (see --help)"),
-        (["--hme", "x"], "ralph-tui: error: unrecognized arguments: --hme (see --help)"),
+        (
+            ["--hme", "x"],
+            "ralph-tui: error: unrecognized arguments: --hme; did you mean --home? (see --help)",
+        ),
+        (["--repl", "x"], "ralph-tui: error: unrecognized arguments: --repl; did you mean --replay?"),
         (["--osc-notify", "8"], "ralph-tui: error: argument --osc-notify: invalid choice: 8"),
     ],
 )
@@ -162,6 +166,24 @@ def test_a_wrong_ralph_tui_option_is_one_line_without_the_usage_block(
     )  # fmt: skip
     line = one_error_line(proc, 2)
     assert line.startswith(says), line
+
+
+def test_an_abbreviated_option_is_a_slip_not_the_option(project: Project) -> None:
+    """``sessions --js`` and ``ralph-tui --hom DIR`` were taken as ``--json`` and ``--home``: a script
+    written so breaks, or changes meaning, the day an option with the same start is added. Each is
+    now refused in one line naming the option meant, and nothing is read."""
+    one_loop(project)
+    line = one_error_line(project.cli("sessions", "--js"), 2)
+    assert line == "ralph-ledger sessions: unrecognized arguments: --js; did you mean --json? (see --help)"
+    line = one_error_line(project.cli("run", "--sess", "s2", "--", sys.executable, "agent.py", input="go"), 2)
+    assert line == "ralph-ledger run: unrecognized arguments: --sess; did you mean --session? (see --help)"
+    proc = subprocess.run(
+        [script("ralph-tui"), "--hom", str(project.home)], cwd=project.dir, capture_output=True,
+        text=True, timeout=60, env=clean_env(), stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    line = one_error_line(proc, 2)
+    assert line == "ralph-tui: error: unrecognized arguments: --hom; did you mean --home? (see --help)"
+    assert project.cli("sessions", "--json").stdout.count('"tdd-success"') == 1
 
 
 def _help_options(words: list[str]) -> set[str]:

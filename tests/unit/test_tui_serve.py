@@ -19,7 +19,6 @@ from tui.serve import app_argv, app_command, is_local, url
         ["--serve", "--replay", "sample_sessions/", "--speed", "0"],
         ["--replay", "sample_sessions/", "--serve", "--port", "9000", "--speed", "0"],
         ["--host=0.0.0.0", "--replay", "sample_sessions/", "--port=9000", "--speed", "0", "--serve"],
-        ["--ser", "--replay", "sample_sessions/", "--po", "9000", "--speed", "0"],
     ],
 )
 def test_each_tab_runs_the_command_given_less_the_serve_options(argv: list[str]) -> None:
