@@ -173,3 +173,40 @@ def test_a_step_cut_short_after_its_task_ended_finishes_once(engine: Engine, wor
     assert [e.task_no for e in of(again, E.TaskCompleted)] == [1]
     assert [e.task_no for e in of(again, E.TaskStarted)] == [1, 2]
     assert not of(again, E.SessionCompleted)
+
+
+def test_unblock_lets_the_stopped_task_go_on(engine: Engine, work: Path) -> None:
+    """A loop stopped on a blocked task (``on_task_blocked = "stop"``) and unblocked goes on with that
+    same task, the person's guidance in its prompt."""
+    from ledger.loop.steering.commands import unblock
+
+    session, _ = start(engine, work, on_task_blocked="stop")
+    session.take_turn(Turn("<promise>BLOCKED</promise>"))
+    unblock(engine, "s", "use the vendored parser")
+    step = session.resume()
+    assert isinstance(step, Continue) and "Current task (1 of 3): add the parser" in step.prompt
+    assert "use the vendored parser" in step.prompt
+    assert [e.task_no for e in of(session, E.TaskStarted)] == [1, 1]
+    state = task_state(session.events())
+    assert state is not None and state.status[1] == "running"
+
+
+class _Tripwire(list[E.AnyEvent]):
+    """Events that may not be read past their first ``LIMIT``."""
+
+    LIMIT = 10
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        for i, e in enumerate(super().__iter__()):
+            assert i < self.LIMIT, "read past the start of the journal"
+            yield e
+
+
+def test_a_loop_without_a_list_is_known_from_its_start(engine: Engine) -> None:
+    """The step asks on every turn whether a loop has a task list: a long journal without one is not
+    read through for it (its list would be in the append that started it)."""
+    engine.start("plain", LoopConfig(max_iterations=100))
+    session = LoopSession(engine, "plain", "Do it.")
+    for _ in range(5):
+        session.take_turn(Turn("going"))
+    assert task_state(_Tripwire(session.events())) is None

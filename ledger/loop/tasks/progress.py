@@ -49,8 +49,22 @@ class TaskState:
         return sum(1 for s in self.status.values() if s == "done")
 
 
+def listed(events: Sequence[ev.AnyEvent | ev.Event]) -> bool:
+    """Whether ``events`` are a task-list loop's: its list is recorded in the append that starts it,
+    before any turn, so a loop without one is known from its first few events (the step asks on
+    every turn: a long journal is not read through for it)."""
+    for e in events:
+        if isinstance(e, ev.TaskStarted):
+            return bool(e.task_list)
+        if isinstance(e, ev.AgentTurn) or (isinstance(e, ev.IterationStarted) and e.iteration > 1):
+            return False
+    return False
+
+
 def task_state(events: Sequence[ev.AnyEvent | ev.Event]) -> TaskState | None:
     """The task list of the session whose events are ``events`` (None: not a task-list loop)."""
+    if not listed(events):
+        return None
     tasks: tuple[ev.TaskSpec, ...] = ()
     status: dict[int, TaskStatus] = {}
     current: ev.TaskSpec | None = None
