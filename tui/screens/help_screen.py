@@ -46,7 +46,7 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("↑ ↓ j k", "choose an iteration"),
             ("home end", "first / last (G: last)"),
             ("i e", "focus timeline / events"),
-            ("T", "the task list (a task-list loop)"),
+            ("T", "its task list"),
             ("esc", "back"),
         ),
     ),
