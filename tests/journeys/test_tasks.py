@@ -84,6 +84,12 @@ def test_a_three_task_list_runs_to_its_end(project: Project, tmp_path: Path) -> 
     proc, state = run_tasks(project, tmp_path, STEADY)
     assert proc.returncode == 0, proc.stderr
     assert "s1: COMPLETE after 4 iterations" in proc.stdout
+    said = [line for line in proc.stdout.splitlines() if line.startswith("[ralph-ledger] s1: task ")]
+    assert said == [
+        "[ralph-ledger] s1: task 1 of 3: write hello.txt",
+        "[ralph-ledger] s1: task 2 of 3: write world.txt",
+        "[ralph-ledger] s1: task 3 of 3: write done.txt",
+    ]
     for name in ("hello.txt", "world.txt", "done.txt"):
         assert (project.dir / name).exists()
     ticked = LIST.replace("- [ ] write", "- [x] write").replace("* [ ] write", "* [x] write")

@@ -46,7 +46,7 @@ from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
 from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
 from ledger.loop.tasks.files import TaskFile
-from ledger.loop.tasks.progress import file_record
+from ledger.loop.tasks.progress import file_record, listed, task_state
 from ledger.notify import reporting
 
 EXIT_COMPLETE: Final = 0
@@ -184,6 +184,7 @@ def run_loop(
     loop = _Loop(engine, session_id, output, rate_limit_wait_s, agent_format or detect(agent_cmd))
     loop.session = LoopSession(engine, session_id, prompt)
     loop.agent_cmd = agent_cmd
+    loop.listed = listed(loop.session.events())
     if not resume and config.max_iterations == "auto":  # say how the limit was chosen
         loop.say(
             f"[ralph-ledger] {session_id}: max iterations {max_it} ({_limit_reason(engine, session_id)})\n"
@@ -238,6 +239,16 @@ class _Loop:
         self.env: dict[str, str] | None = None  # the agent's environment (None: this process's)
         self.agent_cmd: list[str] = []  # the agent's command (its model, when its output names none)
         self.session = LoopSession(engine, session_id, "")  # the loop's steps (``ledger.loop.step``)
+        self.listed = False  # a task-list loop: each task's start is said
+
+    def say_task(self, n: int) -> None:
+        """Say which task iteration ``n`` works on, when it is the first of that task's iterations."""
+        state = task_state(self.session.events())
+        if state is not None and state.current is not None and state.began == n:
+            cur = state.current
+            self.say(
+                f"[ralph-ledger] {self.session_id}: task {cur.task_no} of {len(state.tasks)}: {cur.title}\n"
+            )
 
     def say(self, text: str) -> None:
         """Write one ``[ralph-ledger]`` line to ``out`` (a terminal gone after SIGHUP is ignored)."""
@@ -261,6 +272,8 @@ class _Loop:
             if self.out.gone:  # nobody reads what the next iteration would say
                 return self.output_closed()
             self.say(f"[ralph-ledger] {sid}: iteration {n} of {max_it}\n")
+            if self.listed:
+                self.say_task(n)
             self.before = before = snapshot(engine.work_dir, engine.home.root)
             with self.sidecar.run(agent_cmd) as side:  # e.g. Copilot's usage file
                 run = run_agent(
