@@ -182,3 +182,23 @@ def _against_known(
     if n and hashes[n - 1] != known.last:
         return f"line {n}: edited (the ledger read other text there)"
     return ""
+
+
+def check_new(
+    path: str, read: Callable[[int, int], bytes], start: int, end: int, tip: tuple[str, bool, str]
+) -> tuple[str, bool, str]:
+    """The chain's state (link to the last line, whether a line was linked, where it broke) after a
+    journal's complete lines from byte ``start`` to ``end``, from ``tip``, its state at ``start``: the
+    ingest's incremental check (``read(a, b)`` gives bytes ``a`` to ``b``). Only a break found in the
+    new lines reads the journal from its start, to name the line."""
+    last, on, broken = tip if start else ("", False, "")
+    if end <= start:
+        return last, on, broken
+    data = read(start, end)
+    if broken:  # named once: only the link to the last line is kept up
+        return link_of(data[data.rfind(b"\n", 0, len(data) - 1) + 1 : -1]), on, broken
+    state = follows(data, last, on)
+    if state is not None:
+        return state[0], state[1], ""
+    verdict = check_journal(path, read(0, end))
+    return verdict.last, verdict.on, verdict.broken

@@ -201,6 +201,23 @@ def count_lines(path: Path | str, end: int) -> int:
         os.close(fd)
 
 
+def read_range(path: Path | str, start: int = 0, end: int | None = None) -> bytes:
+    """The bytes of a journal from ``start`` to ``end`` (its end when None)."""
+    fd = open_journal(path)
+    try:
+        end = os.fstat(fd).st_size if end is None else end
+        parts = []
+        while start < end:
+            block = os.pread(fd, min(end - start, 1 << 26), start)
+            if not block:
+                break
+            parts.append(block)
+            start += len(block)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
 def read_chunk(path: Path, offset: int = 0, line_no: int = 0, head: str = "") -> Chunk:
     """Read the complete lines after ``offset`` (``line_no`` lines precede it)."""
     span = locate_new(path, offset, head)
