@@ -162,3 +162,22 @@ def test_concurrent_appenders_keep_one_valid_chain(tmp_path: Path) -> None:
     verdict = check_journal("j", path.read_bytes())
     assert (verdict.broken, verdict.lines, verdict.linked) == ("", 480, 480)
     assert [ev.decode(x).seq for x in _lines(path)] == list(range(1, 481))
+
+
+CLAUDE_CODE_JOURNAL = (
+    Path(__file__).resolve().parents[1]
+    / "fixtures"
+    / "clients"
+    / "claude-code-2.1.328"
+    / "verify"
+    / "journal.jsonl"
+)
+
+
+def test_a_journal_the_real_claude_code_hook_wrote_verifies_and_an_edit_is_named() -> None:
+    data = CLAUDE_CODE_JOURNAL.read_bytes()
+    verdict = check_journal("j", data)
+    assert (verdict.broken, verdict.lines, verdict.linked) == ("", 21, 21)
+    lines = data.split(b"\n")[:-1]
+    lines[6] = lines[6].replace(b'"decision":"block"', b'"decision":"allow"')
+    assert _check(lines) == "line 7: edited (line 8 links to other text)"
