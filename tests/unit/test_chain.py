@@ -181,3 +181,24 @@ def test_a_journal_the_real_claude_code_hook_wrote_verifies_and_an_edit_is_named
     lines = data.split(b"\n")[:-1]
     lines[6] = lines[6].replace(b'"decision":"block"', b'"decision":"allow"')
     assert _check(lines) == "line 7: edited (line 8 links to other text)"
+
+
+def test_a_replay_that_moves_a_recordings_times_links_its_lines_again(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from ledger.monitor.replay import replay
+
+    for sid, day in (("a", 1), ("b", 5)):
+        j = Journal.for_session(tmp_path / "rec", sid, fsync=False)
+        j.append(ev.SessionStarted(session_id=sid, ts=datetime(2026, 1, day, tzinfo=UTC)))
+        for i in range(1, 4):
+            j.append(
+                ev.IterationStarted(
+                    session_id=sid, iteration=i, ts=datetime(2026, 1, day, 0, 0, i, tzinfo=UTC)
+                )
+            )
+    list(replay([tmp_path / "rec" / "a.jsonl", tmp_path / "rec" / "b.jsonl"], tmp_path / "out", speed=0))
+    moved = (tmp_path / "out" / "b.jsonl").read_bytes()
+    assert moved != (tmp_path / "rec" / "b.jsonl").read_bytes()  # its times were moved to a's start
+    assert check_journal("b", moved).broken == ""
+    assert (tmp_path / "out" / "a.jsonl").read_bytes() == (tmp_path / "rec" / "a.jsonl").read_bytes()
