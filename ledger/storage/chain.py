@@ -23,6 +23,7 @@ START: Final = "0" * (2 * LINK_BYTES)
 LINKING: bool = True
 """Whether appends link their events (``bench/bench_hook.py`` turns it off to time the chain; no user
 switch)."""
+_KEY: Final = b',"prev":"'
 _LINK: Final = re.compile(rb',"prev":"([0-9a-f]{%d})"' % (2 * LINK_BYTES))
 
 
@@ -59,7 +60,7 @@ def follows(data: bytes, last: str, on: bool) -> tuple[str, bool] | None:
     lines.pop()
     if not lines:
         return last, on
-    links = _LINK.findall(data)
+    links = _LINK.findall(data) if _KEY in data else []
     if not links:  # an old journal's lines, not linked yet: only the last one's hash is needed
         return None if on else (link_of(lines[-1]), False)
     if len(links) != len(lines):
