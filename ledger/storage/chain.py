@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
@@ -72,8 +71,7 @@ def follows(data: bytes, last: str, on: bool) -> tuple[str, bool] | None:
     return digests[-LINK_BYTES:].hex(), True
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """One journal's chain: its lines checked, how many carry a link, where it first breaks ("" when it
     holds: ``"line N: how"``), and the link to its last complete line ("" for an empty journal)."""
 
@@ -85,8 +83,7 @@ class Verdict:
     on: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Known:
+class Known(msgspec.Struct, frozen=True):
     """What the ledger read of a journal (``ingest_positions``): up to byte ``offset``, whose last line
     links as ``last``, up to seq ``last_seq``."""
 
