@@ -672,11 +672,39 @@ Chain = tuple[list[Sample], list[Sample], list[Sample], list[Sample]]
 
 def bench_chain(tmp: Path, master: Path, runs: int, progress: Callable[[str], None], far: int) -> Chain:
     """(stop 2 and stops ``far``.. of warm ledger-native loops with the hash chain on, then the same
-    with it off: ``chain_off``), in this one run."""
-    on2, on_far, _, _ = bench_native(tmp, master, runs, progress, True, None, far, kind="chain-on")
-    env = chain_off(tmp)
-    off2, off_far, _, _ = bench_native(tmp, master, runs, progress, True, None, far, env, kind="chain-off")
-    return on2, on_far, off2, off_far
+    with it off: ``chain_off``), in this one run, turn about: each fresh loop with the chain on is
+    followed by one with it off, and the far stops alternate between a long loop of each."""
+    off = chain_off(tmp)
+    second: dict[bool, list[Sample]] = {True: [], False: []}
+    longest: dict[bool, Project] = {}
+    for r in range(runs):
+        for on in (True, False):
+            kind = f"chain-{'on' if on else 'off'}-{r}"
+            p = native(tmp, kind, transcript_copy(master, tmp / f"{kind}.jsonl"), far)
+            p.env["RALPH_WARM"] = "1"
+            if not on:
+                p.env.update(off)
+            p.stop()
+            worker_up(p)
+            second[on].append(p.stop())
+            if r < runs - 1:
+                stop_worker(p)
+            else:
+                longest[on] = p
+    distant: dict[bool, list[Sample]] = {True: [], False: []}
+    try:
+        while longest[True].stops < far - 1:
+            for on in (True, False):
+                longest[on].stop()
+            if longest[True].stops % 20 == 0:
+                progress(f"  ... stop {longest[True].stops}")
+        for _ in range(runs):
+            for on in (True, False):
+                distant[on].append(longest[on].stop())
+    finally:
+        for p in longest.values():
+            stop_worker(p)
+    return second[True], distant[True], second[False], distant[False]
 
 
 def chain_table(chain: Chain, far: int) -> str:
