@@ -134,6 +134,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def no_terminal() -> str:
+    """Why the app cannot draw here ("" when it can): Textual draws on stderr, so a stderr that is no
+    terminal (``ralph-tui > log 2>&1``, a job without one) would fill with escapes and never end. A
+    browser tab's app (textual-serve names its driver) draws in the page."""
+    if os.environ.get("TEXTUAL_DRIVER") or (sys.__stderr__ is not None and sys.__stderr__.isatty()):
+        return ""
+    return (
+        "ralph-tui: the screen needs a terminal, and stderr is not one; run it in a terminal, "
+        "serve it to a browser (--serve), or query the ledger with ralph-ledger sql"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``ralph-tui [HOME ...]`` or ``ralph-tui --replay FILE_OR_DIR ... [--speed N] [--sequential]``."""
     ready()  # loaded: Ctrl-C is the app's again
@@ -195,6 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.serve:  # the arguments are good: each browser tab runs them
         app.cleanup()
         return serve(args.host, args.port, sys.argv[1:] if argv is None else argv)
+    if wrong := no_terminal():
+        app.cleanup()
+        print(wrong, file=sys.stderr)
+        return 2
     try:
         app.run()
     finally:

@@ -190,3 +190,25 @@ def test_a_pause_overtaken_by_the_loops_completion_leaves_a_session_that_is_not_
     assert refused.stderr == "ralph-ledger resume: session 'bg' is complete; it cannot be resumed\n"
     (row,) = project.sessions()
     assert (row["status"], row["paused"]) == ("complete", False), row
+
+
+@pytest.mark.parametrize("redirect", ["file", "null"])
+def test_ralph_tui_without_a_terminal_is_one_line_not_a_stream_of_escapes(
+    project: Project, tmp_path: Path, redirect: str
+) -> None:
+    """``ralph-tui > log 2>&1`` (or in a job with no terminal) filled the file with escapes and never
+    ended; it now says in one line that the screen needs a terminal, at once, exit 2."""
+    out = tmp_path / "log.txt"
+    with open(out if redirect == "file" else "/dev/null", "w") as sink:
+        started = time.monotonic()
+        proc = subprocess.run(
+            [script("ralph-tui"), "--replay", str(SAMPLES)], cwd=project.dir, env=clean_env(),
+            stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.PIPE if redirect == "null" else sink,
+            timeout=60,
+        )  # fmt: skip
+    said = out.read_text() if redirect == "file" else proc.stderr.decode()
+    assert proc.returncode == 2 and time.monotonic() - started < 30, proc
+    assert said == (
+        "ralph-tui: the screen needs a terminal, and stderr is not one; run it in a terminal, "
+        "serve it to a browser (--serve), or query the ledger with ralph-ledger sql\n"
+    ), said

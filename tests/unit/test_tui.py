@@ -511,6 +511,7 @@ def test_the_command_line_watches_the_default_home_or_home_even_before_it_exists
     monkeypatch.setattr(
         RalphApp, "run", lambda self, **kw: opened.append((self.feed.sources, self.feed.homes))
     )
+    monkeypatch.setattr("tui.main.no_terminal", lambda: "")  # pytest's stderr is no terminal
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RALPH_HOME", raising=False)
     assert main([]) == 0
