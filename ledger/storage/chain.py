@@ -96,10 +96,9 @@ def check_journal(path: str, data: bytes, known: Known | None = None) -> Verdict
     """The whole chain of the journal ``path`` whose bytes are ``data``: the first line whose link does
     not hold, and how it broke (docs/verify.md lists the words); ``known``, what the ledger read of it
     before, also finds a cut or edited tail, which no link after it shows."""
-    body, newline, tail = data.rpartition(b"\n")
-    lines = body.split(b"\n") if newline else []
-    if tail:
-        lines.append(tail)
+    body, newline, _unfinished = data.rpartition(b"\n")
+    lines = body.split(b"\n") if newline else []  # a last line without its newline is not checked:
+    # an append in progress, or a crash's, which the next append closes and links to
     parsed: list[ev.Event | None] = []
     for line in lines:
         try:
@@ -108,23 +107,19 @@ def check_journal(path: str, data: bytes, known: Known | None = None) -> Verdict
             parsed.append(None)
     hashes = [link_of(line) for line in lines]
     linked = sum(1 for p in parsed if p is not None and p.prev)
-    broken = _first_break(lines, parsed, hashes, bool(tail))
-    last_complete = len(lines) - (1 if tail else 0)
+    broken = _first_break(lines, parsed, hashes)
     if not broken and known is not None:
-        broken = _against_known(data, hashes, parsed, known, last_complete)
-    on = any(p is not None and p.prev for p in parsed[:last_complete])
-    last = hashes[last_complete - 1] if last_complete else ""
-    return Verdict(str(path), last_complete, linked, broken, last, on)
+        broken = _against_known(data, hashes, parsed, known, len(lines))
+    on = any(p is not None and p.prev for p in parsed)
+    return Verdict(str(path), len(lines), linked, broken, hashes[-1] if hashes else "", on)
 
 
-def _first_break(lines: list[bytes], parsed: list[ev.Event | None], hashes: list[str], torn: bool) -> str:
+def _first_break(lines: list[bytes], parsed: list[ev.Event | None], hashes: list[str]) -> str:
     where = {h: i for i, h in reversed(list(enumerate(hashes, 1)))}
     seqs: set[int] = set()
     on = False
     for i, p in enumerate(parsed, 1):
         if p is None:
-            if i == len(lines) and torn:
-                return f"line {i}: truncated tail (the line is cut short)"
             if i == len(lines) and on:
                 return f"line {i}: edited (not an event)"
             continue
