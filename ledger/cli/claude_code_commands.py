@@ -69,11 +69,14 @@ def hook_command() -> tuple[str, str]:
 
 def _is_plain_hook(command: str) -> bool:
     """Whether ``command`` is this hook as an older ``init`` wrote it (``ralph-ledger hook
-    claude-code`` by any path, or ``PYTHON -m ledger.cli hook claude-code``), with no options."""
+    claude-code`` by any path, or ``PYTHON -m ledger.cli hook claude-code``), with no options,
+    detached or not (``settings.detached``)."""
     import shlex
 
+    from ledger.drivers.claude_code.install.settings import attached
+
     try:
-        words = shlex.split(command)
+        words = shlex.split(attached(command))
     except ValueError:
         return False
     if len(words) == 3 and Path(words[0]).name == "ralph-ledger":
@@ -82,11 +85,12 @@ def _is_plain_hook(command: str) -> bool:
 
 
 def cmd_init(home: Home, args: argparse.Namespace) -> None:
-    """Add the Stop and SubagentStop hook to the project's ``.claude/settings.json`` (the project
-    ``loop start`` writes its loop in: :func:`_loop_project`), keeping every other setting and hook (an older
-    ``ralph-ledger hook claude-code`` entry is updated in place); prints what it did. Raises
-    ``CliError`` on a broken file, exit 2 for a ``--project`` that is not an existing directory."""
-    from ledger.drivers.claude_code.install.settings import SettingsError, install_hook
+    """Add the hook (Stop, SubagentStop, StopFailure, SessionStart) to the project's
+    ``.claude/settings.json`` (the project ``loop start`` writes its loop in: :func:`_loop_project`),
+    keeping every other setting and hook (an older ``ralph-ledger hook claude-code`` entry is updated
+    in place); prints what it did. Raises ``CliError`` on a broken file, exit 2 for a ``--project``
+    that is not an existing directory."""
+    from ledger.drivers.claude_code.install.settings import DETACHED, SettingsError, detached, install_hook
 
     project = _loop_project(args.project)
     if not project.is_dir():
@@ -98,10 +102,11 @@ def cmd_init(home: Home, args: argparse.Namespace) -> None:
     settings = project / ".claude" / "settings.json"
     command, note = hook_command()
     try:
-        added = install_hook(settings, command, replaces=_is_plain_hook)
+        apart = {event: detached(command) for event in DETACHED}
+        added = install_hook(settings, command, replaces=_is_plain_hook, commands=apart)
     except SettingsError as exc:
         raise CliError(f"ralph-ledger: {exc}") from None
-    what = "Stop and SubagentStop hook"
+    what = "Stop and SubagentStop hook, with StopFailure and SessionStart,"
     print(f"{'installed' if added else 'already installed'}: {what} '{command}' in {settings}")
     if note:
         print(f"note: {note}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ledger import events as ev
+from ledger.loop.decide.failures import FailedTurn, failure_events, waiting_line
 from ledger.loop.decision import (
     Continue,
     Decision,
@@ -159,6 +160,20 @@ class LoopSession:
         decision, tail = self._advance(s, learned(s.events, n), summary, lead, resumed=True)
         engine.append(self.session_id, *tail)
         return decision
+
+    # -- a turn an API error ended (docs/design/claude-code-hooks.md) ---------------------------------
+    def turn_failed(self, failed: FailedTurn, component: str) -> Wait | None:
+        """Record a turn an API error ended (``ledger.loop.decide.failures``): a usage limit is a
+        ``Wait`` at the same iteration (its line says until when), another error is recorded and
+        answered ``None``; a session that does not run records nothing (``None``)."""
+        s = self.engine.view(self.session_id)
+        if s.status != "running":
+            return None
+        n = s.iteration
+        self.engine.append(self.session_id, *failure_events(self.session_id, n, failed, component))
+        if not failed.limited:
+            return None
+        return Wait(n, waiting_line(self.session_id, n, failed, self.engine.clock()))
 
     # -- what drivers record and read -----------------------------------------------------------------
     def turn_taken(self) -> bool:

@@ -327,6 +327,12 @@ def _files_and_tools(r: dict[str, Any]) -> str:
     return f"{plural(len(r['files_modified'] or []), 'file')}, {plural(r['tool_count'] or 0, 'tool')}"
 
 
+def _until(resets_at: object) -> str:
+    """``, until 2026-11-28 17:00 UTC``: when a limit resets (``""`` when it was not said)."""
+    at = aware(resets_at) if isinstance(resets_at, datetime) else None
+    return f", until {at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if at is not None else ""
+
+
 def summary_of(r: dict[str, Any]) -> str:
     """One line saying what an event says."""
     t = str(r["type"])
@@ -348,7 +354,8 @@ def summary_of(r: dict[str, Any]) -> str:
         "session_escalated": f"session escalated: {r['reason'] or r['guard'] or ''}",
         "override": f"override {r['kind']}: {r['reason'] or ''}",
         "error_recorded": f"error in {r['component']}: {r['message'] or ''}",
-        "rate_limited": f"rate limited ({r['reason'] or 'limit reached'}): a {r['wait_s'] or 0:.0f} s wait",
+        "rate_limited": f"rate limited ({r['reason'] or 'limit reached'}): a {r['wait_s'] or 0:.0f} s wait"
+        + _until(r.get("resets_at")),
         "summary_given": f"loop summary in the prompt: {r.get('summary_bytes') or 0} bytes",
         "subagent_stopped": f"subagent {r['agent_type'] or r['agent_id'] or ''} stopped: "
         f"{_files_and_tools(r)}",

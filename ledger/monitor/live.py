@@ -537,8 +537,8 @@ class Monitor:
             rows = self.ledger.rows(
                 "SELECT * FROM (SELECT seq, ts, type, iteration, promise, signal, reason, guard, detail,"
                 " score, passed, decision, message, action, hook_id, files_modified, tool_count, trigger,"
-                " checkpoint_id, kind, total_iterations, component, wait_s, agent_type, agent_id, notice,"
-                " targets, failed, octet_length(encode(loop_summary)) AS summary_bytes, guidance"
+                " checkpoint_id, kind, total_iterations, component, wait_s, resets_at, agent_type, agent_id,"
+                " notice, targets, failed, octet_length(encode(loop_summary)) AS summary_bytes, guidance"
                 " FROM events WHERE session_id = ?"
                 " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
                 [session_id, limit],
