@@ -104,6 +104,8 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     """How many of them are done."""
     current_task: str = ""
     """The title of the task under way ("" when none is)."""
+    chain_break: str = ""
+    """Where its journal's hash chain broke (``"line N: how"``: docs/verify.md), ``""`` while it holds."""
 
 
 class TaskRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -283,6 +285,7 @@ def session_of(r: dict[str, Any]) -> SessionRow:
         tasks_total=int(r.get("tasks_total") or 0),
         tasks_done=int(r.get("tasks_done") or 0),
         current_task=str(r.get("current_task") or ""),
+        chain_break=str(r.get("chain_break") or ""),
     )
 
 

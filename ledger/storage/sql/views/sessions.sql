@@ -45,7 +45,11 @@ SELECT
   -- how many, how many done (given done by the file, or completed), the title of the one under way
   coalesce(k.tasks_total, 0) AS tasks_total,
   coalesce(k.tasks_done, 0) AS tasks_done,
-  coalesce(k.current_task, '') AS current_task
+  coalesce(k.current_task, '') AS current_task,
+  -- whether the session's journal's hash chain is broken, and where ("line N: how"; "" when it holds):
+  -- what the ingest and `verify` found (chain_breaks; docs/verify.md)
+  c.chain_break IS NOT NULL AS chain_broken,
+  coalesce(c.chain_break, '') AS chain_break
 FROM (
   SELECT
     session_id,
@@ -108,3 +112,5 @@ LEFT JOIN (
   WHERE type IN ('task_started', 'task_completed', 'task_blocked')
   GROUP BY session_id
 ) k USING (session_id)
+LEFT JOIN (SELECT session_id, min(chain_break) AS chain_break FROM chain_breaks GROUP BY session_id) c
+  USING (session_id)
