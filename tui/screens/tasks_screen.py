@@ -55,7 +55,7 @@ def tasks_table(tasks: Sequence[TaskRow]) -> Table | Text:
 
 def tasks_title(session_id: str, tasks: Sequence[TaskRow]) -> str:
     """The box's title: the session and how many of its tasks are done."""
-    done = sum(t.status == "done" for t in tasks)
+    done = [t.status for t in tasks].count("done")  # a task's status, not a session's
     return f"{session_id} · tasks {done}/{len(tasks)} done" if tasks else f"{session_id} · tasks"
 
 
