@@ -92,13 +92,16 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type
     """Envelope shared by every event.
 
     ``seq`` is assigned by the journal on append (1-based, per session, no
-    gaps); ``iteration`` is 0 before the first iteration starts.
+    gaps); ``iteration`` is 0 before the first iteration starts. ``prev``, also set on append, links
+    the event to the line before it in its journal (its hash: ``ledger.storage.chain``); "" in
+    journals written before the chain and in events not yet written.
     """
 
     session_id: str
     seq: int = 0
     ts: datetime = EPOCH
     iteration: int = 0
+    prev: str = ""
 
 
 class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_started"):

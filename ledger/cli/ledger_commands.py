@@ -52,7 +52,8 @@ def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
         params = [args.status] if args.status else None
         sql = (
             "SELECT session_id, status, paused, agent, task, iteration, max_iterations, last_score, "
-            f"last_signal, consecutive_failures, tokens, cost_usd, updated_at, branch FROM sessions {where} "
+            "last_signal, consecutive_failures, tokens, cost_usd, updated_at, branch, chain_break "
+            f"FROM sessions {where} "
             "ORDER BY updated_at DESC, session_id"
         )
         rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, params))

@@ -169,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sessions", help="list sessions and their current state")
     s.add_argument("--status", choices=SESSION_STATUSES)
     _add_format(s)
+    s = sub.add_parser("verify", help="check the journals' hash chains; name where one breaks")
+    s.add_argument("session", nargs="?", help="only this session (default: every one)")
     s = sub.add_parser("show", help="one session, iteration by iteration")
     s.add_argument("session", help="session id")
     _add_format(s)

@@ -98,6 +98,8 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     --resume`` or the Claude Code session's next stop goes on). See ``STEP_SQL``."""
     runner: bool = False
     """Driven by ``ralph-ledger run`` (it recorded its agent command): ``run --resume`` goes on with it."""
+    chain_break: str = ""
+    """Where its journal's hash chain broke (``"line N: how"``: docs/verify.md), ``""`` while it holds."""
 
 
 class Fleet(msgspec.Struct, frozen=True, kw_only=True):
@@ -261,6 +263,7 @@ def session_of(r: dict[str, Any]) -> SessionRow:
         paused=bool(r.get("paused")),
         stalled=bool(r.get("stalled")),
         runner=bool(r.get("runner")),
+        chain_break=str(r.get("chain_break") or ""),
     )
 
 

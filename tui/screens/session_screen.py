@@ -141,6 +141,9 @@ def title_text(session_id: str, row: SessionRow | None) -> Text:
         out.append(f"{session_id}  (not ingested yet)")
         return out
     out.append_text(fmt.row_status_text(row))
+    if row.chain_break:  # its journal was altered: said before anything a long line could cut
+        symbol, colour = fmt.CHAIN_BROKEN
+        out.append(f" {symbol} journal altered ({row.chain_break})", style=colour)
     if row.stalled and row.runner:  # its runner has exited: say how to go on
         out.append(f" · continue it with `ralph-ledger run --resume {session_id}`", style=fmt.AMBER)
     out.append(f"  {session_id}", style="bold")

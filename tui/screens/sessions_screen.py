@@ -105,6 +105,7 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
     iteration = iteration_text(row)
     stop = Text(" ⏹", style=fmt.AMBER) if row.stop_requested and row.status == "running" else Text("")
     stop += Text(" ⏸", style=fmt.AMBER) if row.paused and row.status == "running" else ""
+    stop += Text(f" {fmt.CHAIN_BROKEN[0]}", style=fmt.CHAIN_BROKEN[1]) if row.chain_break else ""
     fails = row.consecutive_failures
     return {
         "status": fmt.row_status_text(row) + stop,
