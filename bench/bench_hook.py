@@ -32,6 +32,43 @@ GROWTH = 1.2  # stop 100 / stop 2
 SESSION = "bench-session"
 FAR = 100
 """The stop the far rows start at (``--far``)."""
+CHAIN_RATIO = 1.1
+"""A warm ledger-native stop with the hash chain on: at most this times the same stop with it off."""
+CHAIN_OFF = """\
+# bench_hook.py: the journals of this process do not link their events (ledger.storage.chain.LINKING
+# set off as the module is first imported; nothing is imported here before it is needed).
+import sys
+
+
+class _ChainOff:
+    def find_spec(self, name, path=None, target=None):
+        if name != "ledger.storage.chain":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            module.LINKING = False
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _ChainOff())
+"""
+"""A ``sitecustomize`` that turns the chain off in the hook and its warm worker (no user switch)."""
+
+
+def chain_off(tmp: Path) -> dict[str, str]:
+    """The environment that runs a hook (and the warm worker it starts) with the chain off."""
+    folder = tmp / "chain-off"
+    folder.mkdir(exist_ok=True)
+    (folder / "sitecustomize.py").write_text(CHAIN_OFF)
+    return {"PYTHONPATH": str(folder)}
 
 
 def fixture() -> Path:
@@ -362,12 +399,14 @@ def bench_native(
     warm: bool,
     hook: Path | None,
     far: int = FAR,
+    env: dict[str, str] | None = None,
+    kind: str = "",
 ) -> tuple[list[Sample], list[Sample], Beside, Beside]:
     """(stop 2 of ``runs`` fresh loops, stops ``far``.. of the last one, the baselines beside each);
-    ``warm``: with RALPH_WARM=1."""
+    ``warm``: with RALPH_WARM=1; ``env`` added to the hook's environment."""
     second: list[Sample] = []
     last: Project | None = None
-    kind = "warm" if warm else "native"
+    kind = kind or ("warm" if warm else "native")
     beside2, beside_far = Beside(tmp, master, f"{kind}-2", hook), Beside(tmp, master, f"{kind}-far", hook)
     for r in range(runs):
         if last is not None:
@@ -375,6 +414,7 @@ def bench_native(
         last = native(tmp, f"{kind}-{r}", transcript_copy(master, tmp / f"{kind}-{r}.jsonl"), far)
         if warm:
             last.env["RALPH_WARM"] = "1"
+        last.env.update(env or {})
         last.stop()
         if warm:
             worker_up(last)
@@ -486,6 +526,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run the hooks from this checkout's .venv (its editable install), not a regular install",
     )
     p.add_argument("--far", type=int, default=FAR, help=f"the stop the far rows start at (default {FAR})")
+    p.add_argument(
+        "--chain-only",
+        action="store_true",
+        help="only the warm ledger-native stops with the hash chain on and off",
+    )
     args = parse_with_smoke(p, argv, ("--runs", "1", "--far", "5"))
     runs, far = max(1, args.runs), max(3, args.far)
     hook = official_hook(args.official)
@@ -502,6 +547,12 @@ def main(argv: list[str] | None = None) -> int:
         master = tmp / "master.jsonl"
         build_transcript(master)
         size = master.stat().st_size
+        progress("ledger-native stops, warm, hash chain on and off ...")
+        chain = bench_chain(tmp, master, runs, progress, far)
+        if args.chain_only:
+            print(f"transcript: {size:,} bytes; {runs} runs per row, each stop a fresh process; times in ms")
+            print(chain_table(chain, far))
+            return 0
         progress("drop-in stops, in-process (RALPH_WARM=0) ...")
         dropped, beside = bench_drop_in(tmp, master, runs, False, hook)
         progress("drop-in stops, warm worker (the default) ...")
@@ -657,7 +708,66 @@ def main(argv: list[str] | None = None) -> int:
             ]
         )
     )
+    print()
+    print(chain_table(chain, far))
     return 0
+
+
+Chain = tuple[list[Sample], list[Sample], list[Sample], list[Sample]]
+
+
+def bench_chain(tmp: Path, master: Path, runs: int, progress: Callable[[str], None], far: int) -> Chain:
+    """(stop 2 and stops ``far``.. of warm ledger-native loops with the hash chain on, then the same
+    with it off: ``chain_off``), in this one run, turn about: each fresh loop with the chain on is
+    followed by one with it off, and the far stops alternate between a long loop of each."""
+    off = chain_off(tmp)
+    second: dict[bool, list[Sample]] = {True: [], False: []}
+    longest: dict[bool, Project] = {}
+    for r in range(runs):
+        for on in (True, False):
+            kind = f"chain-{'on' if on else 'off'}-{r}"
+            p = native(tmp, kind, transcript_copy(master, tmp / f"{kind}.jsonl"), far)
+            p.env["RALPH_WARM"] = "1"
+            if not on:
+                p.env.update(off)
+            p.stop()
+            worker_up(p)
+            second[on].append(p.stop())
+            if r < runs - 1:
+                stop_worker(p)
+            else:
+                longest[on] = p
+    distant: dict[bool, list[Sample]] = {True: [], False: []}
+    try:
+        while longest[True].stops < far - 1:
+            for on in (True, False):
+                longest[on].stop()
+            if longest[True].stops % 20 == 0:
+                progress(f"  ... stop {longest[True].stops}")
+        for _ in range(runs):
+            for on in (True, False):
+                distant[on].append(longest[on].stop())
+    finally:
+        for p in longest.values():
+            stop_worker(p)
+    return second[True], distant[True], second[False], distant[False]
+
+
+def chain_table(chain: Chain, far: int) -> str:
+    """The stops with the chain on against off (medians, ratio, the limit ``CHAIN_RATIO``)."""
+    on2, on_far, off2, off_far = chain
+    return targets(
+        [
+            ("ledger-native stop 2, warm, chain on", med(on2), "the same, chain off", med(off2), CHAIN_RATIO),
+            (
+                f"ledger-native stops {far}.., warm, chain on",
+                med(on_far),
+                "the same, chain off",
+                med(off_far),
+                CHAIN_RATIO,
+            ),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -36,13 +36,14 @@ from ledger import events as ev
 from ledger.core.home import Home
 from ledger.core.words import plural
 from ledger.loop.validate.score import validation_score
+from ledger.storage import chain
 from ledger.storage.database import Ledger
 from ledger.storage.ingest import IngestReport
 from ledger.storage.journal import Journal
 from ledger.storage.schema import SCHEMA_VERSION, create_events_sql, read_json_columns
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
-GENERATOR_VERSION: Final = 3  # bump when the generated data changes (the vocabulary names the cache too)
+GENERATOR_VERSION: Final = 4  # bump when the generated data changes (the vocabulary names the cache too)
 MODELS: Final = ("claude-sonnet-4-5-20250929", "claude-opus-4-6", "gpt-4o")  # what the turns name
 COMPLETE_MARKER: Final = "COMPLETE"
 
@@ -362,11 +363,22 @@ def generate_session(seed: int, index: int, n_events: int) -> list[ev.AnyEvent]:
     return b.events
 
 
+def linked_lines(events: list[ev.AnyEvent]) -> bytes:
+    """The journal lines of ``events`` as ``Journal.append`` links them (each ``prev`` the hash of the
+    line before it): the ingest checks the links of what it reads."""
+    lines: list[bytes] = []
+    prev = chain.START
+    for e in events:
+        lines.append(ev.encode(msgspec.structs.replace(e, prev=prev)))
+        prev = chain.link_of(lines[-1][:-1])
+    return b"".join(lines)
+
+
 def write_sessions(journals: Path, seed: int, start: int, stop: int, n_events: int) -> int:
     """Write journals ``start..stop-1`` directly (no per-event append); returns bytes written."""
     written = 0
     for index in range(start, stop):
-        data = ev.encode_lines(generate_session(seed, index, n_events))
+        data = linked_lines(generate_session(seed, index, n_events))
         (journals / f"{session_id(index)}.jsonl").write_bytes(data)
         written += len(data)
     return written

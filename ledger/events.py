@@ -72,17 +72,36 @@ class RuleResult(Payload, frozen=True, kw_only=True, gc=False):
     message: str = ""
 
 
+class TaskSpec(Payload, frozen=True, kw_only=True, gc=False):
+    """One task of a task-list loop as the loop started with it (``ledger.loop.tasks``): its
+    ``task_no`` (1-based position in the list), ``title``, ``description``, its ``key`` in the file
+    (a prd.json story's ``id``; "" for other formats), the validation ``rules`` of its own (rule
+    tables, as ``ralph.toml``'s), its own ``max_iterations`` (None: only the loop's) and whether the
+    file said it was ``done`` already (such a task is never started)."""
+
+    task_no: int
+    title: str
+    description: str = ""
+    key: str = ""
+    rules: list[dict[str, Any]] = []
+    max_iterations: int | None = None
+    done: bool = False
+
+
 class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type"):
     """Envelope shared by every event.
 
     ``seq`` is assigned by the journal on append (1-based, per session, no
-    gaps); ``iteration`` is 0 before the first iteration starts.
+    gaps); ``iteration`` is 0 before the first iteration starts. ``prev``, also set on append, links
+    the event to the line before it in its journal (its hash: ``ledger.storage.chain``); "" in
+    journals written before the chain and in events not yet written.
     """
 
     session_id: str
     seq: int = 0
     ts: datetime = EPOCH
     iteration: int = 0
+    prev: str = ""
 
 
 class SessionStarted(Event, frozen=True, kw_only=True, gc=False, tag="session_started"):
@@ -378,6 +397,38 @@ class ModelTokens(Event, frozen=True, kw_only=True, gc=False, tag="model_tokens"
     tokens: TokenUsage = TokenUsage()
 
 
+class TaskStarted(Event, frozen=True, kw_only=True, gc=False, tag="task_started"):
+    """Task ``task_no`` of the session's list (``title``) became the current task, at the iteration
+    that begins its work: in the append that starts that iteration. The session's first one (in
+    ``session_started``'s append) carries the whole list as the loop started with it (``task_list``)
+    and the file it was read from (``task_file``, relative to the folder holding the home when inside
+    it): the ledger's copy is the truth (docs/design/task-lists.md)."""
+
+    task_no: int = 0
+    title: str = ""
+    task_list: list[TaskSpec] = []
+    task_file: str = ""
+
+
+class TaskCompleted(Event, frozen=True, kw_only=True, gc=False, tag="task_completed"):
+    """Task ``task_no`` is done: its completion held at ``iteration`` (the ``promise`` word and the
+    task's own rules)."""
+
+    task_no: int = 0
+    title: str = ""
+    promise: str = ""
+
+
+class TaskBlocked(Event, frozen=True, kw_only=True, gc=False, tag="task_blocked"):
+    """Task ``task_no`` could not be done (the agent said BLOCKED, or it used its own maximum of
+    iterations): ``skipped`` when the loop went on to the next task, else the loop stopped on it."""
+
+    task_no: int = 0
+    title: str = ""
+    reason: str = ""
+    skipped: bool = False
+
+
 class FileChange(Payload, frozen=True, kw_only=True, gc=False):
     """One file a snapshot changed against its parent: lines ``added`` and ``removed`` (``None`` for
     a binary file, as ``git diff --numstat`` says)."""
@@ -428,6 +479,9 @@ AnyEvent = (
     | NotificationSent
     | SummaryGiven
     | ModelTokens
+    | TaskStarted
+    | TaskCompleted
+    | TaskBlocked
     | SnapshotTaken
 )
 

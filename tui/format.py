@@ -30,6 +30,8 @@ STATUS: Final[dict[SessionStatus, tuple[str, str]]] = {
 """status -> (symbol, colour): a status is told by its symbol and by its colour."""
 STALLED: Final = ("◌", AMBER)
 """A running session that nothing drives (``SessionRow.stalled``): its symbol and colour."""
+CHAIN_BROKEN: Final = ("✗", RED)
+"""A session whose journal's hash chain is broken (``SessionRow.chain_break``): its symbol and colour."""
 
 THEME_ROLES: Final[dict[str, str]] = {
     GREEN: "text-success",

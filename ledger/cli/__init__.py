@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that u
 
 
 # The commands that read the ledger file: one that finds it damaged moves it aside and runs again.
-LEDGER_COMMANDS = ("ingest", "rebuild", "sessions", "show", "sql", "export", "stats")
-READING = ("sessions", "show", "sql", "export", "stats", "checkpoint", "diff")
+LEDGER_COMMANDS = ("ingest", "rebuild", "sessions", "show", "sql", "export", "stats", "verify")
+READING = ("sessions", "show", "sql", "export", "stats", "checkpoint", "verify", "diff")
 """Commands that only read a home: another user's may be read, from its journals (not its ledger file;
 ``checkpoint prune`` refuses it: ``ledger.storage.ledger_file.unwritable``). Every other command
 writes, and refuses a home not this user's (docs/design/homes.md)."""
@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("ledger_commands", "cmd_export"),
     "schema": ("ledger_commands", "cmd_schema"),
     "stats": ("ledger_commands", "cmd_stats"),
+    "tasks": ("ledger_commands", "cmd_tasks"),
+    "verify": ("verify_commands", "cmd_verify"),
     "hook": ("claude_code_commands", "cmd_hook"),
     "init": ("claude_code_commands", "cmd_init"),
     "loop": ("claude_code_commands", "cmd_loop"),

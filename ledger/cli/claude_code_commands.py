@@ -69,11 +69,14 @@ def hook_command() -> tuple[str, str]:
 
 def _is_plain_hook(command: str) -> bool:
     """Whether ``command`` is this hook as an older ``init`` wrote it (``ralph-ledger hook
-    claude-code`` by any path, or ``PYTHON -m ledger.cli hook claude-code``), with no options."""
+    claude-code`` by any path, or ``PYTHON -m ledger.cli hook claude-code``), with no options,
+    detached or not (``settings.detached``)."""
     import shlex
 
+    from ledger.drivers.claude_code.install.settings import attached
+
     try:
-        words = shlex.split(command)
+        words = shlex.split(attached(command))
     except ValueError:
         return False
     if len(words) == 3 and Path(words[0]).name == "ralph-ledger":
@@ -82,11 +85,12 @@ def _is_plain_hook(command: str) -> bool:
 
 
 def cmd_init(home: Home, args: argparse.Namespace) -> None:
-    """Add the Stop and SubagentStop hook to the project's ``.claude/settings.json`` (the project
-    ``loop start`` writes its loop in: :func:`_loop_project`), keeping every other setting and hook (an older
-    ``ralph-ledger hook claude-code`` entry is updated in place); prints what it did. Raises
-    ``CliError`` on a broken file, exit 2 for a ``--project`` that is not an existing directory."""
-    from ledger.drivers.claude_code.install.settings import SettingsError, install_hook
+    """Add the hook (Stop, SubagentStop, StopFailure, SessionStart) to the project's
+    ``.claude/settings.json`` (the project ``loop start`` writes its loop in: :func:`_loop_project`),
+    keeping every other setting and hook (an older ``ralph-ledger hook claude-code`` entry is updated
+    in place); prints what it did. Raises ``CliError`` on a broken file, exit 2 for a ``--project``
+    that is not an existing directory."""
+    from ledger.drivers.claude_code.install.settings import DETACHED, SettingsError, detached, install_hook
 
     project = _loop_project(args.project)
     if not project.is_dir():
@@ -98,10 +102,11 @@ def cmd_init(home: Home, args: argparse.Namespace) -> None:
     settings = project / ".claude" / "settings.json"
     command, note = hook_command()
     try:
-        added = install_hook(settings, command, replaces=_is_plain_hook)
+        apart = {event: detached(command) for event in DETACHED}
+        added = install_hook(settings, command, replaces=_is_plain_hook, commands=apart)
     except SettingsError as exc:
         raise CliError(f"ralph-ledger: {exc}") from None
-    what = "Stop and SubagentStop hook"
+    what = "Stop and SubagentStop hook, with StopFailure and SessionStart,"
     print(f"{'installed' if added else 'already installed'}: {what} '{command}' in {settings}")
     if note:
         print(f"note: {note}")
@@ -183,7 +188,8 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
         words, mode = _loop_mode(args.words)
         words, agent = _loop_agent(words)
         words, kind, auto = _loop_adaptive(words)
-        loop = parse_loop_args(words)
+        words, tasks_path = _take_option(words, "--tasks", "a task file")
+        loop = parse_loop_args(words, prompt_optional=tasks_path is not None)
     except UsageError as exc:
         raise CliError(f"ralph-ledger loop start: {exc}", 2) from None
     if loop.show_help:
@@ -192,7 +198,17 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
     project = _loop_project(args.project)
     _no_active_loop(project)
     native = mode == "ledger" or (mode is None and has_config(project))
-    ledger_only = "--agent" if agent else "--kind" if kind else "--max-iterations auto" if auto else ""
+    ledger_only = (
+        "--agent"
+        if agent
+        else "--kind"
+        if kind
+        else "--max-iterations auto"
+        if auto
+        else "--tasks"
+        if tasks_path is not None
+        else ""
+    )
     if ledger_only and not native:
         why = "--mode plugin" if mode == "plugin" else "this project has no ralph.toml or [tool.ralph]"
         raise CliError(f"ralph-ledger loop start: {ledger_only} needs a ledger-mode loop ({why})", 2)
@@ -217,6 +233,7 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
             started_at=state.started_at,
             agent=agent or "",
             kind=kind or "",
+            tasks=_loop_tasks(tasks_path),
         )
         try:  # the configuration every stop will use: checked now, not at the first stop
             config = loop_config(project, native_loop)
@@ -236,6 +253,8 @@ def cmd_loop(home: Home, args: argparse.Namespace) -> None:
         print(f"loop started with the project's rules and guards ({limit}, {until}); state in {path}")
         if agent:
             print(_agent_line(project, agent, config))
+        if native_loop.tasks:
+            print(_first_task_line(Path(native_loop.tasks)))
         return
     path = project / STATE_FILE
     with loop_lock(path.parent):  # not while a stop is changing the loop files
@@ -258,6 +277,7 @@ def _no_active_loop(project: Path) -> None:
 LOOP_HELP = """\
 usage: ralph-ledger loop start "PROMPT" [--max-iterations N|auto] [--completion-promise TEXT]
                                [--mode ledger|plugin] [--agent NAME] [--kind KIND]
+                               [--tasks FILE]
 
 Start a loop in this project that the Claude Code Stop hook (`ralph-ledger hook claude-code`,
 installed by `ralph-ledger init claude-code`) drives: every time the agent stops, it is given
@@ -274,6 +294,9 @@ PROMPT again, until it outputs the completion promise or a limit ends the loop.
   --kind KIND                 ledger mode: the kind of task (as kind in ralph.toml), grouping loops
                               for --max-iterations auto: the iterations that covered 90% of past
                               completed loops of this agent and kind (ralph-ledger stats --suggest)
+  --tasks FILE                ledger mode: work through a task list (a Markdown checklist, a
+                              ralph-tui prd.json or a JSON list), one task at a time; PROMPT is
+                              then optional and starts every prompt (docs/tasks.md)
   -h, --help                  show this help and start nothing
 
 The loop file is written in the project root: $CLAUDE_PROJECT_DIR when set, else the root of the
@@ -290,6 +313,33 @@ def _agent_line(project: Path, agent: str, config: LoopConfig) -> str:
     rules = ", ".join(str(r.get("name")) for r in config.rules) or "none"
     most = "auto" if config.max_iterations == "auto" else config.effective_max_iterations()
     return f"agent {agent!r} from {path}: at most {most} iterations, rules: {rules}"
+
+
+def _loop_tasks(path: str | None) -> str:
+    """The task file of ``loop start --tasks FILE``, absolute ("" without it), checked now: a file
+    that does not read, or whose tasks are all done, is one line (exit 2)."""
+    if path is None:
+        return ""
+    from ledger.core.errors import TaskFileError
+    from ledger.loop.tasks.files import read_tasks
+
+    where = Path(path).absolute()
+    try:
+        tasks = read_tasks(where)
+    except TaskFileError as exc:
+        raise CliError(f"ralph-ledger loop start: --tasks {exc}", 2) from None
+    if all(t.done for t in tasks.tasks):
+        raise CliError(f"ralph-ledger loop start: every task of {where} is done already: nothing to start", 2)
+    return str(where)
+
+
+def _first_task_line(path: Path) -> str:
+    """What ``loop start --tasks`` tells the agent to work on first: the list's first task not done."""
+    from ledger.loop.tasks.files import read_tasks
+
+    tasks = read_tasks(path).tasks
+    first = next(t for t in tasks if not t.done)
+    return f"task list {path.name}: work on task {first.task_no} of {len(tasks)} first: {first.title}"
 
 
 def _loop_agent(words: list[str]) -> tuple[list[str], str | None]:

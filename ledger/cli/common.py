@@ -36,6 +36,8 @@ def report_ingest(report: IngestReport) -> None:
     more = len(report.bad_lines) - MAX_BAD_SHOWN
     if more > 0:
         print(f"ralph-ledger: ... and {more} more bad lines (SELECT * FROM ingest_errors)", file=sys.stderr)
+    for name, where in report.broken:
+        print(f"ralph-ledger: journal {name}: hash chain broken at {where}", file=sys.stderr)
     for note in report.notes:  # a model without a known price, said once
         print(f"ralph-ledger: note: {note}", file=sys.stderr)
 

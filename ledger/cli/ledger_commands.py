@@ -52,7 +52,8 @@ def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
         params = [args.status] if args.status else None
         sql = (
             "SELECT session_id, status, paused, agent, task, iteration, max_iterations, last_score, "
-            f"last_signal, consecutive_failures, tokens, cost_usd, updated_at, branch FROM sessions {where} "
+            "last_signal, consecutive_failures, tokens, cost_usd, updated_at, branch, chain_break "
+            f"FROM sessions {where} "
             "ORDER BY updated_at DESC, session_id"
         )
         rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, params))
@@ -92,8 +93,38 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
             f"last score {cell(s['last_score'])}, last signal {s['last_signal'] or '-'}, "
             f"{s['tokens']} tokens, cost {usd(s['cost_usd'])}"
             + (f", worktree {s['worktree']} (branch {s['branch']})" if s.get("branch") else "")
+            + (f", tasks {s['tasks_done']}/{s['tasks_total']} done" if s.get("tasks_total") else "")
+            + (f" (current: {cell(s['current_task'])})" if s.get("current_task") else "")
             + "\n"
         )
+    emit(render(rows, args.fmt))
+
+
+def cmd_tasks(home: Home, args: argparse.Namespace) -> None:
+    """``tasks``: print one task-list loop's tasks, one row each (the ``tasks`` view; docs/tasks.md).
+
+    Raises ``CliError`` (exit 1) if there is no such session or it has no task list, ``LedgerError``
+    if the ledger cannot be opened.
+    """
+    from ledger.core.output import fetch, render
+    from ledger.storage.ledger_file import interruptible
+
+    sql = (
+        "SELECT task_no, title, status, iterations, tokens, cost_usd, seconds, first_iteration, "
+        "last_iteration FROM tasks WHERE session_id = ? ORDER BY task_no"
+    )
+    with open_current(home, args.wait) as ledger:
+        rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, [args.session]))
+        if not rows.rows:
+            known = interruptible(
+                ledger.con,
+                lambda: fetch(ledger.con, "SELECT 1 FROM sessions WHERE session_id = ?", [args.session]),
+            )
+            if not known.rows:
+                raise unknown_session(args.session, home)
+            raise CliError(
+                f"ralph-ledger tasks: session {args.session!r} has no task list (run --tasks FILE)"
+            )
     emit(render(rows, args.fmt))
 
 
@@ -264,7 +295,8 @@ def cmd_schema(home: Home, args: argparse.Namespace) -> None:
 
 
 def cmd_stats(home: Home, args: argparse.Namespace) -> None:
-    """``stats``: print the ``loop_metrics`` view (one row per agent), then ``success_by_iterations``.
+    """``stats``: print the ``loop_metrics`` view (one row per agent), then ``success_by_iterations``,
+    then, when the ledger holds a task-list loop, each task's iterations and cost (``TASK_STATS``).
 
     Both in every format: as tables under a title each, as CSV one after the other (each with its
     header, an empty line between), as JSON one object (view name -> rows). With ``--suggest``, the
@@ -293,6 +325,16 @@ def cmd_stats(home: Home, args: argparse.Namespace) -> None:
                     "success rate by iterations used",
                     fetch(ledger.con, "SELECT * FROM success_by_iterations ORDER BY ALL"),
                 ),
+                ("tasks", "iterations and cost per task", fetch(ledger.con, TASK_STATS)),
             ],
         )
+    if not parts[-1][2].rows:  # no task-list loop in the ledger: no table of tasks
+        parts = parts[:-1]
     emit(render_many(parts, args.fmt))
+
+
+TASK_STATS = (
+    "SELECT session_id, task_no, title, status, iterations, tokens, cost_usd, seconds FROM tasks"
+    " ORDER BY session_id, task_no"
+)
+"""``stats``' part on task-list loops (docs/tasks.md): each task's iterations, tokens, cost and time."""

@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # the heavy modules (DuckDB) load only in the commands that u
     import argparse  # and argparse only when a command line is parsed (not on the Stop hook's fast path)
 
     from ledger.drivers.runner.worktrees import Worktree
+    from ledger.loop.engine import Engine
+    from ledger.loop.tasks.files import TaskFile
 
 
 def cmd_override(home: Home, args: argparse.Namespace) -> None:
@@ -136,18 +138,19 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     from ledger.loop.engine_types import EngineError
     from ledger.notify import notify_events
 
-    if args.resume and (args.max_iterations == "auto" or args.kind):  # the loop started with both
-        given = "--kind" if args.kind else "--max-iterations auto"
+    if args.resume and (args.max_iterations == "auto" or args.kind or args.tasks):  # given at the start
+        given = "--kind" if args.kind else "--tasks" if args.tasks else "--max-iterations auto"
         raise CliError(f"ralph-ledger run: {given} applies when a loop starts, not with --resume", 2)
     home = _shared_home(home, args)
     engine = Engine(home, work_dir=Path.cwd(), notify=notify_events)
     agent_cmd = list(args.agent_cmd)
     place = ("", "", "")  # the worktree, branch and folder a resumed session runs in
+    tasks = _task_file(args.tasks)
     if not args.resume:
         _need_agent(agent_cmd, "missing the agent command")
         if args.worktree is None:  # found here, where it will run (in a worktree: checked there)
             _check_agent(agent_cmd, engine.work_dir)
-        prompt = _read_prompt(args.prompt)
+        prompt = _read_prompt(args.prompt, required=tasks is None)
     else:  # what is not given again is what the session recorded
         prompt = _read_prompt(args.prompt, required=False)
         try:
@@ -160,7 +163,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
         if not place[0]:  # the project's own checkout: in the folder the session began in, or here
             engine.work_dir = _recorded_folder(place[2]) or engine.work_dir
             _check_agent(agent_cmd, engine.work_dir)
-        if not prompt.strip():
+        if not prompt.strip() and not _task_list_loop(engine, args.resume):
             raise CliError(
                 f"ralph-ledger run: session {args.resume} recorded no prompt: pass --prompt FILE", 2
             )
@@ -175,6 +178,8 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
         config = msgspec.structs.replace(config, max_iterations=args.max_iterations)
     if args.kind:
         config = msgspec.structs.replace(config, kind=args.kind)
+    if args.on_task_blocked:
+        config = msgspec.structs.replace(config, on_task_blocked=args.on_task_blocked)
     session = args.resume or args.session or _new_id(args.worktree or "run")
     out = Output(sys.stdout)
     try:
@@ -208,6 +213,7 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
                     rate_limit_wait_s=args.rate_limit_wait,
                     agent_format=resolve(args.agent_format, agent_cmd),
                     worktree=worktree,
+                    tasks=tasks,
                 )
     except SessionBusy as exc:
         raise CliError(f"ralph-ledger run: {exc}") from None
@@ -230,6 +236,28 @@ def cmd_run(home: Home, args: argparse.Namespace) -> None:
     if result.exit_code != 0:
         raise CliError(f"ralph-ledger run: {summary}: {result.reason}", result.exit_code)
     print(f"ralph-ledger run: {summary}: {result.reason}")
+
+
+def _task_file(path: str | None) -> TaskFile | None:
+    """The task list of ``run --tasks FILE`` (None without it); a file that does not read is one
+    line (exit 2)."""
+    if path is None:
+        return None
+    from ledger.core.errors import TaskFileError
+    from ledger.loop.tasks.files import read_tasks
+
+    try:
+        return read_tasks(Path(path).absolute())
+    except TaskFileError as exc:
+        raise CliError(f"ralph-ledger run: --tasks {exc}", 2) from None
+
+
+def _task_list_loop(engine: Engine, session_id: str) -> bool:
+    """Whether the session is a task-list loop (its prompt may be empty: its tasks are the work)."""
+    from ledger.loop.step import LoopSession
+    from ledger.loop.tasks.progress import task_state
+
+    return task_state(LoopSession(engine, session_id, "").events()) is not None
 
 
 def _new_id(name: str) -> str:

@@ -169,7 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sessions", help="list sessions and their current state")
     s.add_argument("--status", choices=SESSION_STATUSES)
     _add_format(s)
+    s = sub.add_parser("verify", help="check the journals' hash chains; name where one breaks")
+    s.add_argument("session", nargs="?", help="only this session (default: every one)")
     s = sub.add_parser("show", help="one session, iteration by iteration")
+    s.add_argument("session", help="session id")
+    _add_format(s)
+    s = sub.add_parser("tasks", help="a task-list loop's tasks: status, iterations, tokens, cost, time")
     s.add_argument("session", help="session id")
     _add_format(s)
     s = sub.add_parser("sql", help="run a read-only query against the ledger views")
@@ -328,6 +333,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=worktree_name_arg,
         metavar="NAME",
         help="run in the git worktree .ralph/worktrees/NAME on branch ralph/NAME (made from HEAD if missing)",
+    )
+    s.add_argument(
+        "--tasks",
+        metavar="FILE",
+        help="work through a task list, one task at a time: a Markdown checklist, a prd.json or a JSON "
+        "list (docs/tasks.md); the prompt is then optional",
+    )
+    s.add_argument(
+        "--on-task-blocked",
+        choices=("skip", "stop"),
+        help="a task that is stuck: go on to the next one (skip, the default) or stop the loop "
+        "(overrides on_task_blocked in the configuration)",
     )
     s.add_argument(
         "--timeout",

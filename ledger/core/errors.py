@@ -90,6 +90,17 @@ def no_session(session_id: str, home: Path, journal: Path | None = None, known: 
     return f"no session {session_id!r} in {where}; `ralph-ledger sessions` lists them"
 
 
+class TaskFileError(ValueError):
+    """A task file (``run --tasks``) that cannot be read as a task list: one line naming the file,
+    where in it (``line 3``, ``userStories[1].title``) and what was expected (``bad_task_file``)."""
+
+
+def bad_task_file(path: Path | str, where: str, expected: str) -> TaskFileError:
+    """The one line of a task file that does not read: ``tasks.md: line 3: expected ...``."""
+    at = f": {printable(where)}" if where else ""
+    return TaskFileError(f"{printable(str(path))}{at}: {printable(expected)}")
+
+
 def meant_sessions(session_id: str, known: Iterable[str], most: int = 3) -> list[str]:
     """The ids of ``known`` a user typing ``session_id`` most likely meant: those it begins (a short
     form of a long id), else those close to it (a typo); at most ``most``, nearest first."""

@@ -35,6 +35,7 @@ from ledger.loop.engine_types import (
     ValidateResult,
 )
 from ledger.loop.steering.state import is_paused, paused_message, pending_guidance
+from ledger.loop.tasks.progress import task_exhausted, task_opening, task_refusals, task_rules
 from ledger.loop.validate.checks import agent_failed, refusals, run_rules
 from ledger.loop.validate.promises import detect_promises, strongest, to_event
 from ledger.loop.validate.rules import CustomRule, Rule, RuleContext, parse_rules, spec
@@ -119,6 +120,7 @@ class Engine:
             ) from None
         rules: list[Rule] = [
             *parse_rules(config.rules, f"session {session_id} configuration"),
+            *task_rules(events),  # the current task's own (docs/design/task-lists.md)
             *self.custom_rules,
         ]
         ledger = read.ledger(self.home)
@@ -146,8 +148,12 @@ class Engine:
         command: Sequence[str] = (),
         worktree: tuple[str, str] = ("", ""),
         work_dir: str = "",
+        task_list: Sequence[ev.TaskSpec] = (),
+        task_file: str = "",
     ) -> NextResult:
         """iteration_start: record the configuration, what a runner runs and where; begin iteration 1.
+        A task-list loop records its list (``task_list``, read from ``task_file``) and starts its
+        first task not done (docs/design/task-lists.md).
         Exclusive: of two processes starting one session at once, one starts it and the other gets
         ``EngineError`` (the check runs again under the journal's lock)."""
         path = journal_path(self.home.journals, session_id)
@@ -157,6 +163,8 @@ class Engine:
                 raise EngineError(f"session {session_id!r} already exists")
 
         unstarted()
+        if task_list and all(t.done for t in task_list):
+            raise EngineError(f"every task of {task_file or 'the list'} is done already: nothing to start")
         rules = [*parse_rules(config.rules, "configuration"), *self.custom_rules]
         max_it, why = astuple(limit_for(self.home, config))
         hooks = [
@@ -167,26 +175,28 @@ class Engine:
             ev.HookRegistered(session_id=session_id, hook_id=hook_id, hook_type="custom")
             for hook_id in self.custom_hooks
         ]
+        started = ev.SessionStarted(
+            session_id=session_id,
+            task=config.task,
+            task_kind=config.kind,
+            agent=config.agent,
+            max_iterations_reason=why,
+            prompt=prompt,
+            command=list(command),
+            max_iterations=max_it,
+            completion_promises=config.completion_promises,
+            rules=[spec(r) for r in rules],
+            config=recorded_config(config),
+            worktree=worktree[0],
+            branch=worktree[1],
+            work_dir=work_dir,
+        )
         self.append(
             session_id,
-            ev.SessionStarted(
-                session_id=session_id,
-                task=config.task,
-                task_kind=config.kind,
-                agent=config.agent,
-                max_iterations_reason=why,
-                prompt=prompt,
-                command=list(command),
-                max_iterations=max_it,
-                completion_promises=config.completion_promises,
-                rules=[spec(r) for r in rules],
-                config=recorded_config(config),
-                worktree=worktree[0],
-                branch=worktree[1],
-                work_dir=work_dir,
-            ),
+            started,
             *hooks,
             ev.IterationStarted(session_id=session_id, iteration=1, max_iterations=max_it),
+            *task_opening([started], session_id, 1, task_list, task_file),
             ev.CheckpointCreated(
                 session_id=session_id,
                 iteration=1,
@@ -278,10 +288,12 @@ class Engine:
             hook_action=decision.result.action,
             hook_reason=decision.result.reason,
             require_passing_validation=s.config.require_passing_validation,
-            refusals=refusals(results),
+            refusals=refusals(results) + task_refusals(s.events, results),
         )
         resolution = resolve(inputs)
-        late = exhausted(facts, s.config.guards, resolution.signal)
+        late = exhausted(facts, s.config.guards, resolution.signal) or task_exhausted(
+            s.events, n, resolution.signal
+        )
         if late is not None:
             trips = [*trips, late]
             resolution = resolve(replace(inputs, trips=trips))

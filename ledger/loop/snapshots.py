@@ -4,7 +4,6 @@ it: a ``snapshot_taken``, or one ``error_recorded`` line when git is missing or 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -85,10 +84,11 @@ def base_of(events: Sequence[ev.AnyEvent], n: int) -> tuple[str, str]:
 
 
 def recorded_path(path: Path, home: Path) -> str:
-    """``path`` as a session records it: relative to the folder holding the home, absolute outside."""
-    base, here = os.path.realpath(home.parent), os.path.realpath(path)
-    relative = os.path.relpath(here, base)
-    return here if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
+    """``path`` as a session records it: relative to the folder holding the home, absolute outside
+    (``ledger.loop.tasks.progress.file_record``, as ``work_dir`` is)."""
+    from ledger.loop.tasks.progress import file_record
+
+    return file_record(home.parent, path)
 
 
 def left_out_note(events: Sequence[ev.AnyEvent], n: int) -> str:

@@ -10,10 +10,11 @@ imports DuckDB, asks :func:`steered` how a person steered the block the plugin's
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ledger import events as ev
+from ledger.loop.decide.failures import FailedTurn, failure_events, waiting_line
 from ledger.loop.decision import (
     Continue,
     Decision,
@@ -43,6 +44,7 @@ from ledger.loop.steering.state import (
     pending_guidance,
     validated,
 )
+from ledger.loop.tasks.progress import Fresh, TaskEnd, task_began, task_end, task_opening, task_prompt, tick
 
 if TYPE_CHECKING:
     from ledger.loop.engine import Engine
@@ -94,9 +96,16 @@ class LoopSession:
         engine = self.engine
         judged = engine.judge(s, turn, landed, turn_snapshot(engine, s, landed))
         result = judged.result
-        events: list[ev.Event] = unlanded(judged.events, landed)
+        ended = self._task_end(s, result, len(landed))
+        if ended is not None:
+            ended = replace(ended, events=engine.stamp(ended.events))
+        own = _with_task_end(judged.events, ended)
+        events: list[ev.Event] = unlanded(own, landed)
         decision: Decision
-        if result.signal == "CONTINUE" and limit is not None:
+        if ended is not None and ended.go_on:  # the next task begins (docs/design/task-lists.md)
+            summary = self._summary(s, result.iteration, events)
+            decision, tail = self._advance(s, result, summary, lead, moved=ended.events)
+        elif result.signal == "CONTINUE" and limit is not None:
             decision = with_line(
                 End(result.iteration, "ESCALATE", limit.detail, "", result, guard=limit.guard)
             )
@@ -115,9 +124,27 @@ class LoopSession:
             decision = with_line(End(result.iteration, result.signal, result.reason, "", result))
             tail = engine.stamp(lead_of(lead, decision))
         if landed:  # the tail too may have landed in part (a step that ended the session)
-            tail = unlanded([*judged.events, *tail], landed)[len(events) :]
+            tail = unlanded([*own, *tail], landed)[len(events) :]
         engine.append(self.session_id, *events, *tail)
+        ticked = ended.done if ended is not None else None
+        if ticked is not None and (failed := tick(engine.home.root.parent, s.events, ticked)):
+            engine.append(self.session_id, *failed)  # the ledger first, then the file
         return decision
+
+    def _task_end(self, s: SessionView, result: ValidateResult, landed: int = 0) -> TaskEnd | None:
+        """How ``result`` ends the current task of a task-list loop (``ledger.loop.tasks.progress``),
+        from the events before the step (``landed``: how many of the step's a kill let land)."""
+        return task_end(
+            s.events[: len(s.events) - landed],
+            self.session_id,
+            result.iteration,
+            result.signal,
+            result.detected_promise,
+            result.reason,
+            result.trips,
+            on_blocked=s.config.on_task_blocked,
+            manual_stop=s.stop_requested() is not None,
+        )
 
     def check(self, turn: Turn) -> Checked:
         """Validate ``turn`` and record it, deciding nothing more: the MCP tools' two-call protocol,
@@ -129,7 +156,7 @@ class LoopSession:
         self.engine.append(self.session_id, *judged.events)
         result = judged.result
         going = result.signal == "CONTINUE"
-        prompt = self._prompt(result, "", pending_guidance(s.events)) if going else ""
+        prompt = self._prompt(result, "", pending_guidance(s.events), s.events) if going else ""
         return Checked(result, prompt, is_paused(s.events))
 
     # -- a person let the loop go on -------------------------------------------------------------------
@@ -160,6 +187,20 @@ class LoopSession:
         decision, tail = self._advance(s, learned(s.events, n), summary, lead, resumed=True)
         engine.append(self.session_id, *tail)
         return decision
+
+    # -- a turn an API error ended (docs/design/claude-code-hooks.md) ---------------------------------
+    def turn_failed(self, failed: FailedTurn, component: str) -> Wait | None:
+        """Record a turn an API error ended (``ledger.loop.decide.failures``): a usage limit is a
+        ``Wait`` at the same iteration (its line says until when), another error is recorded and
+        answered ``None``; a session that does not run records nothing (``None``)."""
+        s = self.engine.view(self.session_id)
+        if s.status != "running":
+            return None
+        n = s.iteration
+        self.engine.append(self.session_id, *failure_events(self.session_id, n, failed, component))
+        if not failed.limited:
+            return None
+        return Wait(n, waiting_line(self.session_id, n, failed, self.engine.clock()))
 
     # -- what drivers record and read -----------------------------------------------------------------
     def turn_taken(self) -> bool:
@@ -200,12 +241,17 @@ class LoopSession:
         """The prompt ``iteration`` was given (or is to be): what resuming a loop gives the agent again."""
         events = self.engine.view(self.session_id).events
         before = learned(events, iteration - 1)
-        return self._prompt(before, before.summary, iteration_guidance(events, iteration))
+        summary = before.summary
+        taught: Learned = Fresh(iteration - 1) if task_began(events, iteration) else before
+        return self._prompt(taught, summary, iteration_guidance(events, iteration), events)
 
     # -- the parts -------------------------------------------------------------------------------------
-    def _prompt(self, taught: Learned, summary: str, guidance: str) -> str:
-        """The next prompt of this session's task (:func:`compose_prompt`)."""
-        return compose_prompt(self.task, taught, summary, guidance)
+    def _prompt(
+        self, taught: Learned, summary: str, guidance: str, events: Sequence[ev.AnyEvent | ev.Event]
+    ) -> str:
+        """The next prompt of this session's task (:func:`compose_prompt`), which names the current
+        task of a task-list loop and the list's state (``events``: the session's, with the step's)."""
+        return compose_prompt(task_prompt(self.task, events), taught, summary, guidance)
 
     def _summary(self, s: SessionView, n: int, pending: Sequence[ev.Event]) -> str:
         """The summary of the loop after iteration ``n`` ("" unless the loop asked for it), with
@@ -226,8 +272,10 @@ class LoopSession:
         lead: Lead | None,
         *,
         resumed: bool = False,
+        moved: Sequence[ev.Event] = (),
     ) -> tuple[Decision, list[ev.Event]]:
-        """The next iteration's events and decision (or the pause, or the end when it is refused)."""
+        """The next iteration's events and decision (or the pause, or the end when it is refused);
+        ``moved``: the step's end of a task, after which the next task begins."""
         engine, sid, n = self.engine, self.session_id, s.iteration
         result = None if resumed else _validated(taught)
         try:
@@ -239,7 +287,11 @@ class LoopSession:
             end = with_line(End(n, "ESCALATE", str(exc), "", result), refused=True)
             escalated = ev.SessionEscalated(session_id=sid, iteration=n, reason=str(exc))
             return end, engine.stamp([*lead_of(lead, end), escalated])
-        prompt = self._prompt(taught, summary, advanced.guidance)
+        so_far = [*s.events, *moved]
+        opening = task_opening(so_far, sid, advanced.iteration)  # a new task: a fresh prompt
+        begun = [*begun, *opening]
+        fresh: Learned = Fresh(n) if opening else taught
+        prompt = self._prompt(fresh, summary, advanced.guidance, [*so_far, *opening])
         status = (
             f"🔄 Ralph iteration {advanced.iteration} of {advanced.max_iterations} | resumed by a person"
             if result is None
@@ -254,6 +306,17 @@ class LoopSession:
             else []
         )
         return going, engine.stamp([*lead_of(lead, going), *given, *begun])
+
+
+def _with_task_end(events: list[ev.Event], ended: TaskEnd | None) -> list[ev.Event]:
+    """The step's judged ``events`` with how the turn ended its task: before the session's end,
+    which a skipped task's loop does not have (it goes on)."""
+    if ended is None:
+        return events
+    ends = (ev.SessionBlocked, ev.SessionEscalated, ev.SessionCompleted)
+    kept = [e for e in events if not (ended.go_on and isinstance(e, ev.SessionBlocked))]
+    at = next((i for i, e in enumerate(kept) if isinstance(e, ends)), len(kept))
+    return [*kept[:at], *ended.events, *kept[at:]]
 
 
 def _validated(taught: Learned) -> ValidateResult | None:

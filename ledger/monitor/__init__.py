@@ -20,6 +20,7 @@ from ledger.monitor.answers import (
     Progress,
     RuleCell,
     SessionRow,
+    TaskRow,
     Update,
     fleet_of,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "RuleCell",
     "SessionRow",
     "SessionStatus",
+    "TaskRow",
     "Update",
     "dataset_sources",
     "default_home_here",

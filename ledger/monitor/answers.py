@@ -98,6 +98,27 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     --resume`` or the Claude Code session's next stop goes on). See ``STEP_SQL``."""
     runner: bool = False
     """Driven by ``ralph-ledger run`` (it recorded its agent command): ``run --resume`` goes on with it."""
+    tasks_total: int = 0
+    """The tasks of a task-list loop's list (0: a loop without one; docs/tasks.md)."""
+    tasks_done: int = 0
+    """How many of them are done."""
+    current_task: str = ""
+    """The title of the task under way ("" when none is)."""
+    chain_break: str = ""
+    """Where its journal's hash chain broke (``"line N: how"``: docs/verify.md), ``""`` while it holds."""
+
+
+class TaskRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One task of a task-list loop, as the ``tasks`` view has it: its place in the list, ``status``
+    (pending, running, done, blocked or skipped) and what its iterations took."""
+
+    task_no: int
+    title: str
+    status: str
+    iterations: int
+    tokens: int
+    cost_usd: float | None
+    seconds: float | None
 
 
 class Fleet(msgspec.Struct, frozen=True, kw_only=True):
@@ -261,6 +282,23 @@ def session_of(r: dict[str, Any]) -> SessionRow:
         paused=bool(r.get("paused")),
         stalled=bool(r.get("stalled")),
         runner=bool(r.get("runner")),
+        tasks_total=int(r.get("tasks_total") or 0),
+        tasks_done=int(r.get("tasks_done") or 0),
+        current_task=str(r.get("current_task") or ""),
+        chain_break=str(r.get("chain_break") or ""),
+    )
+
+
+def task_of(r: dict[str, Any]) -> TaskRow:
+    """A ``TaskRow`` from a row of the ``tasks`` view."""
+    return TaskRow(
+        task_no=int(r["task_no"]),
+        title=str(r["title"] or ""),
+        status=str(r["status"] or ""),
+        iterations=int(r["iterations"] or 0),
+        tokens=int(r["tokens"] or 0),
+        cost_usd=_money(r.get("cost_usd")),
+        seconds=float(r["seconds"]) if r.get("seconds") is not None else None,
     )
 
 
@@ -324,6 +362,12 @@ def _files_and_tools(r: dict[str, Any]) -> str:
     return f"{plural(len(r['files_modified'] or []), 'file')}, {plural(r['tool_count'] or 0, 'tool')}"
 
 
+def _until(resets_at: object) -> str:
+    """``, until 2026-11-28 17:00 UTC``: when a limit resets (``""`` when it was not said)."""
+    at = aware(resets_at) if isinstance(resets_at, datetime) else None
+    return f", until {at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if at is not None else ""
+
+
 def summary_of(r: dict[str, Any]) -> str:
     """One line saying what an event says."""
     t = str(r["type"])
@@ -345,7 +389,8 @@ def summary_of(r: dict[str, Any]) -> str:
         "session_escalated": f"session escalated: {r['reason'] or r['guard'] or ''}",
         "override": f"override {r['kind']}: {r['reason'] or ''}",
         "error_recorded": f"error in {r['component']}: {r['message'] or ''}",
-        "rate_limited": f"rate limited ({r['reason'] or 'limit reached'}): a {r['wait_s'] or 0:.0f} s wait",
+        "rate_limited": f"rate limited ({r['reason'] or 'limit reached'}): a {r['wait_s'] or 0:.0f} s wait"
+        + _until(r.get("resets_at")),
         "summary_given": f"loop summary in the prompt: {r.get('summary_bytes') or 0} bytes",
         "subagent_stopped": f"subagent {r['agent_type'] or r['agent_id'] or ''} stopped: "
         f"{_files_and_tools(r)}",

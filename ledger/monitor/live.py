@@ -31,6 +31,7 @@ from ledger.monitor.answers import (
     Progress,
     RuleCell,
     SessionRow,
+    TaskRow,
     Update,
     alert_of,
     aware,
@@ -39,6 +40,7 @@ from ledger.monitor.answers import (
     iteration_of,
     session_of,
     summary_of,
+    task_of,
 )
 from ledger.storage.database import Ledger
 from ledger.storage.ingest import BATCH_BYTES, IngestReport, Stored
@@ -526,6 +528,12 @@ class Monitor:
         cells = [[f in (r[1] or []) for r in rows] for f in files]
         return Heat(files=files, iterations=iterations, cells=cells)
 
+    def tasks(self, session_id: str) -> list[TaskRow]:
+        """The tasks of a task-list loop, in the list's order (none for a loop without a list)."""
+        with self._lock:
+            rows = self.ledger.rows("SELECT * FROM tasks WHERE session_id = ? ORDER BY task_no", [session_id])
+        return [task_of(r) for r in rows]
+
     def checkpoints(self, session_id: str) -> list[Checkpoint]:
         """The session's checkpoints, oldest first."""
         with self._lock:
@@ -551,8 +559,8 @@ class Monitor:
             rows = self.ledger.rows(
                 "SELECT * FROM (SELECT seq, ts, type, iteration, promise, signal, reason, guard, detail,"
                 " score, passed, decision, message, action, hook_id, files_modified, tool_count, trigger,"
-                " checkpoint_id, kind, total_iterations, component, wait_s, agent_type, agent_id, notice,"
-                " targets, failed, octet_length(encode(loop_summary)) AS summary_bytes, guidance"
+                " checkpoint_id, kind, total_iterations, component, wait_s, resets_at, agent_type, agent_id,"
+                " notice, targets, failed, octet_length(encode(loop_summary)) AS summary_bytes, guidance"
                 " FROM events WHERE session_id = ?"
                 " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
                 [session_id, limit],

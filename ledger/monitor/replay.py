@@ -20,6 +20,7 @@ from typing import Final, get_args
 import msgspec
 
 from ledger.events import EVENT_TYPES
+from ledger.storage import chain
 from ledger.storage.journal import utc_now
 
 
@@ -63,10 +64,12 @@ def _lines(path: Path) -> tuple[float | None, list[tuple[float, bytes]], bytes]:
     return first, out, tail
 
 
-def shifted(line: bytes, by: float) -> bytes:
+def shifted(line: bytes, by: float, link: str | None = None) -> bytes:
     """``line`` with every datetime field of its event moved by ``by`` seconds, the rest unchanged
     (key order, numbers and strings as msgspec wrote them); a line that is not a JSON object, or
-    ``by`` 0, is returned as it is."""
+    ``by`` 0, is returned as it is. A linked line moved (its ``prev`` set) links again, to ``link``
+    (the line written before it; ``None``: it is the first), so the copy's hash chain holds
+    (docs/design/hash-chain.md)."""
     if not by:
         return line
     try:
@@ -83,6 +86,8 @@ def shifted(line: bytes, by: float) -> bytes:
             continue
         obj[key] = value + timedelta(seconds=by)
         moved = True
+    if moved and obj.get("prev"):
+        obj["prev"] = chain.START if link is None else link
     return msgspec.json.encode(obj) + b"\n" if moved else line
 
 
@@ -116,6 +121,7 @@ def replay(
         merged += [(ts + shift + at, index, n, raw) for n, (ts, raw) in enumerate(lines)]
     heapq.heapify(merged)
     names = [Path(f).name for f in files]
+    links: list[str | None] = [None] * len(files)  # the link to each copy's last line
     written = 0
     previous: float | None = None
     while merged:
@@ -129,7 +135,9 @@ def replay(
         previous = ts
         if on_line is not None:
             on_line(ts)
-        _append(journals / names[index], shifted(raw, shifts[index]))
+        line = shifted(raw, shifts[index], links[index])
+        links[index] = chain.link_of(line[:-1])
+        _append(journals / names[index], line)
         written += 1
         yield written
     for index, (_, _, tail) in enumerate(recordings):

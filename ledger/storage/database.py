@@ -45,7 +45,7 @@ TABLES: Final = (
     "CREATE TABLE IF NOT EXISTS ledger_meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
     """CREATE TABLE IF NOT EXISTS ingest_positions (
          journal VARCHAR PRIMARY KEY, session_id VARCHAR, byte_offset BIGINT,
-         last_seq BIGINT, head VARCHAR)""",
+         last_seq BIGINT, head VARCHAR, chain_last VARCHAR, chain_on BOOLEAN, chain_break VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS ingest_errors (
          journal VARCHAR, line_no BIGINT, reason VARCHAR, excerpt VARCHAR)""",
     MODEL_PRICES_TABLE,

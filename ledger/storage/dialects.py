@@ -41,6 +41,11 @@ _DUCKDB: Final = (
 CREATE OR REPLACE VIEW events AS
 SELECT * FROM read_parquet('{EVENTS_GLOB}', hive_partitioning = true, union_by_name = true,
                            hive_types = {{'source': VARCHAR, 'day': DATE}});
+
+-- A dataset holds the events, not the journals: whether a session's hash chain holds is known to
+-- its home's ledger only (ralph-ledger verify there), so no session is listed here.
+CREATE OR REPLACE VIEW chain_breaks AS
+SELECT CAST(NULL AS VARCHAR) AS session_id, CAST(NULL AS VARCHAR) AS chain_break WHERE 1 = 0;
 """,
     f"""{_PRICES_DOC} The path is relative,
 -- as in 00-events.sql.
@@ -56,6 +61,11 @@ _SPARK: Final = (
 CREATE OR REPLACE TEMPORARY VIEW events
 USING parquet
 OPTIONS (path 'events', mergeSchema 'true');
+
+-- A dataset holds the events, not the journals: whether a session's hash chain holds is known to
+-- its home's ledger only (ralph-ledger verify there), so no session is listed here.
+CREATE OR REPLACE TEMPORARY VIEW chain_breaks AS
+SELECT CAST(NULL AS STRING) AS session_id, CAST(NULL AS STRING) AS chain_break WHERE 1 = 0;
 """,
     f"""{_PRICES_DOC} The path is relative,
 -- as in 00-events.sql.
@@ -89,6 +99,11 @@ CREATE TABLE IF NOT EXISTS events_parquet (
 WITH (external_location = 's3://bucket/ralph/events', format = 'PARQUET',
       partitioned_by = ARRAY['source', 'day']);
 CREATE OR REPLACE VIEW events AS SELECT * FROM events_parquet;
+
+-- A dataset holds the events, not the journals: whether a session's hash chain holds is known to
+-- its home's ledger only (ralph-ledger verify there), so no session is listed here.
+CREATE OR REPLACE VIEW chain_breaks AS
+SELECT CAST(NULL AS VARCHAR) AS session_id, CAST(NULL AS VARCHAR) AS chain_break WHERE 1 = 0;
 """
     prices = f"""{_PRICES_DOC}
 -- Put the dataset's {PRICES_DIR} folder in external_location, and sync its partitions as events'.

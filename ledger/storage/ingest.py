@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import queue
 import re
@@ -24,6 +25,7 @@ import msgspec
 from ledger import events as ev
 from ledger.core.atomic import pid_gone
 from ledger.core.errors import LedgerError, error_reason, one_line, operation
+from ledger.storage import chain
 from ledger.storage.journal import (
     MAX_LINE,
     BadLine,
@@ -32,6 +34,7 @@ from ledger.storage.journal import (
     decode_chunk,
     locate_new,
     open_journal,
+    read_range,
     read_span,
     span_has_long_line,
 )
@@ -67,6 +70,7 @@ class Position:
     offset: int = 0
     last_seq: int = 0
     head: str = ""
+    chain: tuple[str, bool, str] = ("", False, "")  # its hash chain there (chain.check_new)
 
 
 @dataclass(slots=True)
@@ -84,6 +88,8 @@ class IngestReport:
     exact_batches: int = 0
     seqs: dict[str, tuple[int, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    broken: list[tuple[str, str]] = field(default_factory=list)
+    """Journals whose hash chain this ingest found broken, and where (``chain.check_journal``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +113,7 @@ class _Work:
     span: Span
     end: int = 0  # offset the ingest reached
     last_seq: int = 0  # seq of its last event after the ingest
+    chain: tuple[str, bool, str] = ("", False, "")  # its hash chain after the ingest
 
 
 class _LongLine(Exception):
@@ -183,12 +190,14 @@ def _modes(files: list[Path], positions: dict[str, Position]) -> tuple[str, ...]
 def _positions(con: duckdb.DuckDBPyConnection, files: list[Path]) -> dict[str, Position]:
     """The stored positions of ``files`` (by journal name): only theirs when they are few, so a
     live tail appending to one journal of thousands does not read every position."""
-    sql = "SELECT journal, byte_offset, last_seq, head FROM ingest_positions"
+    sql = (
+        "SELECT journal, byte_offset, last_seq, head, chain_last, chain_on, chain_break FROM ingest_positions"
+    )
     if len(files) <= 256:
         rows = con.execute(f"{sql} WHERE journal IN (SELECT unnest(?))", [[f.name for f in files]]).fetchall()
     else:
         rows = con.execute(sql).fetchall()
-    return {r[0]: Position(r[1], r[2], r[3]) for r in rows}
+    return {r[0]: Position(r[1], r[2], r[3], (r[4] or "", bool(r[5]), r[6] or "")) for r in rows}
 
 
 def _ingest_all(
@@ -236,6 +245,7 @@ def _ingest_all(
         report.seqs = {
             w.session_id: (w.pos.last_seq, w.last_seq) for w in works if w.last_seq > w.pos.last_seq
         }
+        report.broken = [(w.path.name, w.chain[2]) for w in works if w.chain[2] and not w.pos.chain[2]]
         if settle is not None:
             settle(report)
         con.execute("COMMIT")
@@ -285,9 +295,11 @@ def _read_batches(
             size += span.end - span.start
             if size >= batch_bytes:
                 out.put(_prepare(batch, mode, report, tmpdir))
+                _link(batch)  # while the batch is inserted
                 batch, size = [], 0
         if batch:
             out.put(_prepare(batch, mode, report, tmpdir))
+            _link(batch)
         out.put(None)
     except BaseException as exc:  # handed over to the loading thread
         out.put(exc)
@@ -328,6 +340,13 @@ def _prepare(works: list[_Work], mode: str, report: IngestReport, tmpdir: Path) 
         w.last_seq = _seq_of(w.span.last_line) if not w.span.empty else w.pos.last_seq
         events += w.last_seq - w.pos.last_seq
     return _Batch(works, _copy_spans(tmpdir, [w.span for w in works]), [], events)
+
+
+def _link(works: list[_Work]) -> None:
+    """Check the hash chain of each journal's new lines (docs/design/hash-chain.md)."""
+    for w in works:
+        read = functools.partial(read_range, w.path)
+        w.chain = chain.check_new(str(w.path), read, w.span.start, w.end, w.pos.chain)
 
 
 def _seq_of(line: bytes) -> int:
@@ -568,12 +587,12 @@ def _verify(con: duckdb.DuckDBPyConnection, works: list[_Work], mark: int, *, no
 
 
 def _store_positions(con: duckdb.DuckDBPyConnection, works: list[_Work], bad: list[BadLine]) -> None:
-    rows = [(w.path.name, w.session_id, w.end, w.last_seq, w.span.head) for w in works]
+    rows = [(w.path.name, w.session_id, w.end, w.last_seq, w.span.head, *w.chain) for w in works]
     bulk_insert(
         con,
         "INSERT OR REPLACE INTO ingest_positions",
         rows,
-        ["journal", "session_id", "byte_offset", "last_seq", "head"],
+        ["journal", "session_id", "byte_offset", "last_seq", "head", "chain_last", "chain_on", "chain_break"],
     )
     if bad:
         bulk_insert(

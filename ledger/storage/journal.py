@@ -1,6 +1,7 @@
 """Append-only per-session journals (JSON Lines), the source of truth.
 
-Appending takes an exclusive ``flock``, finds the next ``seq`` from the last complete line, writes
+Appending takes an exclusive ``flock``, finds the next ``seq`` from the last complete line (and from
+the last line the link of the first event: ``ledger.storage.chain``), writes
 the whole append with one ``os.write`` on an ``O_APPEND`` descriptor (cut back to its old size if
 the write fails: all or nothing) and by default fsyncs; a torn last line is first closed with a
 newline. Reading is incremental from a byte offset and never raises on bad data (``BadLine``; a line
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
@@ -29,6 +30,7 @@ from ledger import events as ev
 from ledger.core.errors import operation, printable
 from ledger.core.home import JOURNAL_SUFFIX, make_root
 from ledger.core.trust import unsafe_folder
+from ledger.storage import chain
 
 SESSION_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 FIRST_BLOCK: Final = 4096  # most lines are shorter: read that much first
@@ -96,17 +98,7 @@ def head_hash(data: bytes) -> str:
     """Fingerprint of a journal's first line (``"length:hash"``), which never
     changes once written, so a replaced or rewritten file is noticed."""
     first = data[: data.find(b"\n") + 1] or data[:HEAD_BYTES]
-    return f"{len(first)}:{_blake2b()(first, digest_size=8).hexdigest()}"
-
-
-def _blake2b() -> Callable[..., Any]:
-    """``hashlib.blake2b``, which is ``_blake2.blake2b``: importing that alone skips ``hashlib``'s
-    OpenSSL setup (about 5 ms, on every stop hook)."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:  # a Python built without its own BLAKE2: hashlib finds one
-        from hashlib import blake2b
-    return blake2b
+    return f"{len(first)}:{chain.blake2b(first, digest_size=8).hexdigest()}"
 
 
 class BadLine(msgspec.Struct, frozen=True):
@@ -205,6 +197,23 @@ def count_lines(path: Path | str, end: int) -> int:
             n += block.count(b"\n")
             pos += len(block)
         return n
+    finally:
+        os.close(fd)
+
+
+def read_range(path: Path | str, start: int = 0, end: int | None = None) -> bytes:
+    """The bytes of a journal from ``start`` to ``end`` (its end when None)."""
+    fd = open_journal(path)
+    try:
+        end = os.fstat(fd).st_size if end is None else end
+        parts = []
+        while start < end:
+            block = os.pread(fd, min(end - start, 1 << 26), start)
+            if not block:
+                break
+            parts.append(block)
+            start += len(block)
+        return b"".join(parts)
     finally:
         os.close(fd)
 
@@ -335,25 +344,29 @@ def _rfind_newline(fd: int, end: int, floor: int = 0) -> int:
     return -1
 
 
-def _last_seq(fd: int, size: int) -> tuple[int, bool]:
-    """(seq of the last decodable complete line, whether the file ends mid-line)."""
+def _last_seq(fd: int, size: int) -> tuple[int, bool, bytes | None]:
+    """(seq of the last decodable complete line, whether the file ends mid-line, the file's last line
+    as the next append leaves it: the link of the next event is its hash; ``None`` when empty)."""
     if size == 0:
-        return 0, False
+        return 0, False, None
     end = _rfind_newline(fd, size) + 1  # just past the last complete line
     torn = end != size
+    last: bytes | None = None
     if torn:  # a writer killed just before a line's newline left a whole event: the append ends
-        try:  # that line, so the event counts (else the next event would repeat its seq)
-            return ev.decode(os.pread(fd, size - end, end)).seq, torn
+        last = os.pread(fd, size - end, end)  # that line, so the event counts (else the next
+        try:  # event would repeat its seq)
+            return ev.decode(last).seq, torn, last
         except (msgspec.DecodeError, msgspec.ValidationError):
             pass
     while end > 0:
         start = _rfind_newline(fd, end - 1) + 1
         line = os.pread(fd, end - 1 - start, start)
+        last = line if last is None else last
         try:
-            return ev.decode(line).seq, torn
+            return ev.decode(line).seq, torn, last
         except (msgspec.DecodeError, msgspec.ValidationError):
             end = start
-    return 0, torn
+    return 0, torn, last
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -415,15 +428,20 @@ class Journal:
                 self.check()
             rfd = open_journal(self.path)
             try:
-                seq, torn = _last_seq(rfd, os.fstat(rfd).st_size)
+                seq, torn, last = _last_seq(rfd, os.fstat(rfd).st_size)
             finally:
                 os.close(rfd)
             written: list[ev.Event] = []
-            for e in events:
+            lines: list[bytes] = []
+            prev = (chain.START if last is None else chain.link_of(last)) if chain.LINKING else ""
+            for e in events:  # each linked to the line before it (docs/design/hash-chain.md)
                 seq += 1
                 ts = e.ts if e.ts != ev.EPOCH else self.clock()
-                written.append(msgspec.structs.replace(e, seq=seq, ts=ts.astimezone(UTC)))
-            data = b"".join(ev.encode(e) for e in written)
+                e = msgspec.structs.replace(e, seq=seq, ts=ts.astimezone(UTC), prev=prev)
+                written.append(e)
+                lines.append(ev.encode(e))
+                prev = chain.link_of(lines[-1][:-1]) if chain.LINKING else ""
+            data = b"".join(lines)
             size = os.fstat(fd).st_size
             try:
                 _write_all(fd, (b"\n" if torn else b"") + data)

@@ -113,7 +113,7 @@ def claude_run(
         assert proc.returncode == 0, proc.stderr
     settings_path = project / ".claude" / "settings.json"
     settings = json.loads(settings_path.read_text())
-    (command,) = {h["command"] for e in settings["hooks"].values() for x in e for h in x["hooks"]}
+    (command,) = {h["command"] for x in settings["hooks"]["Stop"] for h in x["hooks"]}
     log = root / "hook-inputs.jsonl"
     wrapper = root / "hook.sh"
     wrapper.write_text(

@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tests.journeys.conftest import BIN, Project, Terminal, clean_env
@@ -127,6 +128,22 @@ stream-json format (refusing stream-json without ``--verbose``, as the real one 
 a file named for its task where it runs, and promises."""
 
 
+def renamed(journal: bytes, session: str) -> bytes:
+    """A journal's lines as session ``session``'s, each linked again to the one before it (as its
+    appends would have linked them: docs/design/hash-chain.md); its unfinished last line as it was."""
+    from ledger import events as E
+    from ledger.storage import chain
+
+    body, _, tail = journal.rpartition(b"\n")
+    out, prev = [], chain.START
+    for line in body.split(b"\n"):
+        event = E.decode(line)
+        out.append(E.encode(msgspec.structs.replace(event, session_id=session, prev=prev)))
+        prev = chain.link_of(out[-1][:-1])
+    old = b'"session_id":"' + E.decode(body.split(b"\n")[0]).session_id.encode() + b'"'
+    return b"".join(out) + tail.replace(old, f'"session_id":"{session}"'.encode())
+
+
 class Demo(Project):
     """A fresh git project whose home holds the bundled sample sessions' journals, which are also in
     its ``sample_sessions/`` (as in a checkout of this project); ``claude`` on its PATH is a stand-in."""
@@ -138,8 +155,7 @@ class Demo(Project):
             for path in SAMPLES.glob("*.jsonl"):
                 shutil.copy(path, folder / path.name)
         running = (SAMPLES / "torn-last-line.jsonl").read_bytes()
-        steered = running.replace(b'"session_id":"torn-last-line"', f'"session_id":"{STEERED}"'.encode())
-        (self.home / "journals" / f"{STEERED}.jsonl").write_bytes(steered)
+        (self.home / "journals" / f"{STEERED}.jsonl").write_bytes(renamed(running, STEERED))
         (self.dir / "test_app.py").write_text("def test_it_works() -> None:\n    assert True\n")
         self.user_home = root.parent / "user-home"
         self.user_home.mkdir(exist_ok=True)

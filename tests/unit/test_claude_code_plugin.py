@@ -568,7 +568,7 @@ def test_loop_args_errors(argv: list[str], problem: str) -> None:
 
 CMD = "ralph-ledger hook stop"
 OURS = {"hooks": [{"type": "command", "command": CMD}]}
-INSTALLED = {"Stop": [OURS], "SubagentStop": [OURS]}
+INSTALLED = {"Stop": [OURS], "SubagentStop": [OURS], "StopFailure": [OURS], "SessionStart": [OURS]}
 
 
 def test_install_creates_file_and_folder(tmp_path: Path) -> None:
@@ -606,9 +606,11 @@ def test_install_keeps_every_other_key_and_hook(tmp_path: Path) -> None:
     want = json.loads(json.dumps(existing))
     want["hooks"]["Stop"].append(OURS)
     want["hooks"]["SubagentStop"] = [OURS]
+    want["hooks"]["StopFailure"] = [OURS]
+    want["hooks"]["SessionStart"] = [OURS]  # into the empty list the user had
     assert got == want
     assert list(got) == ["model", "permissions", "hooks", "env"]
-    assert list(got["hooks"]) == ["PreToolUse", "Stop", "SessionStart", "SubagentStop"]
+    assert list(got["hooks"]) == ["PreToolUse", "Stop", "SessionStart", "SubagentStop", "StopFailure"]
     assert '\n  "model": "opus"' in text and '"NAME": "é"' in text
 
 
@@ -623,7 +625,13 @@ def test_install_replaces_an_older_form_of_the_same_hook(tmp_path: Path) -> None
     )
     got = json.loads(path.read_text(encoding="utf-8"))["hooks"]
     new = {**old, "command": "/v/bin/ralph-ledger hook claude-code"}
-    assert got == {"Stop": [{"hooks": [other, new]}], "SubagentStop": [{"hooks": [new]}]}
+    added = {"hooks": [{"type": "command", "command": new["command"]}]}
+    assert got == {
+        "Stop": [{"hooks": [other, new]}],
+        "SubagentStop": [{"hooks": [new]}],
+        "StopFailure": [added],
+        "SessionStart": [added],
+    }
 
 
 def test_install_twice_adds_once(tmp_path: Path) -> None:
@@ -637,7 +645,8 @@ def test_install_twice_adds_once(tmp_path: Path) -> None:
 def test_already_installed_leaves_the_file_alone(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
     stop = [{"hooks": [{"type": "command", "command": "x"}, OURS["hooks"][0]]}]
-    compact = json.dumps({"hooks": {"Stop": stop, "SubagentStop": [OURS]}})
+    ours = {"SubagentStop": [OURS], "StopFailure": [OURS], "SessionStart": [OURS]}
+    compact = json.dumps({"hooks": {"Stop": stop, **ours}})
     path.write_text(compact, encoding="utf-8")
     assert install_hook(path, CMD) is False
     assert path.read_text(encoding="utf-8") == compact
@@ -648,7 +657,8 @@ def test_a_stop_hook_installed_before_subagent_stop_gets_it_added(tmp_path: Path
     stop = [{"hooks": [{"type": "command", "command": "x"}, OURS["hooks"][0]]}]
     path.write_text(json.dumps({"hooks": {"Stop": stop}}), encoding="utf-8")
     assert install_hook(path, CMD) is True
-    assert json.loads(path.read_text(encoding="utf-8")) == {"hooks": {"Stop": stop, "SubagentStop": [OURS]}}
+    rest = {"SubagentStop": [OURS], "StopFailure": [OURS], "SessionStart": [OURS]}
+    assert json.loads(path.read_text(encoding="utf-8")) == {"hooks": {"Stop": stop, **rest}}
     assert install_hook(path, CMD) is False
 
 
@@ -710,3 +720,19 @@ def test_import_needs_no_duckdb_pyarrow_or_yaml() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_detached_event_gets_its_own_command_once(tmp_path: Path) -> None:
+    from ledger.drivers.claude_code.install.settings import DETACH_PREFIX, attached, detached
+
+    path = tmp_path / "settings.json"
+    apart = {"StopFailure": detached(CMD)}
+    assert install_hook(path, CMD, commands=apart) is True
+    hooks = json.loads(path.read_text(encoding="utf-8"))["hooks"]
+    assert hooks["StopFailure"] == [{"hooks": [{"type": "command", "command": detached(CMD)}]}]
+    assert hooks["Stop"] == hooks["SubagentStop"] == hooks["SessionStart"] == [OURS]
+    assert detached(CMD).startswith(DETACH_PREFIX) and detached(CMD).endswith(CMD)
+    assert attached(detached(CMD)) == CMD and attached(CMD) == CMD
+    before = path.read_bytes()
+    assert install_hook(path, CMD, commands=apart) is False  # init run again: nothing changes
+    assert path.read_bytes() == before

@@ -89,6 +89,10 @@ def test_defaults_without_files(tmp_path: Path) -> None:
             "ralph.toml: guards.thrashing.threshold: unknown key",
         ),
         ("max_iterations = \n", "ralph.toml: not valid TOML: "),
+        (
+            "on_task_blocked = 'pause'\n",
+            "ralph.toml: on_task_blocked: expected one of 'skip', 'stop', got 'pause'",
+        ),
     ],
 )
 def test_errors_are_one_line_naming_file_and_key(tmp_path: Path, text: str, message: str) -> None:

@@ -43,6 +43,9 @@ RELEASED_TAGS = (
     "notification_sent",
     "summary_given",
     "model_tokens",
+    "task_started",
+    "task_completed",
+    "task_blocked",
 )
 
 # Fields without a default, per tag, as first released. A new field must have a

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -335,3 +335,20 @@ def test_a_rate_limited_run_reads_as_one_line_in_the_event_log(tmp_path: Path) -
     list(m.load())
     last = m.events("limited")[-1]
     assert (last.type, last.text) == ("rate_limited", "rate limited (five_hour limit reached): a 3602 s wait")
+
+
+def test_a_limit_with_a_reset_time_says_until_when_the_loop_waits(tmp_path: Path) -> None:
+    journals = tmp_path / "journals"
+    journals.mkdir()
+    resets = datetime(2026, 11, 28, 17, 0, tzinfo=UTC)
+    Journal(journals / "limited.jsonl").append(
+        E.SessionStarted(session_id="limited", task="t"),
+        E.IterationStarted(session_id="limited", iteration=2),
+        E.RateLimited(
+            session_id="limited", iteration=2, reason="You've hit your limit", resets_at=resets, wait_s=62
+        ),
+    )
+    m = Monitor([journals])
+    list(m.load())
+    last = m.events("limited")[-1]
+    assert last.text == "rate limited (You've hit your limit): a 62 s wait, until 2026-11-28 17:00 UTC"

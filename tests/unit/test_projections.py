@@ -34,6 +34,7 @@ ORDER = {
     "turn_tokens": "session_id, seq",
     "turn_costs": "session_id, seq",
     "session_elapsed": "session_id",
+    "tasks": "session_id, task_no",
     "changes": "session_id, iteration, path",
 }
 

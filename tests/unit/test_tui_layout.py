@@ -468,3 +468,45 @@ def test_the_charts_of_a_long_session_show_the_same_latest_iterations_with_reada
             assert getattr(plot, "shown", None) == getattr(heat, "shown", None) == bars
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("theme", ["textual-dark", "textual-light", "NO_COLOR"])
+def test_a_broken_hash_chain_is_marked_readably_in_the_fleet_and_the_session(
+    tmp_path: Path, theme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session whose journal was edited by hand carries ✗ in the fleet table's status and says where
+    its chain broke at the top of its screen, readable (4.5:1) in both themes and under ``NO_COLOR``;
+    an intact session carries no mark."""
+    if theme == "NO_COLOR":
+        monkeypatch.setenv("NO_COLOR", "1")
+    journals = tmp_path / "j"
+    write_session(journals, "altered", range(1, 4), max_iterations=5)
+    write_session(journals, "intact", range(1, 3), max_iterations=5)
+    path = journals / "altered.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"agent":"bot"', b'"agent":"bob"', 1))
+    app = RalphApp([journals], now=fixed_clock, watch=False)
+    if theme != "NO_COLOR":
+        app.theme = theme
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot, lambda: app.feed.loaded and len(app.sessions_screen.rows) == 2)
+            rows = app.sessions_screen.rows
+            assert rows["altered"].chain_break == "line 1: edited (line 2 links to other text)"
+            assert rows["intact"].chain_break == ""
+            table = app.sessions_screen.table
+            table.focus()
+            for sid in ("altered", "intact"):
+                table.move_to(sid)
+                await pilot.pause()
+                assert unreadable(app, [table]) == [], (theme, sid)
+            fleet = "\n".join(screen_text(app))
+            altered = next(line for line in fleet.splitlines() if "altered" in line)
+            intact = next(line for line in fleet.splitlines() if "intact" in line)
+            assert "✗" in altered and "✗" not in intact
+            await open_session(pilot, app, "altered")
+            await pilot.pause()
+            assert "✗ journal altered (line 1: edited" in "\n".join(screen_text(app))
+            assert unreadable(app, []) == [], theme
+
+    asyncio.run(scenario())

@@ -46,6 +46,7 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("↑ ↓ j k", "choose an iteration"),
             ("home end", "first / last (G: last)"),
             ("i e", "focus timeline / events"),
+            ("T", "its task list"),
             ("d", "its diff (git snapshot)"),
             ("esc", "back"),
         ),
@@ -87,6 +88,7 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
 LEGEND: Final = (
     "status  ● running  ◌ stalled  ✔ complete  ■ blocked  ▲ escalated\n"
     "        ⏸ paused  ⏹ stop requested  ◌ blocked, and nothing drives it\n"
+    "        ✗ its journal's hash chain is broken (ralph-ledger verify names the line)\n"
     "rules   ✔ pass  ✘ fail  ! error      ⚠ a guard tripped\n"
     "ctrl+p  open a session by id, run an example query, replay speed"
 )

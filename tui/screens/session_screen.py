@@ -142,11 +142,19 @@ def title_text(session_id: str, row: SessionRow | None) -> Text:
         out.append(f"{session_id}  (not ingested yet)")
         return out
     out.append_text(fmt.row_status_text(row))
+    if row.chain_break:  # its journal was altered: said before anything a long line could cut
+        symbol, colour = fmt.CHAIN_BROKEN
+        out.append(f" {symbol} journal altered ({row.chain_break})", style=colour)
     if row.stalled and row.runner:  # its runner has exited: say how to go on
         out.append(f" · continue it with `ralph-ledger run --resume {session_id}`", style=fmt.AMBER)
     out.append(f"  {session_id}", style="bold")
     iteration = f"{row.iteration}/{row.max_iterations}" if row.max_iterations else str(row.iteration)
-    out.append(f"  it {iteration}  score ")
+    out.append(f"  it {iteration}")
+    if row.tasks_total:  # a task-list loop: its progress and current task (T lists them all)
+        out.append(f"  ☑ {row.tasks_done}/{row.tasks_total}", style=fmt.BLUE)
+        if row.current_task:
+            out.append(f" {' '.join(row.current_task.split())}")
+    out.append("  score ")
     out.append_text(fmt.score_text(row.last_score))
     if row.tokens:
         out.append(f"  {fmt.tokens(row.tokens)} tokens")
@@ -166,6 +174,7 @@ class SessionScreen(SteeringScreen):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("e", "focus_events", "Events"),
         Binding("i", "focus_timeline", "Iterations"),
+        Binding("T", "tasks", "Tasks", show=False),
         Binding("d", "diff", "Diff", show=False, tooltip="What the iteration changed (its git snapshot)"),
         *STEERING_KEYS,
     ]
@@ -351,6 +360,14 @@ class SessionScreen(SteeringScreen):
     def action_focus_events(self) -> None:
         """Focus the event log (scroll it with the arrows)."""
         self.query_one("#events").focus()
+
+    def action_tasks(self) -> None:
+        """Show the session's task list (``tui.screens.tasks_screen``)."""
+        from tui.screens.tasks_screen import TasksScreen
+
+        monitor = self.monitor()
+        if monitor is not None:
+            self.app.push_screen(TasksScreen(self.session_id, monitor.tasks(self.session_id)))
 
     def action_diff(self) -> None:
         """Show what the iteration under the cursor changed: its git snapshot's diff."""

@@ -105,6 +105,7 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
     iteration = iteration_text(row)
     stop = Text(" ⏹", style=fmt.AMBER) if row.stop_requested and row.status == "running" else Text("")
     stop += Text(" ⏸", style=fmt.AMBER) if row.paused and row.status == "running" else ""
+    stop += Text(f" {fmt.CHAIN_BROKEN[0]}", style=fmt.CHAIN_BROKEN[1]) if row.chain_break else ""
     fails = row.consecutive_failures
     return {
         "status": fmt.row_status_text(row) + stop,
@@ -121,14 +122,32 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
         "cost": fmt.cost_text(row.cost_usd),
         "age": Text(fmt.age(row.updated_at, now), justify="right"),
         "agent": Text(fmt.truncate(row.agent, 12)),
-        "task": Text(fmt.truncate(f"⎇ {row.branch} · {row.task}" if row.branch else row.task, TASK_CHARS)),
+        "task": Text(fmt.truncate(task_cell(row), TASK_CHARS)),
     }
+
+
+def task_cell(row: SessionRow) -> str:
+    """The task column: a task-list loop's progress (done / total) and its current task in place of
+    its label, after the worktree's branch when it runs in one."""
+    task = row.task
+    if row.tasks_total:
+        task = f"☑ {row.tasks_done}/{row.tasks_total} · {row.current_task or row.task}"
+    return f"⎇ {row.branch} · {task}" if row.branch else task
 
 
 def matches(row: SessionRow, needle: str) -> bool:
     """Whether the filter text is a substring of the session's id, agent, task, status, branch or source."""
     needle, r = needle.lower(), row
-    fields = (r.session_id, r.agent, r.task, r.status, r.branch, r.source, "stalled" if r.stalled else "")
+    fields = (
+        r.session_id,
+        r.agent,
+        r.task,
+        r.status,
+        r.branch,
+        r.source,
+        "stalled" if r.stalled else "",
+        r.current_task,
+    )
     return any(needle in f.lower() for f in fields)
 
 

@@ -25,6 +25,7 @@ import msgspec
 
 from ledger import events as ev
 from ledger.core.errors import one_line
+from ledger.core.words import plural
 from ledger.drivers.runner.agent_process import (
     AgentRun,
     Interrupted,
@@ -43,8 +44,10 @@ from ledger.loop.config.loop_config import LoopConfig
 from ledger.loop.decision import Turn
 from ledger.loop.engine import Engine
 from ledger.loop.engine_types import EngineError
-from ledger.loop.snapshots import left_out_note, recorded_path
+from ledger.loop.snapshots import left_out_note
 from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
+from ledger.loop.tasks.files import TaskFile
+from ledger.loop.tasks.progress import file_record, listed, task_state
 from ledger.notify import reporting
 
 EXIT_COMPLETE: Final = 0
@@ -101,7 +104,7 @@ def work_dir_record(engine: Engine) -> str:
     """The engine's work folder as a session records it: relative to the folder holding the home
     (the project, for its own ``.ralph``: a project moved with its home resumes where it ran),
     absolute when outside that folder."""
-    return recorded_path(engine.work_dir, engine.home.root)
+    return file_record(engine.home.root.parent, engine.work_dir)
 
 
 def run_loop(
@@ -118,6 +121,7 @@ def run_loop(
     rate_limit_wait_s: float = 60.0,
     agent_format: AgentFormat | None = None,
     worktree: Worktree | None = None,
+    tasks: TaskFile | None = None,
 ) -> RunResult:
     """Run the agent until the engine completes, blocks or escalates the session (exit codes above).
 
@@ -140,7 +144,9 @@ def run_loop(
     A new session records the engine's ``work_dir`` (``work_dir_record``), where a resume works
     again. Once ``out`` is
     gone (``Output``: its reader went away), the turn under way runs to its end and is recorded, and
-    the loop ends there (``EXIT_OUTPUT_CLOSED``) unless that turn ended it.
+    the loop ends there (``EXIT_OUTPUT_CLOSED``) unless that turn ended it. A new session with
+    ``tasks`` (``run --tasks``) works through that list, one task at a time (docs/tasks.md): each
+    prompt is ``prompt`` (which may be empty) with the current task and the list's state.
     """
     if not agent_cmd:
         raise ValueError("run_loop needs an agent command")
@@ -155,7 +161,7 @@ def run_loop(
     else:
         config = msgspec.structs.replace(
             config,
-            task=config.task or prompt.strip(),  # a label: not the prompt file's last newline
+            task=config.task or prompt.strip() or _list_label(tasks),  # a label: not the file's last newline
             agent=config.agent or Path(agent_cmd[0]).name,
             # the default of the configured agent; "auto" is chosen by the engine (ledger.loop.decide.limits)
             max_iterations="auto" if config.max_iterations == "auto" else config.effective_max_iterations(),
@@ -168,13 +174,18 @@ def run_loop(
             command=agent_cmd,
             worktree=where,
             work_dir=work_dir_record(engine),
+            task_list=tasks.tasks if tasks else (),
+            task_file=file_record(engine.home.root.parent, tasks.path) if tasks else "",
         )
         n, max_it = started.iteration, started.max_iterations
         stdin_text, advance = prompt, False
+        if tasks is not None:  # the first prompt names the first task
+            stdin_text = LoopSession(engine, session_id, prompt).prompt_of(1)
     output = out if isinstance(out, Output) else Output(out)
     loop = _Loop(engine, session_id, output, rate_limit_wait_s, agent_format or detect(agent_cmd))
     loop.session = LoopSession(engine, session_id, prompt)
     loop.agent_cmd = agent_cmd
+    loop.listed = listed(loop.session.events())
     if not resume and config.max_iterations == "auto":  # say how the limit was chosen
         loop.say(
             f"[ralph-ledger] {session_id}: max iterations {max_it} ({_limit_reason(engine, session_id)})\n"
@@ -202,6 +213,11 @@ def run_loop(
             return loop.interrupted(Interrupted(pending.signum))
 
 
+def _list_label(tasks: TaskFile | None) -> str:
+    """A task-list loop's task label when no prompt names it: ``tasks.md (3 tasks)``."""
+    return f"{tasks.path.name} ({plural(len(tasks.tasks), 'task')})" if tasks else ""
+
+
 def _limit_reason(engine: Engine, session_id: str) -> str:
     """Why the session's limit is what it is, as its ``session_started`` recorded it."""
     return str(engine.status(session_id)["max_iterations_reason"] or "")
@@ -224,6 +240,16 @@ class _Loop:
         self.env: dict[str, str] | None = None  # the agent's environment (None: this process's)
         self.agent_cmd: list[str] = []  # the agent's command (its model, when its output names none)
         self.session = LoopSession(engine, session_id, "")  # the loop's steps (``ledger.loop.step``)
+        self.listed = False  # a task-list loop: each task's start is said
+
+    def say_task(self, n: int) -> None:
+        """Say which task iteration ``n`` works on, when it is the first of that task's iterations."""
+        state = task_state(self.session.events())
+        if state is not None and state.current is not None and state.began == n:
+            cur = state.current
+            self.say(
+                f"[ralph-ledger] {self.session_id}: task {cur.task_no} of {len(state.tasks)}: {cur.title}\n"
+            )
 
     def say(self, text: str) -> None:
         """Write one ``[ralph-ledger]`` line to ``out`` (a terminal gone after SIGHUP is ignored)."""
@@ -247,6 +273,8 @@ class _Loop:
             if self.out.gone:  # nobody reads what the next iteration would say
                 return self.output_closed()
             self.say(f"[ralph-ledger] {sid}: iteration {n} of {max_it}\n")
+            if self.listed:
+                self.say_task(n)
             self.before = before = snapshot(engine.work_dir, engine.home.root)
             with self.sidecar.run(agent_cmd) as side:  # e.g. Copilot's usage file
                 run = run_agent(

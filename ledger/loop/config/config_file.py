@@ -35,12 +35,16 @@ class NotifyConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     on: list[str] = msgspec.field(default_factory=lambda: list(NOTICES))
 
 
+CHOICES: Final[dict[str, tuple[str, ...]]] = {"on_task_blocked": ("skip", "stop")}
+"""The values a configuration key of fixed words takes, named when a value is none of them."""
+
+
 def convert(data: Any, typ: type[T], source: str, prefix: str = "") -> T:
     """msgspec.convert with a one-line error naming ``source`` and the key."""
     try:
         return msgspec.convert(data, typ)
     except msgspec.ValidationError as exc:
-        where, what = explain(str(exc), data)
+        where, what = explain(str(exc), data, choices=CHOICES)
         field = where.lstrip(".")
         if field in ("max_iterations", "maxIterations") and isinstance(data, dict):  # int | "auto"
             what = f"{MAX_ITERATIONS_EXPECTED}, got {_shown(data[field])}"  # not msgspec's union words

@@ -62,6 +62,7 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     require_passing_validation: bool = False
     notify: NotifyConfig = NotifyConfig()
     summary: bool = False  # each next prompt carries the loop so far (``ledger.loop.prompt.summary``)
+    on_task_blocked: Literal["skip", "stop"] = "skip"  # a stuck task of a list (docs/design/task-lists.md)
     snapshots: bool = True  # a git snapshot of each iteration's work tree (docs/snapshots.md)
     snapshot_max_bytes: int = DEFAULT_MAX_BYTES  # a larger file is left out of a snapshot, and named
 
@@ -353,15 +354,16 @@ def rules_named(
 
 
 def recorded_config(config: LoopConfig) -> dict[str, Any]:
-    """The configuration as ``session_started`` records it; ``exclusive_promises`` and ``summary``
-    only when set (the snapshot settings only when not the defaults), so the records of loops
-    without them are as they were before they existed."""
+    """The configuration as ``session_started`` records it; ``exclusive_promises``, ``summary`` and
+    ``on_task_blocked`` only when set (the snapshot settings only when not the defaults), so the
+    records of loops without them are as they were before they existed."""
     recorded: dict[str, Any] = msgspec.to_builtins(config)
     for key in ("exclusive_promises", "summary"):
         if not recorded[key]:
             del recorded[key]
     defaults = (
         ("kind", ""),
+        ("on_task_blocked", "skip"),
         ("auto_floor", AUTO_FLOOR),
         ("auto_ceiling", AUTO_CEILING),
         ("snapshots", True),

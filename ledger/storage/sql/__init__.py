@@ -55,10 +55,26 @@ def definitions() -> tuple[Definition, ...]:
     return tuple(out)
 
 
+CHAIN_BREAKS: Final = (
+    "CREATE OR REPLACE TEMP VIEW chain_breaks AS SELECT session_id, chain_break FROM ingest_positions "
+    "WHERE chain_break <> ''"
+)
+"""The sessions whose journal's hash chain the ingest found broken (``sessions.chain_break``)."""
+NO_CHAIN_BREAKS: Final = (
+    "CREATE OR REPLACE TEMP VIEW chain_breaks AS "
+    "SELECT CAST(NULL AS VARCHAR) AS session_id, CAST(NULL AS VARCHAR) AS chain_break WHERE 1 = 0"
+)
+"""The same where no journal was read (a connection without ``ingest_positions``): none."""
+
+
 def load_definitions(con: duckdb.DuckDBPyConnection) -> list[Definition]:
     """Install all views and macros and return them in the order they were installed; a
     definition may use ones installed later in name order, so failures are retried until
-    nothing more succeeds."""
+    nothing more succeeds. ``chain_breaks`` goes first (``CHAIN_BREAKS``)."""
+    try:
+        con.execute(CHAIN_BREAKS)
+    except duckdb.CatalogException:
+        con.execute(NO_CHAIN_BREAKS)
     pending = list(definitions())
     installed: list[Definition] = []
     while pending:

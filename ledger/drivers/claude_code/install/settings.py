@@ -1,4 +1,4 @@
-"""Installing ``ralph-ledger``'s Stop and SubagentStop hook into a project's
+"""Installing ``ralph-ledger``'s hook (Stop, SubagentStop, StopFailure, SessionStart) into a project's
 ``.claude/settings.json``: merged into what is there, never clobbering other hooks, with one-line
 errors naming the file and key.
 
@@ -6,7 +6,7 @@ Stop hooks never import this module (nor ``json``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -65,9 +65,37 @@ def expect(value: object, kind: type, where: str, path: Path) -> None:
         raise SettingsError(f"{path}: {where}: expected {wanted}, got {_kind(value)}")
 
 
-HOOK_EVENTS: Final = ("Stop", "SubagentStop")
+HOOK_EVENTS: Final = ("Stop", "SubagentStop", "StopFailure", "SessionStart")
 """The Claude Code events the hook is installed for: a stop decides the loop, a sub-agent's stop is
-recorded for it (``ledger.drivers.claude_code.stop.subagent``)."""
+recorded for it (``ledger.drivers.claude_code.stop.subagent``), a turn an API error ended and a
+session's start (resumed, forked) are acted on by ``ledger.drivers.claude_code.stop.lifecycle``
+(docs/design/claude-code-hooks.md)."""
+
+
+DETACHED: Final = ("StopFailure",)
+"""The events whose hook runs detached: Claude Code 2.1.328 does not wait for a StopFailure hook. It
+sends it SIGTERM as it starts (before Python could set a handler) and ends what is left of it when it
+exits, so the command ignores SIGTERM and starts the hook in a session of its own (``setsid -f``)
+to record the failure after the client moved on (docs/design/claude-code-hooks.md)."""
+
+DETACH_PREFIX: Final = "trap '' TERM; exec "
+"""What ``detached`` puts before a command (then ``setsid -f``, where there is a ``setsid``)."""
+
+
+def detached(command: str) -> str:
+    """``command`` run with SIGTERM ignored and, where there is a ``setsid``, in a new session (so
+    that the client ending its hook does not end it)."""
+    import shutil
+
+    return DETACH_PREFIX + ("setsid -f " if shutil.which("setsid") else "") + command
+
+
+def attached(command: str) -> str:
+    """``command`` without what ``detached`` added (itself when it has none)."""
+    if not command.startswith(DETACH_PREFIX):
+        return command
+    rest = command.removeprefix(DETACH_PREFIX)
+    return rest.removeprefix("setsid -f ")
 
 
 def _entries(settings: dict[str, Any], path: Path, event: str) -> list[Any]:
@@ -96,8 +124,9 @@ def install_hook(
     *,
     replaces: Callable[[str], bool] | None = None,
     events: tuple[str, ...] = HOOK_EVENTS,
+    commands: Mapping[str, str] | None = None,
 ) -> bool:
-    """Add a hook running ``command`` for each of ``events`` (Stop and SubagentStop) to a Claude Code
+    """Add a hook running ``command`` for each of ``events`` (``HOOK_EVENTS``) to a Claude Code
     settings file, keeping everything else.
 
     Returns False when that command is already every event's hook. A hook whose command
@@ -105,6 +134,7 @@ def install_hook(
     of adding a second one. Creates the file and its folder when missing (an empty file counts as
     ``{}``); ``SettingsError`` when the file is not JSON or not shaped like settings (checked for
     every event before anything is written). Written atomically with 2-space indentation.
+    ``commands`` gives an event another command than ``command`` (a ``detached`` one).
     """
     import json  # here, like in load_json_object: Stop hooks import this module, never json
 
@@ -113,8 +143,9 @@ def install_hook(
     path = Path(settings_path)
     settings = load_json_object(path)
     changed = False
-    for entries in [_entries(settings, path, event) for event in events]:
-        if any(_has_command(entry, command) for entry in entries):
+    for event, entries in [(event, _entries(settings, path, event)) for event in events]:
+        wanted = (commands or {}).get(event, command)
+        if any(_has_command(entry, wanted) for entry in entries):
             continue
         older = [
             hook
@@ -125,9 +156,9 @@ def install_hook(
             and replaces(str(hook.get("command", "")))
         ]
         for hook in older:
-            hook["command"] = command
+            hook["command"] = wanted
         if not older:
-            entries.append({"hooks": [{"type": "command", "command": command}]})
+            entries.append({"hooks": [{"type": "command", "command": wanted}]})
         changed = True
     if changed:
         atomic_write(path, (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))

@@ -1,5 +1,6 @@
-"""``ralph-ledger hook claude-code``: the Claude Code Stop and SubagentStop hook's entry. It reads
-the stop, finds its project and home (``locate``) and hands it to the one that decides: a
+"""``ralph-ledger hook claude-code``: the Claude Code hook's entry (Stop, SubagentStop, StopFailure,
+SessionStart). It reads the event, finds its project and home (``locate``) and hands it to the one
+that decides: a turn an API error ended or a session's start (``lifecycle``), a
 sub-agent's stop (``subagent``), a ledger-native loop (``native``: the loop step decides), or the
 ``ralph-loop`` plugin drop-in (``dropin``). It never wedges the agent: an internal error allows the
 stop, prints one line on stderr and is recorded where it can be (``error_sink``). The rules it
@@ -54,6 +55,12 @@ def run(
             from ledger.drivers.claude_code.stop.subagent import subagent_stop
 
             return subagent_stop(data, project, home, clock, sink, stop_id)
+        if data.hook_event_name in ("StopFailure", "SessionStart"):  # never a stop to decide
+            from ledger.drivers.claude_code.stop import lifecycle
+
+            if data.hook_event_name == "StopFailure":
+                return lifecycle.stop_failure(data, project, home, clock, sink)
+            return lifecycle.session_start(data, project, home, clock)
         if (project / LOOP_FILE).exists():  # a ledger-native loop: the engine decides (imports DuckDB)
             from ledger.drivers.claude_code.stop.native import native_stop
 

@@ -46,6 +46,7 @@ class LoopFile(msgspec.Struct, frozen=True, kw_only=True):
     ledger_session: str = ""  # the loop's ledger session, chosen by the first stop
     agent: str = ""  # loop start --agent: .claude/agents/<agent>.md applies (config.agent_config)
     kind: str = ""  # loop start --kind: the kind of task (overrides the configuration's kind)
+    tasks: str = ""  # loop start --tasks: the task list's file (absolute), read by the first stop
 
 
 class LoopFileError(ValueError):
@@ -64,7 +65,7 @@ def read_loop_file(path: Path) -> LoopFile | None:
         loop = msgspec.json.decode(raw, type=LoopFile)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise LoopFileError(f"{path}: not a ralph-ledger loop file: {exc}") from None
-    if not loop.prompt.strip():
+    if not loop.prompt.strip() and not loop.tasks:
         raise LoopFileError(f"{path}: the prompt is empty")
     if isinstance(loop.max_iterations, int) and loop.max_iterations < 1:
         raise LoopFileError(

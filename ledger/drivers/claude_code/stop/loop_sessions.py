@@ -37,6 +37,9 @@ class LoopRecord(msgspec.Struct, frozen=True, kw_only=True):
     config: dict[str, Any] = {}
 
 
+DROP_IN: Final = "ralph-loop"
+"""The ``mode`` a drop-in loop records in its ``session_started`` config (``dropin._events``)."""
+
 _ENDINGS: Final = (ev.SessionCompleted, ev.SessionBlocked, ev.SessionEscalated)
 
 

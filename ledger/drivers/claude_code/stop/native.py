@@ -69,7 +69,7 @@ def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
         promises, exclusive = [loop.completion_promise], True
     config = msgspec.structs.replace(
         config,
-        task=loop.prompt[:500],
+        task=loop.prompt[:500] or (f"{Path(loop.tasks).name} (task list)" if loop.tasks else ""),
         agent=config.agent or AGENT,
         kind=loop.kind or config.kind,
         max_iterations=loop.max_iterations or config.max_iterations,
@@ -81,6 +81,23 @@ def loop_config(project: Path, loop: LoopFile) -> LoopConfig:
     except ConfigError as exc:  # refused by loop start before any loop file is written
         raise HookInputError(f"{exc}; or give loop start --completion-promise PHRASE") from None
     return config
+
+
+def _task_list(project: Path, home: Home, loop: LoopFile) -> dict[str, Any]:
+    """``engine.start``'s task list of a ``loop start --tasks`` loop (none without one): the file read
+    now, recorded relative to the folder holding the home (docs/tasks.md); a file that no longer reads
+    is the hook's one line."""
+    if not loop.tasks:
+        return {}
+    from ledger.core.errors import TaskFileError
+    from ledger.loop.tasks.files import read_tasks
+    from ledger.loop.tasks.progress import file_record
+
+    try:
+        tasks = read_tasks(Path(loop.tasks))
+    except TaskFileError as exc:
+        raise HookInputError(f"--tasks {exc}") from None
+    return {"task_list": tasks.tasks, "task_file": file_record(home.root.parent, tasks.path)}
 
 
 def config_note(project: Path, loop: LoopFile, recorded: dict[str, Any]) -> str:
@@ -162,8 +179,8 @@ def _owned_stop(
         return HookOutcome(stdout=done.answer, sync=synced)
     if not record.started:
         config = loop_config(project, loop)
-        engine.start(sid, config, prompt=loop.prompt)  # the whole prompt: what an unblock tells again
-        rules = config.rules
+        engine.start(sid, config, prompt=loop.prompt, **_task_list(project, home, loop))
+        rules = config.rules  # the prompt above is the whole prompt: what an unblock tells again
     elif record.ended:
         path.unlink(missing_ok=True)  # a loop file left over from a loop that ended
         sweep_temps(path)

@@ -426,13 +426,14 @@ def _scan(argv: Sequence[str]) -> tuple[list[str], dict[str, str], bool]:
     return words, values, False
 
 
-def parse_loop_args(argv: Sequence[str]) -> LoopArgs:
-    """Parse the arguments after ``loop start``; ``UsageError`` (one line) when they are wrong."""
+def parse_loop_args(argv: Sequence[str], *, prompt_optional: bool = False) -> LoopArgs:
+    """Parse the arguments after ``loop start``; ``UsageError`` (one line) when they are wrong.
+    ``prompt_optional``: a task-list loop (``--tasks``), whose tasks are the work."""
     words, values, show_help = _scan(argv)
     prompt = " ".join(words)
     if show_help:
         return LoopArgs(prompt=prompt, show_help=True)
-    if not prompt.strip():
+    if not prompt.strip() and not prompt_optional:
         raise UsageError(f"missing prompt; {USAGE}")
     max_raw = values.get("--max-iterations", "0")
     if not _WHOLE.fullmatch(max_raw):

@@ -14,7 +14,8 @@ from ledger.drivers.claude_code.stop.locate import MAX_STDIN, HookInputError
 
 
 class HookInput(msgspec.Struct, frozen=True, kw_only=True):
-    """The Stop (or SubagentStop) hook's stdin (unknown fields are ignored). A SubagentStop's
+    """The hook's stdin (unknown fields are ignored): a Stop's, a SubagentStop's, a StopFailure's
+    (``error``, ``error_details``) or a SessionStart's (``source``). A SubagentStop's
     ``session_id`` and ``transcript_path`` are the parent session's; ``agent_id``, ``agent_type``
     and ``agent_transcript_path`` (its own transcript, under ``subagents/``) name the sub-agent."""
 
@@ -30,6 +31,9 @@ class HookInput(msgspec.Struct, frozen=True, kw_only=True):
     prompt_id: str | None = None
     background_tasks: list[Any] | None = None
     session_crons: list[Any] | None = None
+    error: str | None = None  # StopFailure: the kind of API error ("rate_limit", "server_error", ...)
+    error_details: str | None = None  # StopFailure: more about it, when the client gives it
+    source: str | None = None  # SessionStart: "startup", "resume", "clear", "compact" or "fork"
 
     def tasks(self) -> list[dict[str, Any]]:
         """The background tasks the client still knows (objects only)."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledger import events as ev
 from ledger.core.home import make_root
+from ledger.drivers.claude_code.stop.loop_sessions import DROP_IN
 from ledger.drivers.claude_code.stop.requester import served_for
 from ledger.drivers.claude_code.stop.warm import (
     ACCEPT,
@@ -176,9 +177,6 @@ def _prime(home: Home, session_id: str, offset: int) -> None:
 
 _PRIMED: dict[str, int] = {}
 """The journal offset each session was last primed at (:func:`_prime`)."""
-
-DROP_IN = "ralph-loop"
-"""The ``mode`` a drop-in loop records in its ``session_started`` config (``dropin._events``)."""
 
 
 def _import_engine() -> None:

@@ -63,6 +63,7 @@ class Message(msgspec.Struct, gc=False):
 class _Line(msgspec.Struct, gc=False, rename="camel"):
     type: str | None = None
     session_id: str | None = None
+    request_session_id: str | None = None  # another session's: a fork's copy of its parent's line
     is_meta: bool | None = None
     is_sidechain: bool | None = None
     message: Message | None = None
@@ -77,6 +78,13 @@ def decode_line(raw: bytes) -> _Line | None:
         return _decoder.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def copied(line: _Line) -> bool:
+    """Whether ``line`` is a fork's copy of a line of the session it forked from (``--fork-session``:
+    Claude Code 2.1.328 copies the parent's messages, each naming the parent in ``requestSessionId``):
+    the parent's turn, counted there, never this session's (docs/design/claude-code-hooks.md)."""
+    return bool(line.request_session_id and line.session_id and line.request_session_id != line.session_id)
 
 
 def is_blank(raw: bytes) -> bool:
@@ -222,6 +230,8 @@ class _Aggregate:
     def _feed_line(self, line: _Line) -> None:
         if line.session_id:
             self.session_id = line.session_id
+        if copied(line):
+            return
         if line.type == "user":  # a tool's result, a prompt, a stop hook's feedback: the turn goes on
             self.ended[bool(line.is_sidechain)] = False
         if is_prompt(line):

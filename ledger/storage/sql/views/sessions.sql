@@ -40,7 +40,16 @@ SELECT
   coalesce(b.pause = 'pause', FALSE) AS paused,
   -- the git worktree (its root) and branch the loop runs in (run --worktree); NULL: the project's checkout
   nullif(b.worktree, '') AS worktree,
-  nullif(b.branch, '') AS branch
+  nullif(b.branch, '') AS branch,
+  -- whether the session's journal's hash chain is broken, and where ("line N: how"; "" when it holds):
+  -- what the ingest and `verify` found (chain_breaks; docs/verify.md)
+  c.chain_break IS NOT NULL AS chain_broken,
+  coalesce(c.chain_break, '') AS chain_break,
+  -- a task-list loop's tasks (0, 0 and '' for a loop without a list: docs/design/task-lists.md):
+  -- how many, how many done (given done by the file, or completed), the title of the one under way
+  coalesce(k.tasks_total, 0) AS tasks_total,
+  coalesce(k.tasks_done, 0) AS tasks_done,
+  coalesce(k.current_task, '') AS current_task
 FROM (
   SELECT
     session_id,
@@ -90,3 +99,18 @@ LEFT JOIN (
   GROUP BY session_id
 ) t USING (session_id)
 LEFT JOIN failure_streak() f USING (session_id)
+LEFT JOIN (SELECT session_id, min(chain_break) AS chain_break FROM chain_breaks GROUP BY session_id) c
+  USING (session_id)
+LEFT JOIN (
+  SELECT
+    session_id,
+    len(arg_max(task_list, seq) FILTER (WHERE len(task_list) > 0)) AS tasks_total,
+    coalesce(len(list_filter(arg_max(task_list, seq) FILTER (WHERE len(task_list) > 0),
+                             lambda t: t.done)), 0)
+      + count(DISTINCT task_no) FILTER (WHERE type = 'task_completed') AS tasks_done,
+    CASE WHEN arg_max(type, seq) = 'task_started'
+         THEN arg_max(title, seq) END AS current_task
+  FROM events
+  WHERE type IN ('task_started', 'task_completed', 'task_blocked')
+  GROUP BY session_id
+) k USING (session_id)
