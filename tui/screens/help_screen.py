@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -96,23 +97,30 @@ LEGEND: Final = (
 
 def section(name: str, keys: tuple[tuple[str, str], ...]) -> Table:
     """One screen's keys."""
-    table = Table(show_header=False, box=None, padding=(0, 1, 0, 0), expand=False)
+    title = Text(name, style=f"bold {fmt.BLUE}")
+    table = Table(show_header=False, box=None, padding=(0, 1, 0, 0), expand=False, title=title)
+    table.title_justify = "left"
     table.add_column(style="bold", no_wrap=True, min_width=8)
     table.add_column(no_wrap=True)
-    table.add_row(Text(name, style=f"bold {fmt.BLUE}"), "")
     for key, what in keys:
         table.add_row(key, what)
     return table
 
 
+COLUMNS: Final = (("Everywhere", "Session", "A loop"), ("Sessions", "Alerts (a)", "SQL console"))
+"""Which sections stand in each column: about as tall as each other, so the box stays short."""
+
+
 def help_table() -> Table:
-    """The keys of every screen, in two columns."""
-    grid = Table.grid(padding=(0, 3, 1, 0))
+    """The keys of every screen, in two columns of sections."""
+    grid = Table.grid(padding=(0, 3, 0, 0))
     grid.add_column()
     grid.add_column()
-    sections = [section(name, keys) for name, keys in KEYS]
-    for n in range(0, len(sections), 2):
-        grid.add_row(*sections[n : n + 2])
+    keys = dict(KEYS)
+    cells = [
+        Group(*[part for name in names for part in ("", section(name, keys[name]))][1:]) for names in COLUMNS
+    ]
+    grid.add_row(*cells)
     return grid
 
 
