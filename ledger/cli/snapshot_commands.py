@@ -57,6 +57,7 @@ def cmd_rollback(home: Home, args: argparse.Namespace) -> None:
     from ledger import events as ev
     from ledger.core import snapshots as git
     from ledger.loop.config.loop_config import LoopConfig
+    from ledger.loop.snapshots import left_alone
     from ledger.monitor.snapshots import taken, work_tree
     from ledger.storage.journal import Journal, journal_path
 
@@ -73,12 +74,13 @@ def cmd_rollback(home: Home, args: argparse.Namespace) -> None:
     config = started[-1].config if started else {}
     limit = int(config.get("snapshot_max_bytes", LoopConfig().snapshot_max_bytes))
     root = work_tree(target, home.root)
+    alone = left_alone(events, home.root)
     try:
         repo = git.repo_of(root) if root.is_dir() else None
         if repo is None:
             raise git.SnapshotError(f"{root} is no longer a git work tree")
         if not args.force:
-            now = git.current_tree(repo, home.root, limit)
+            now = git.current_tree(repo, alone, limit)
             commits = [c for s in snaps.values() for c in (s.commit, s.parent) if c]  # the base too
             kept = {s.tree for s in snaps.values()} | git.trees_of(repo.root, commits)
             if now.tree not in kept:
@@ -86,7 +88,7 @@ def cmd_rollback(home: Home, args: argparse.Namespace) -> None:
                     f"ralph-ledger rollback: {repo.root} has changes that are in no snapshot of session "
                     f"{args.session!r}; commit or stash them, or give --force"
                 )
-        git.restore(repo, target.tree or f"{target.commit}^{{tree}}", home.root, limit, force=args.force)
+        git.restore(repo, target.tree or f"{target.commit}^{{tree}}", alone, limit, force=args.force)
     except git.SnapshotError as exc:
         raise CliError(f"ralph-ledger rollback: {exc}") from None
     n = max((e.iteration for e in events), default=0)

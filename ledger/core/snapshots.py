@@ -155,20 +155,21 @@ def temporary_index(repo: Repo) -> Iterator[dict[str, str]]:
                 leftover.unlink()
 
 
-def _excluded(repo: Repo, exclude: Path | None) -> list[str]:
-    """The pathspecs leaving the loop's own files out: its state files (``LOOP_STATE``) and
-    ``exclude`` (the ledger home) when it lies inside the work tree and the work tree does not lie
-    inside it."""
+def _excluded(repo: Repo, exclude: Sequence[Path]) -> list[str]:
+    """The pathspecs leaving the loop's own files out: its state files (``LOOP_STATE``) and each of
+    ``exclude`` (the ledger home, a task list's file) that lies inside the work tree (a home the work
+    tree lies inside is no file of it)."""
     out = [f":(exclude,top){name}" for name in LOOP_STATE]
-    if exclude is None:
-        return out
-    root, home = repo.root.resolve(), exclude.resolve()
-    if root.is_relative_to(home) or not home.is_relative_to(root) or home == root:
-        return out
-    return [*out, f":(exclude,top){home.relative_to(root).as_posix()}"]
+    root = repo.root.resolve()
+    for path in exclude:
+        mine = path.resolve()
+        if root.is_relative_to(mine) or not mine.is_relative_to(root):
+            continue
+        out.append(f":(exclude,top){mine.relative_to(root).as_posix()}")
+    return out
 
 
-def write_tree(repo: Repo, env: Mapping[str, str], exclude: Path | None, max_bytes: int) -> Tree:
+def write_tree(repo: Repo, env: Mapping[str, str], exclude: Sequence[Path], max_bytes: int) -> Tree:
     """The work tree, as git sees it (ignored files out), staged in the index of ``env`` and written
     as a tree; files over ``max_bytes`` that git would add are left out and named."""
     listed = git(
@@ -210,7 +211,7 @@ def take(
     *,
     when: datetime,
     message: str,
-    exclude: Path | None = None,
+    exclude: Sequence[Path] = (),
     max_bytes: int = DEFAULT_MAX_BYTES,
     parent_tree: str = "",
 ) -> Snapshot:
@@ -310,13 +311,13 @@ def diff_text(root: Path, base: str, commit: str) -> str:
     return out.stdout.decode(errors="replace")
 
 
-def current_tree(repo: Repo, exclude: Path | None, max_bytes: int) -> Tree:
+def current_tree(repo: Repo, exclude: Sequence[Path], max_bytes: int) -> Tree:
     """The work tree now, as a snapshot would store it (nothing stored under a ref)."""
     with temporary_index(repo) as env:
         return write_tree(repo, env, exclude, max_bytes)
 
 
-def restore(repo: Repo, target: str, exclude: Path | None, max_bytes: int, *, force: bool) -> None:
+def restore(repo: Repo, target: str, exclude: Sequence[Path], max_bytes: int, *, force: bool) -> None:
     """Make the work tree the tree ``target``: files it lacks removed, the rest written; ignored
     files, and files left out of snapshots, untouched unless the target holds them (``force``:
     overwritten then; else git refuses). The user's index, ``HEAD`` and branch are not touched."""

@@ -39,7 +39,7 @@ def turn_snapshot(engine: Engine, s: SessionView, landed: Sequence[ev.AnyEvent] 
             parent or repo.head,
             when=engine.clock(),
             message=f"ralph-ledger: session {sid}, iteration {n}",
-            exclude=engine.home.root,
+            exclude=left_alone(s.events, engine.home.root),
             max_bytes=s.config.snapshot_max_bytes,
             parent_tree=parent_tree,
         )
@@ -66,6 +66,16 @@ def turn_snapshot(engine: Engine, s: SessionView, landed: Sequence[ev.AnyEvent] 
             left_out=list(taken.left_out),
         )
     ]
+
+
+def left_alone(events: Sequence[ev.AnyEvent], home: Path) -> list[Path]:
+    """What a session's snapshots leave out, and so its rollback never rewinds: the ledger home and
+    a task list's file, whose ticks are the loop's own record (the ledger holds the tasks' state;
+    docs/design/snapshots.md)."""
+    from ledger.loop.tasks.progress import file_of, task_state
+
+    state = task_state(events)
+    return [home, file_of(home.parent, state.file)] if state is not None and state.file else [home]
 
 
 def base_of(events: Sequence[ev.AnyEvent], n: int) -> tuple[str, str]:

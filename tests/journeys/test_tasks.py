@@ -188,3 +188,23 @@ def test_a_task_list_loop_resumes_without_a_prompt(project: Project, tmp_path: P
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Current task (1 of 3): write hello.txt" in (state / "prompt1.txt").read_text()
     assert (project.dir / "TASKS.md").read_text().count("[x]") == 3
+
+
+def test_a_task_lists_ticks_are_no_unsaved_change_and_a_rollback_leaves_them(
+    project: Project, tmp_path: Path
+) -> None:
+    """The loop ticks its list after the turn's snapshot: the list file is the loop's own record, left
+    out of the snapshots, so a rollback after the loop is not refused over the ticks (it was: "changes
+    that are in no snapshot") and does not un-tick them; the agent's files go back to iteration 1."""
+    proc, _state = run_tasks(project, tmp_path, STEADY)
+    assert proc.returncode == 0, proc.stderr
+    ticked = (project.dir / "TASKS.md").read_text()
+    diff = project.cli("diff", "s1", "2")
+    assert diff.returncode == 0 and "hello.txt" in diff.stdout and "TASKS.md" not in diff.stdout, diff
+    back = project.cli("rollback", "s1", "--to", "1")
+    assert back.returncode == 0, back.stderr
+    assert (project.dir / "TASKS.md").read_text() == ticked
+    assert not [n for n in ("hello.txt", "world.txt", "done.txt") if (project.dir / n).exists()]
+    project.write("hello.txt", "my own\n")
+    refused = project.cli("rollback", "s1", "--to", "2")
+    assert refused.returncode == 1 and "in no snapshot of session 's1'" in refused.stderr
