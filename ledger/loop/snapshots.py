@@ -37,7 +37,7 @@ def turn_snapshot(engine: Engine, s: SessionView, landed: Sequence[ev.AnyEvent] 
             repo,
             ref,
             parent or repo.head,
-            when=engine.clock(),
+            when=s.events[-1].ts if s.events else engine.clock(),  # the last event's time: no clock read
             message=f"ralph-ledger: session {sid}, iteration {n}",
             exclude=left_alone(s.events, engine.home.root),
             max_bytes=s.config.snapshot_max_bytes,

@@ -89,14 +89,34 @@ def engine_home(engine: Engine, work: Path) -> Home:
     return engine.home
 
 
-@pytest.fixture
-def homes(fixture_home: Home, tmp_path: Path, engine: Engine, work: Path) -> dict[str, Home]:
-    """Three homes, by source name: the hand-written fixture, the recorded samples, an engine's."""
+TASKS_RUN = ROOT / "tests" / "fixtures" / "tasks" / "run-tasks-snapshots.jsonl"
+"""A real ``run --tasks`` in a git project (a task done in two iterations, one skipped, one done):
+task events and snapshots, for the ``tasks`` and ``changes`` views."""
+
+
+def tasks_home(root: Path) -> Home:
+    """A home holding ``TASKS_RUN``."""
+    home = Home.resolve(root)
+    home.ensure()
+    shutil.copyfile(TASKS_RUN, home.journals / "t-tasks.jsonl")  # a journal is named for its session
+    return home
+
+
+def fleet_homes(fixture_home: Home, tmp_path: Path, engine: Engine, work: Path) -> dict[str, Home]:
+    """Four homes, by source name: the hand-written fixture, the recorded samples, an engine's and a
+    task-list loop's with snapshots."""
     return {
         "laptop": fixture_home,
         "ci-1": sample_home(tmp_path / "samples"),
         "ci-2": engine_home(engine, work),
+        "ci-3": tasks_home(tmp_path / "tasks"),
     }
+
+
+@pytest.fixture
+def homes(fixture_home: Home, tmp_path: Path, engine: Engine, work: Path) -> dict[str, Home]:
+    """The fleet's homes (``fleet_homes``)."""
+    return fleet_homes(fixture_home, tmp_path, engine, work)
 
 
 def rows(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:

@@ -472,7 +472,7 @@ def test_the_torn_line_is_kept_and_reported_once_the_journal_goes_on(tmp_path: P
         E.ErrorRecorded(session_id="torn-last-line", component="test")
     )
     second = ledger.ingest([path])
-    assert (first.events, second.events, written.seq) == (10, 1, 11)
+    assert (first.events, second.events, written.seq) == (11, 1, 12)
     assert [b.reason.split(" (")[0] for b in second.bad_lines] == ["torn line"]
-    assert second.bad_lines[0].line_no == 11
+    assert second.bad_lines[0].line_no == 12
     ledger.close()

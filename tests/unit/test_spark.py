@@ -23,7 +23,7 @@ import pytest
 from ledger.core.home import Home
 from ledger.storage.database import Ledger
 from ledger.storage.sql import definitions
-from tests.unit.test_fleet import engine_home, export, sample_home
+from tests.unit.test_fleet import export, fleet_homes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,12 +102,8 @@ def targets() -> Iterator[tuple[str, str]]:
 
 @pytest.fixture
 def homes(fixture_home: Home, tmp_path: Path, engine: Any, work: Path) -> dict[str, Home]:
-    """Three homes, by source name: the hand-written fixture, the recorded samples, an engine's."""
-    return {
-        "laptop": fixture_home,
-        "ci-1": sample_home(tmp_path / "samples"),
-        "ci-2": engine_home(engine, work),
-    }
+    """The fleet's homes (``tests.unit.test_fleet.fleet_homes``)."""
+    return fleet_homes(fixture_home, tmp_path, engine, work)
 
 
 def test_every_view_and_detector_on_spark_returns_the_ledgers_rows(

@@ -55,6 +55,9 @@ def definitions() -> tuple[Definition, ...]:
     return tuple(out)
 
 
+READS_RE: Final = re.compile(r"\b(?:FROM|JOIN)\s+(\w+)", re.IGNORECASE)
+"""The names a definition reads from (``install_order``)."""
+
 CHAIN_BREAKS: Final = (
     "CREATE OR REPLACE TEMP VIEW chain_breaks AS SELECT session_id, chain_break FROM ingest_positions "
     "WHERE chain_break <> ''"
@@ -95,8 +98,9 @@ def load_definitions(con: duckdb.DuckDBPyConnection) -> list[Definition]:
 
 @cache
 def install_order() -> tuple[Definition, ...]:
-    """Every definition, each after the ones it uses (installed once over empty ``events`` and
-    ``model_prices`` tables)."""
+    """Every definition, each after the ones it reads (``FROM name`` / ``JOIN name``): DuckDB binds
+    a table macro only when it runs, so its own install order may put a detector before a view it
+    reads, which Spark and Trino refuse (``thrashing`` before ``changes``)."""
     from ledger.storage.prices import MODEL_PRICES_TABLE
     from ledger.storage.schema import create_events_sql
 
@@ -104,6 +108,17 @@ def install_order() -> tuple[Definition, ...]:
     try:
         con.execute(create_events_sql())
         con.execute(MODEL_PRICES_TABLE)
-        return tuple(load_definitions(con))
+        loaded = load_definitions(con)
     finally:
         con.close()
+    names = {d.name for d in loaded}
+    reads = {d.name: set(READS_RE.findall(re.sub(r"--[^\n]*", "", d.sql))) & names - {d.name} for d in loaded}
+    ordered: list[Definition] = []
+    placed: set[str] = set()
+    while len(ordered) < len(loaded):
+        d = next((d for d in loaded if d.name not in placed and reads[d.name] <= placed), None)
+        if d is None:  # a cycle: DuckDB installed them, so keep its order for the rest
+            d = next(d for d in loaded if d.name not in placed)
+        ordered.append(d)
+        placed.add(d.name)
+    return tuple(ordered)

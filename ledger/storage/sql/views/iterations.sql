@@ -7,7 +7,9 @@ SELECT
   e.iteration,
   e.started_at,
   e.ended_at,
-  date_diff('millisecond', e.started_at, e.ended_at) / 1000.0 AS duration_s,
+  -- whole milliseconds of each end (DuckDB counts boundaries, Spark the difference: both agree so)
+  date_diff('millisecond', date_trunc('millisecond', e.started_at), date_trunc('millisecond', e.ended_at))
+    / 1000.0 AS duration_s,
   s.score AS score,
   s.passed AS validation_passed,
   array_length(list_filter(s.results, lambda r: r.passed AND NOT r.errored)) AS rules_passed,

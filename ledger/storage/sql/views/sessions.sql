@@ -104,8 +104,8 @@ LEFT JOIN (SELECT session_id, min(chain_break) AS chain_break FROM chain_breaks 
 LEFT JOIN (
   SELECT
     session_id,
-    len(arg_max(task_list, seq) FILTER (WHERE len(task_list) > 0)) AS tasks_total,
-    coalesce(len(list_filter(arg_max(task_list, seq) FILTER (WHERE len(task_list) > 0),
+    array_length(arg_max(task_list, seq) FILTER (WHERE array_length(task_list) > 0)) AS tasks_total,
+    coalesce(array_length(list_filter(arg_max(task_list, seq) FILTER (WHERE array_length(task_list) > 0),
                              lambda t: t.done)), 0)
       + count(DISTINCT task_no) FILTER (WHERE type = 'task_completed') AS tasks_done,
     CASE WHEN arg_max(type, seq) = 'task_started'

@@ -12,7 +12,9 @@ SELECT
   coalesce(k.last_iteration - k.first_iteration + 1, 0) AS iterations,
   coalesce(sum(tc.tokens), 0) AS tokens,
   round(sum(tc.cost_usd), 9) AS cost_usd,  -- as turn_costs defines it, rounded as sessions.cost_usd
-  date_diff('millisecond', k.started_at, k.ended_at) / 1000.0 AS seconds,
+  -- whole milliseconds of each end, as iterations.duration_s
+  date_diff('millisecond', date_trunc('millisecond', k.started_at), date_trunc('millisecond', k.ended_at))
+    / 1000.0 AS seconds,
   k.first_iteration,
   k.last_iteration
 FROM (
@@ -37,7 +39,7 @@ FROM (
   FROM (
     SELECT session_id, unnest(task_list) AS t
     FROM (SELECT session_id, arg_max(task_list, seq) AS task_list
-          FROM events WHERE type = 'task_started' AND len(task_list) > 0 GROUP BY session_id)
+          FROM events WHERE type = 'task_started' AND array_length(task_list) > 0 GROUP BY session_id)
   ) l
   LEFT JOIN (
     SELECT session_id, task_no, min(iteration) AS first_iteration, arg_min(ts, seq) AS started_at,
