@@ -452,24 +452,47 @@ def git_project(tmp: Path, name: str, master: Path, snapshots: bool) -> Project:
     return p
 
 
-def bench_snapshots(tmp: Path, master: Path, runs: int) -> tuple[list[Sample], list[Sample]]:
-    """Warm ledger-native stops in two git projects, snapshots on and off, taken in turn (the agent
-    edits a file before each stop): (on, off)."""
+Snaps = tuple[list[Sample], list[Sample], list[Sample]]
+
+
+def bench_snapshots(tmp: Path, master: Path, runs: int) -> Snaps:
+    """Warm ledger-native stops in three git projects, taken in turn (the agent edits a file before
+    each stop): snapshots and the hash chain on (as shipped), snapshots off, and both off (the
+    chain off by ``chain_off``): (on, snapshots off, both off)."""
     on, off = git_project(tmp, "snap-on", master, True), git_project(tmp, "snap-off", master, False)
+    bare = git_project(tmp, "both-off", master, False)
+    bare.env.update(chain_off(tmp))
+    projects = (on, off, bare)
     try:
-        for p in (on, off):
+        for p in projects:
             p.stop()
             worker_up(p)
-        times: tuple[list[Sample], list[Sample]] = ([], [])
+        times: Snaps = ([], [], [])
         for _ in range(runs):
-            for p, into in ((on, times[0]), (off, times[1])):
+            for p, into in zip(projects, times, strict=True):
                 edited = p.root / "src" / "m1" / f"f{30 + p.stops % 20}.py"
                 edited.write_text(edited.read_text() + f"more = {p.stops}\n")
                 into.append(p.stop())
         return times
     finally:
-        stop_worker(on)
-        stop_worker(off)
+        for p in projects:
+            stop_worker(p)
+
+
+def snapshots_table(snaps: Snaps) -> str:
+    """The stop in a git project with snapshots and the chain on, against each off (medians, ratio)."""
+    on, off, bare = snaps
+    return targets(
+        [
+            ("stop, warm, git: snapshots + chain on", med(on), "snapshots off", med(off), SNAP_RATIO),
+            ("stop, warm, git: snapshots + chain on", med(on), "both off", med(bare), SNAP_RATIO),
+        ]
+    )
+
+
+SNAP_RATIO = 1.5
+"""A warm ledger-native stop in a git project with snapshots and the chain on: at most this times the
+same stop with them off (a snapshot is five git processes, ~20-30 ms: docs/design/snapshots.md)."""
 
 
 def bench_cmd(code: str, runs: int) -> list[Sample]:
@@ -531,6 +554,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the warm ledger-native stops with the hash chain on and off",
     )
+    p.add_argument(
+        "--snapshots-only",
+        action="store_true",
+        help="only the warm ledger-native stops in a git project, snapshots and the chain on and off",
+    )
     args = parse_with_smoke(p, argv, ("--runs", "1", "--far", "5"))
     runs, far = max(1, args.runs), max(3, args.far)
     hook = official_hook(args.official)
@@ -547,6 +575,12 @@ def main(argv: list[str] | None = None) -> int:
         master = tmp / "master.jsonl"
         build_transcript(master)
         size = master.stat().st_size
+        if args.snapshots_only:
+            progress("ledger-native stops in a git project, warm, snapshots and the chain on and off ...")
+            snaps = bench_snapshots(tmp, master, runs)
+            print(f"transcript: {size:,} bytes; {runs} runs per row, each stop a fresh process; times in ms")
+            print(snapshots_table(snaps))
+            return 0
         progress("ledger-native stops, warm, hash chain on and off ...")
         chain = bench_chain(tmp, master, runs, progress, far)
         if args.chain_only:
@@ -562,7 +596,8 @@ def main(argv: list[str] | None = None) -> int:
         progress("ledger-native stops, warm worker (the default) ...")
         warm2, warm100, beside2, beside100 = bench_native(tmp, master, runs, progress, True, hook, far)
         progress("ledger-native stops in a git project, warm, snapshots on and off ...")
-        snap_on, snap_off = bench_snapshots(tmp, master, runs)
+        snaps = bench_snapshots(tmp, master, runs)
+        snap_on, snap_off, _ = snaps
         progress("baselines ...")
         bare = bench_cmd("pass", runs)
         duck = bench_cmd("import duckdb", runs)
@@ -710,6 +745,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print(chain_table(chain, far))
+    print()
+    print(snapshots_table(snaps))
     return 0
 
 

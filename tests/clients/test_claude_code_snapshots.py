@@ -60,12 +60,20 @@ def test_each_stop_of_the_real_client_takes_a_snapshot(snapped: Run) -> None:
     assert {"iteration": 2, "path": "app.py", "added": 1, "removed": 1} in rows
 
 
-def test_diff_of_iteration_2_and_rollback_to_1(snapped: Run) -> None:
+def test_diff_of_iteration_2_a_refused_rollback_and_rollback_to_1(snapped: Run) -> None:
     diff = ralph(snapped, "diff", _session(snapped), "2")
     assert diff.returncode == 0, diff.stderr
     assert "-print('v1')" in diff.stdout and "+print('v2')" in diff.stdout
     assert "notes.md" not in diff.stdout and "big.txt" not in diff.stdout
     assert "left out of the snapshots (over the size limit): big.txt" in diff.stderr
+    app = snapped.project / "app.py"
+    kept = app.read_bytes()
+    app.write_bytes(b"print('my own edit')\n")  # an edit in no snapshot: refused, nothing touched
+    refused = ralph(snapped, "rollback", _session(snapped), "--to", "1")
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "in no snapshot of session" in refused.stderr and "--force" in refused.stderr
+    assert app.read_bytes() == b"print('my own edit')\n"
+    app.write_bytes(kept)
     back = ralph(snapped, "rollback", _session(snapped), "--to", "1")
     assert back.returncode == 0, back.stderr
     assert (snapped.project / "app.py").read_bytes() == b"print('v1')\n"
