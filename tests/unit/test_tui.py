@@ -172,7 +172,7 @@ def test_replay_filter_session_sql_palette(tmp_path: Path) -> None:
             assert session.query_one(ScorePlot).points == [(n, 100.0) for n in range(1, 6)]
             assert session.detail is not None and session.detail.iteration == 5
             assert session.detail.feedback[0].startswith("same files modified again and again: calc.py")
-            assert session.last_seq == 28 and len(session.query_one("#events", RichLog).lines) == 28
+            assert session.last_seq == 33 and len(session.query_one("#events", RichLog).lines) == 33
             await pilot.press("up")
             await settle(pilot, lambda: session.detail is not None and session.detail.iteration == 4)
             assert session.query_one("#detail-box").border_title == "Iteration 4"

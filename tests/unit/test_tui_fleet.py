@@ -211,7 +211,7 @@ def test_a_bad_line_names_its_session_and_a_cut_alert_reads_in_full(tmp_path: Pa
             assert isinstance(screen, AlertsScreen)
             bad = next(e for e in screen.shown if e.kind == "bad line")
             assert bad.session_id == "thrashing" and bad.message.startswith(
-                f"{journals / 'thrashing.jsonl'}:29: "
+                f"{journals / 'thrashing.jsonl'}:34: "
             )
             assert any(line.split()[2] == "thrashing" for line in screen_text(app) if "bad line" in line)
             # an alert longer than the table's column is cut there; Enter reads it whole

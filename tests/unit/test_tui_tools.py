@@ -141,7 +141,7 @@ def test_alerts_are_kept_in_a_history_screen_enter_reads_one_and_o_opens_its_ses
             assert done.kind == "completed" and done.message == "tdd-success complete after 3 iterations"
             text = "\n".join(screen_text(app))
             assert (
-                "2026-04-01 09:04:00  tdd-success               completed  tdd-success complete after" in text
+                "2026-04-01 09:04:30  tdd-success               completed  tdd-success complete after" in text
             )
             assert "tdd-success complete after 3 iterations" in text
             # Enter shows the whole alert; o opens the alert's session; Esc comes back to the history
