@@ -306,9 +306,10 @@ def test_a_steps_tentative_rows_are_the_rows_its_append_then_ingests(tmp_path: P
     forget()
     read = fold(path)
     with read.pending(None, events[1:]) as ledger:
-        tentative = ledger.rows("SELECT * FROM events ORDER BY seq")
+        tentative = ledger.rows("SELECT * EXCLUDE (prev) FROM events ORDER BY seq")
     assert ledger.rows("SELECT count(*) AS n FROM events") == [{"n": 1}]  # rolled back
     Journal(path, fsync=False).append(*events[1:])
-    assert ledger_of(path, None).rows("SELECT * FROM events ORDER BY seq") == tentative
+    # the same rows but for the link to the line before, which only the append computes
+    assert ledger_of(path, None).rows("SELECT * EXCLUDE (prev) FROM events ORDER BY seq") == tentative
     assert len(tentative) == len(events)
     forget()
