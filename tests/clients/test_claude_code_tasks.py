@@ -22,11 +22,11 @@ pytestmark = pytest.mark.clients
 LIST = "# Plan\n\n- [ ] write f1.txt and f2.txt\n- [ ] write f3.txt\n- [ ] write f4.txt\n\nNotes stay.\n"
 
 
-def test_a_three_task_list_with_the_real_client(client_bin: Path, tmp_path: Path) -> None:
-    root = tmp_path
-    work = project(root / "project")
-    (work / "TASKS.md").write_text(LIST)
-    turns = [*iteration(work, 1, last=False), *(t for n in (2, 3, 4) for t in iteration(work, n, last=True))]
+def run_tasks(
+    client_bin: Path, root: Path, work: Path, turns: list[Reply]
+) -> tuple[subprocess.CompletedProcess[str], list[Reply], str]:
+    """``ralph-ledger run --tasks TASKS.md -- claude -p`` in ``work`` against the mock serving
+    ``turns``: the run, the replies served and the request bodies (as one JSON text)."""
     with AnthropicAPI(Script(turns)) as api:
         proc = subprocess.run(
             [str(VENV_BIN / "ralph-ledger"), "run", "--session", SESSION, "--tasks", "TASKS.md", "--",
@@ -38,7 +38,15 @@ def test_a_three_task_list_with_the_real_client(client_bin: Path, tmp_path: Path
             text=True,
             timeout=180,
         )  # fmt: skip
-        served, bodies = api.replies(), json.dumps(api.bodies())
+        return proc, api.replies(), json.dumps(api.bodies())
+
+
+def test_a_three_task_list_with_the_real_client(client_bin: Path, tmp_path: Path) -> None:
+    root = tmp_path
+    work = project(root / "project")
+    (work / "TASKS.md").write_text(LIST)
+    turns = [*iteration(work, 1, last=False), *(t for n in (2, 3, 4) for t in iteration(work, n, last=True))]
+    proc, served, bodies = run_tasks(client_bin, root, work, turns)
     loop = Loop(proc, served, work)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{SESSION}: COMPLETE after 4 iterations" in proc.stdout
@@ -71,18 +79,7 @@ def test_a_blocked_task_is_skipped_with_the_real_client(client_bin: Path, tmp_pa
         text="I cannot. <promise>BLOCKED</promise>\nReason: f3.txt is read-only", usage=Usage(7, 8)
     )
     turns = [*iteration(work, 1, last=True), *blocked, *iteration(work, 3, last=True)]
-    with AnthropicAPI(Script(turns)) as api:
-        proc = subprocess.run(
-            [str(VENV_BIN / "ralph-ledger"), "run", "--session", SESSION, "--tasks", "TASKS.md", "--",
-             *command(client_bin / "claude", "stream-json")],
-            env=env(root / "home", api.url),
-            cwd=work,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )  # fmt: skip
-        served = api.replies()
+    proc, served, _ = run_tasks(client_bin, root, work, turns)
     loop = Loop(proc, served, work)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (work / "TASKS.md").read_text() == LIST.replace("- [ ] write f1", "- [x] write f1").replace(
