@@ -6,25 +6,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
-
-GIT_TIMEOUT_S: Final = 30.0
 
 
 # ----------------------------------------------------------------------------- files modified
 def _git(work_dir: Path, *args: str) -> bytes | None:
-    """``git -C work_dir args`` stdout, or ``None`` if git is missing or fails."""
+    """``git -C work_dir args`` stdout, or ``None`` if git is missing or fails (the snapshots' one git
+    runner: never the user's index lock, no prompt)."""
+    from ledger.core.snapshots import SnapshotError, git
+
     try:
-        done = subprocess.run(
-            ["git", "-C", str(work_dir), *args],
-            capture_output=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        done = git(work_dir, *args, ok=True)
+    except SnapshotError:
         return None
     return done.stdout if done.returncode == 0 else None
 
