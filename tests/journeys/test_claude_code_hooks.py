@@ -23,6 +23,17 @@ def limit_message(resets: datetime) -> str:
     return f"You\u2019ve hit your limit \u00b7 resets {clock} (UTC)"
 
 
+def at_iteration_2(project: Project) -> Claude:
+    """A ledger-native loop of at most 5 iterations whose first stop was blocked: iteration 2 begins."""
+    ledger_project(project)
+    claude = Claude(project)
+    start(project, "Make it green", "--max-iterations", "5")
+    claude.prompt("go")
+    claude.text("Step one.")
+    block(claude.stop())
+    return claude
+
+
 def test_init_installs_the_hook_for_stop_failure_and_session_start_once(project: Project) -> None:
     other = {"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "my-start"}]}]}}
     project.write(".claude/settings.json", json.dumps(other))
@@ -52,12 +63,7 @@ def test_init_installs_the_hook_for_stop_failure_and_session_start_once(project:
 def test_a_usage_limit_waits_and_the_next_stop_after_the_reset_goes_on_with_the_same_iteration(
     project: Project,
 ) -> None:
-    ledger_project(project)
-    claude = Claude(project)
-    start(project, "Make it green", "--max-iterations", "5")
-    claude.prompt("go")
-    claude.text("Step one.")
-    block(claude.stop())  # iteration 2 begins
+    claude = at_iteration_2(project)
     claude.prompt("carry on")
     resets = (datetime.now(UTC) + timedelta(minutes=3)).replace(second=0, microsecond=0)
     said = limit_message(resets)
@@ -87,12 +93,7 @@ def test_a_usage_limit_waits_and_the_next_stop_after_the_reset_goes_on_with_the_
 
 
 def test_another_api_error_is_recorded_and_the_loop_goes_on(project: Project) -> None:
-    ledger_project(project)
-    claude = Claude(project)
-    start(project, "Make it green", "--max-iterations", "5")
-    claude.prompt("go")
-    claude.text("Step one.")
-    block(claude.stop())
+    claude = at_iteration_2(project)
     said = "API Error: 500 Internal server error."
     claude.stop(hook_event_name="StopFailure", error="server_error", last_assistant_message=said)
     last = project.journal(SID)[-1]
@@ -107,12 +108,7 @@ def test_another_api_error_is_recorded_and_the_loop_goes_on(project: Project) ->
 
 
 def test_a_fork_never_drives_the_loop_of_the_session_it_forked_from(project: Project) -> None:
-    ledger_project(project)
-    claude = Claude(project)
-    start(project, "Make it green", "--max-iterations", "5")
-    claude.prompt("go")
-    claude.text("Step one.")
-    block(claude.stop())
+    claude = at_iteration_2(project)
     before = project.journal(SID)
     fork = Claude(project, "9d1c2b7e-0000-4000-8000-00000000f0f0")
     assert fork.stop(hook_event_name="SessionStart", source="fork").stdout == ""
