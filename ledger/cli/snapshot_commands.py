@@ -58,18 +58,16 @@ def cmd_rollback(home: Home, args: argparse.Namespace) -> None:
     from ledger.core import snapshots as git
     from ledger.loop.config.loop_config import LoopConfig
     from ledger.loop.snapshots import left_alone
-    from ledger.monitor.snapshots import taken, work_tree
+    from ledger.monitor.snapshots import span, taken, work_tree
     from ledger.storage.journal import Journal, journal_path
 
     events = _events(home, args.session)
+    try:  # the same words as diff's for a session without that snapshot (or without any)
+        span(args.session, events, home.root, str(args.to))
+    except ValueError as exc:
+        raise CliError(f"ralph-ledger rollback: {exc}") from None
     snaps = taken(events)
-    target = snaps.get(args.to)
-    if target is None:
-        have = ", ".join(str(n) for n in sorted(snaps)) or "none"
-        raise CliError(
-            f"ralph-ledger rollback: session {args.session!r} has no snapshot of iteration {args.to} "
-            f"(snapshots of iterations: {have})"
-        )
+    target = snaps[args.to]
     started = [e for e in events if isinstance(e, ev.SessionStarted)]
     config = started[-1].config if started else {}
     limit = int(config.get("snapshot_max_bytes", LoopConfig().snapshot_max_bytes))

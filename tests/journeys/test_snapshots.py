@@ -178,3 +178,17 @@ def test_outside_git_nothing_is_taken(tmp_path: Path) -> None:
     assert not [e for e in project.journal("s1") if e["type"] in ("snapshot_taken", "error_recorded")]
     said = project.cli("diff", "s1")
     assert said.returncode == 1 and said.stderr.count("\n") == 1 and "has no snapshots" in said.stderr
+
+
+def test_a_wrong_iteration_is_one_line_in_the_same_words_for_diff_and_rollback(
+    project: Project, tmp_path: Path
+) -> None:
+    """``diff s1 9`` and ``rollback s1 --to 9`` said the missing snapshot in two wordings; both now name
+    the iterations that have one, in one line, exit 1, and nothing is touched."""
+    _loop(project, tmp_path)
+    before = _files(project.dir)
+    said = "session 's1' has no snapshot of iteration 9 (3 snapshots: iterations 1, 2, 3)\n"
+    diff, back = project.cli("diff", "s1", "9"), project.cli("rollback", "s1", "--to", "9")
+    assert (diff.returncode, diff.stderr) == (1, f"ralph-ledger diff: {said}")
+    assert (back.returncode, back.stderr) == (1, f"ralph-ledger rollback: {said}")
+    assert _files(project.dir) == before
