@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,13 @@ os.environ["RALPH_WARM"] = "0"
 """Stop hooks run by the tests (and every process they start) run their stops in-process, where each
 effect is observable; the tests of the warm worker, which Claude Code's hook uses by default, ask for
 it (``RALPH_WARM=1``), and ``tests/journeys/test_warm.py`` runs the default itself."""
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # a parallel worker exports COLUMNS=80 and LINES=24, which a user's shell does not: a program a test
+    # starts in a terminal of its own (ralph-tui in tmux) would take them for its size
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 
 
 class TopLevelSnapshots(AmberSnapshotExtension):
@@ -66,6 +75,19 @@ def engine(home: Home, work: Path) -> Engine:
 SLOW_FILES = frozenset({"test_spark.py", "test_bench.py", "test_tui_serve.py"})
 """Test files marked ``slow``: Spark, the browser, the benches (``make fast`` leaves them out)."""
 
+SOLO_FILES = frozenset(
+    {
+        "journeys/test_warm.py",
+        "journeys/test_warm_faults.py",
+        "journeys/test_notify.py",
+        "journeys/test_fault_suite.py",
+        "reliability/test_warm_worker.py",
+    }
+)
+"""Test files (under ``tests/``) marked ``solo``: they kill processes at chosen moments or wait for
+answers within a time, so they run with no other test beside them (as do the tests of a real terminal,
+``terminals``)."""
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by what it runs: ``journey`` (tests/journeys/), ``clients`` (tests/clients/),
@@ -78,6 +100,41 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.clients)
         if path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+        if f"{path.parent.name}/{path.name}" in SOLO_FILES or "terminals" in getattr(
+            item, "fixturenames", ()
+        ):
+            item.add_marker(pytest.mark.solo)
+
+
+@pytest.fixture(scope="session")
+def _solo_locks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path] | None:
+    """The two lock files the suite's parallel workers share (None: the suite runs in one process)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    shared = tmp_path_factory.getbasetemp().parent  # the run's folder, above each worker's own
+    return shared / "solo.lock", shared / "solo.turnstile"
+
+
+@pytest.fixture(autouse=True)
+def _solo(request: pytest.FixtureRequest, _solo_locks: tuple[Path, Path] | None) -> Iterator[None]:
+    """The suite runs in parallel workers (``-n 2``, pyproject): a ``solo`` test holds the shared lock
+    alone, every other test shares it. The turnstile keeps a solo test from waiting for ever behind the
+    other worker's stream of shared holds (docs/design/architecture.md, "Tests and benches")."""
+    if _solo_locks is None:
+        yield
+        return
+    lock, turnstile = _solo_locks
+    alone = request.node.get_closest_marker("solo") is not None
+    with open(lock, "a") as held, open(turnstile, "a") as gate:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SLOW_FILES
+from tests.conftest import SLOW_FILES, SOLO_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = ("venv", "lint", "fast", "journeys", "clients", "long", "test", "bench", "bench-quick")
@@ -103,3 +103,19 @@ def test_every_test_collects_with_the_test_extra_alone() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " tests collected in " in done.stdout
+
+
+def test_tests_that_cannot_share_the_machine_are_solo_and_the_rest_are_not() -> None:
+    """The parallel run (docs/design/architecture.md, "Tests and benches"): each real-terminal test and
+    each test of a ``SOLO_FILES`` file runs alone; a unit test shares the machine."""
+    solo = collected("-m", "solo")
+    files = {t.split("::")[0].removeprefix("tests/") for t in solo}
+    assert files >= SOLO_FILES
+    assert {"journeys/test_tui.py", "journeys/test_tui_replay.py", "journeys/test_worktrees.py"} <= files
+    terminal_files = {
+        p.relative_to(ROOT / "tests").as_posix()
+        for p in (ROOT / "tests").rglob("test_*.py")
+        if p.name != Path(__file__).name and "terminals: list[Terminal]" in p.read_text()
+    }
+    assert terminal_files <= files
+    assert not [t for t in solo if t.startswith("tests/unit/")]

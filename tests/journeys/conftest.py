@@ -194,6 +194,12 @@ class Terminal:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
+def folded(screen: str) -> str:
+    """The screen's text without its white space: a path or a name that the screen wrapped over two
+    lines (a long temporary folder) reads whole."""
+    return "".join(screen.split())
+
+
 @pytest.fixture
 def terminals() -> Iterator[list[Terminal]]:
     """Terminals a test opens (append them); all closed when it ends."""

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.journeys.conftest import Project, Terminal, clean_env, script
+from tests.journeys.conftest import Project, Terminal, clean_env, folded, script
 
 AGENT = 'import sys\nsys.stdin.read()\nprint("all done <promise>COMPLETE</promise>")\n'
 """A scripted agent: reads the prompt, promises completion."""
@@ -40,7 +40,9 @@ def test_a_fresh_project_shows_the_empty_state_then_its_first_loop_live_and_ctrl
     loop, shows the loop within a second of its journal appearing, and quits on Ctrl-C with 0."""
     term = tui(terminals, project)
     screen = term.wait_for(lambda s: "No sessions yet" in s)
-    assert str(project.home / "journals") in screen and "ralph-ledger run -- AGENT_CMD" in screen
+    assert (
+        folded(str(project.home / "journals")) in folded(screen) and "ralph-ledger run -- AGENT_CMD" in screen
+    )
     assert not project.home.exists()
     run_loop(project, "first-loop")
     done = time.monotonic()
@@ -63,7 +65,7 @@ def test_a_home_given_by_option_or_environment_is_watched_before_it_exists(
         env = clean_env(RALPH_HOME=str(home))
         term = tui(terminals, project, env=env)
     screen = term.wait_for(lambda s: "No sessions yet" in s)
-    assert str(home / "journals") in screen
+    assert folded(str(home / "journals")) in folded(screen)
     run_loop(project, "away", *(["--home", str(home)] if how == "--home" else []), env=env)
     term.wait_for(lambda s: "away" in s and "complete" in s, timeout=10)
     assert not project.home.exists()
@@ -81,7 +83,7 @@ def test_bad_lines_at_start_up_and_a_rewritten_journal_are_on_screen(
         f.write("{not json\n")
     term = tui(terminals, project)
     screen = term.wait_for(lambda s: "bad journal line" in s)
-    assert f"good.jsonl:{journal.read_text().count(chr(10))}" in screen.replace("\n", "")
+    assert f"good.jsonl:{journal.read_text().count(chr(10))}" in folded(screen)
     other = project.home / "journals" / "other.jsonl"
     term.wait_for(lambda s: "other" in s and "complete" in s)
     other.write_text("".join(other.read_text().splitlines(keepends=True)[:2]))  # rewritten, shorter
@@ -107,7 +109,7 @@ def test_a_screenshot_is_saved_where_the_notification_says(
     screen = term.wait_for(lambda s: "saved" in s and ".svg" in s)
     saved = sorted(project.dir.glob("*.svg"))
     assert len(saved) == 1 and saved[0].read_text().startswith("<svg")
-    assert saved[0].name[:20] in screen.replace("\n", "")
+    assert saved[0].name[:20] in folded(screen)
 
 
 COUNTING_AGENT = """import json, pathlib, sys, time

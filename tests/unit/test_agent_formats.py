@@ -187,7 +187,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "path", "expected"), CASES, ids=lambda c: getattr(c, "name", str(c)))
+@pytest.mark.parametrize(
+    ("name", "path", "expected"), CASES, ids=lambda c: getattr(c, "name", getattr(c, "__name__", str(c)))
+)
 def test_each_format_reads_its_agents_real_sample(name: str, path: Path, expected: Any) -> None:
     report = FORMATS[name].parse(path.read_text())
     want = expected(path)
@@ -218,7 +220,9 @@ def test_the_samples_hold_what_the_parsers_read() -> None:
     assert cursor.model and cursor.tool_count == 4 and len(cursor.files_modified) == 2 and cursor.text
 
 
-@pytest.mark.parametrize(("name", "path", "expected"), CASES, ids=lambda c: getattr(c, "name", str(c)))
+@pytest.mark.parametrize(
+    ("name", "path", "expected"), CASES, ids=lambda c: getattr(c, "name", getattr(c, "__name__", str(c)))
+)
 def test_unknown_and_malformed_lines_are_skipped_and_counted(name: str, path: Path, expected: Any) -> None:
     lines = path.read_text().splitlines()
     mixed = "\n".join([GARBAGE[0], *lines[:2], *GARBAGE[1:], "", "   ", *lines[2:]]) + "\n"
