@@ -114,6 +114,55 @@ def test_ticking_a_story_sets_passes_and_keeps_the_rest(tmp_path: Path) -> None:
     assert path.read_text() == json.dumps(want, indent=2) + "\n"  # its layout kept
 
 
+HAND_WRITTEN_PRD = (
+    "\ufeff{\r\n"
+    '    "project": "caf\\u00e9",\r\n'
+    '    "userStories": [\r\n'
+    '        {"id": "US-1", "title": "first", "acceptanceCriteria": ["a", "b"], "passes": false},\r\n'
+    "        {\r\n"
+    '            "title": "second",\r\n'
+    '            "id": "US-2"\r\n'
+    "        },\r\n"
+    '        {"id": "US-3", "title": "third", "passes" :false, "notes": "x"}\r\n'
+    "    ]\r\n"
+    "}"
+)
+"""A prd.json as a person writes it: a BOM, CRLF, four-space indent, compact arrays, keys in their own
+order, an escape, a story without ``passes``, a space before a colon, no last newline."""
+
+
+def test_ticking_a_hand_written_prd_changes_only_what_it_sets(tmp_path: Path) -> None:
+    path = tmp_path / "prd.json"
+    path.write_bytes(HAND_WRITTEN_PRD.encode())
+    listed = read_tasks(path)
+    mark_done(path, listed.tasks[0])
+    assert path.read_bytes() == HAND_WRITTEN_PRD.replace('"passes": false}', '"passes": true}', 1).encode()
+    mark_done(path, listed.tasks[1])  # no passes: one added after its last key, laid out as that one
+    mark_done(path, listed.tasks[2])
+    want = (
+        HAND_WRITTEN_PRD.replace('"passes": false}', '"passes": true}', 1)
+        .replace('"id": "US-2"\r\n', '"id": "US-2",\r\n            "passes": true\r\n')
+        .replace('"passes" :false', '"passes" :true')
+    )
+    assert path.read_bytes() == want.encode()
+    assert [t.done for t in read_tasks(path).tasks] == [True, True, True]
+    mark_done(path, listed.tasks[1])  # again: nothing changes
+    assert path.read_bytes() == want.encode()
+
+
+def test_a_json_list_keeps_its_layout_when_ticked(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.json"
+    text = '[\n  "one",\n  {"title": "two", "rules": [ ]},\n  {"title": "three", "done": false}\n]\n'
+    path.write_text(text)
+    listed = read_tasks(path)
+    for task in listed.tasks:
+        mark_done(path, task)
+    assert path.read_text() == (
+        '[\n  {"title": "one", "done": true},\n  {"title": "two", "rules": [ ], "done": true},\n'
+        '  {"title": "three", "done": true}\n]\n'
+    )
+
+
 def test_a_json_list_of_tasks(tmp_path: Path) -> None:
     path = tmp_path / "tasks.json"
     path.write_text('["one", {"title": "two", "description": "more", "done": true}, {"title": "three"}]')

@@ -9,6 +9,7 @@ does not read is one ``TaskFileError`` line naming the file, where and what was 
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from typing import Any, Final, Literal
 from ledger.core.atomic import atomic_write
 from ledger.core.errors import TaskFileError, bad_task_file, one_line
 from ledger.events import TaskSpec
+from ledger.loop.tasks.json_spans import Span, spans, with_member
 from ledger.loop.validate.rules import RuleConfigError, parse_rules
 
 Format = Literal["markdown", "prd", "json"]
@@ -43,8 +45,8 @@ class TaskFile:
 
 def file_format(path: Path, data: bytes) -> Format:
     """The format of the task file ``path`` holding ``data``: Markdown unless it is JSON (a
-    ``.json`` name, or text starting with ``[`` or ``{``); a JSON object is a prd.json."""
-    head = data.lstrip()[:1]
+    ``.json`` name, or text starting with ``[`` or ``{``, after a BOM); a JSON object is a prd.json."""
+    head = data.removeprefix(codecs.BOM_UTF8).lstrip()[:1]
     if path.suffix.lower() == ".json" or head in (b"[", b"{"):
         return "prd" if head == b"{" else "json"
     return "markdown"
@@ -230,13 +232,19 @@ def _title(line: bytes) -> str:
 
 
 def _tick_json(path: Path, data: bytes, fmt: Format, task: TaskSpec) -> bytes:
+    """The file with the task's ``passes`` / ``done`` set to true (a title alone becomes
+    ``{"title": ..., "done": true}``), edited in place: every other byte stays (json_spans)."""
+    bom = codecs.BOM_UTF8 if data.startswith(codecs.BOM_UTF8) else b""
     try:
-        doc = json.loads(data)
+        text = data[len(bom) :].decode()
+        doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise bad_task_file(path, "", "expected JSON; it no longer reads") from None
+        raise bad_task_file(path, "", "expected UTF-8 JSON; it no longer reads") from None
+    root = spans(text)
     if fmt == "prd":
         stories = doc.get("userStories") if isinstance(doc, dict) else None
-        if not isinstance(stories, list):
+        listed = root.member("userStories")
+        if not isinstance(stories, list) or listed is None:
             raise bad_task_file(path, "userStories", "expected a list of user stories")
         ids = [str(s.get("id", "")) if isinstance(s, dict) else "" for s in stories]
         if task.key and task.key in ids:
@@ -246,7 +254,7 @@ def _tick_json(path: Path, data: bytes, fmt: Format, task: TaskSpec) -> bytes:
             at = _find(
                 path, task, titles, f"expected a user story {task.key or task.title!r}", by_place=False
             )
-        stories[at]["passes"] = True
+        text = _set_true(path, text, listed.items[at], "passes", f"userStories[{at}]")
     else:
         if not isinstance(doc, list):
             raise bad_task_file(path, "", "expected a JSON list of tasks")
@@ -254,19 +262,19 @@ def _tick_json(path: Path, data: bytes, fmt: Format, task: TaskSpec) -> bytes:
             e if isinstance(e, str) else str(e.get("title", "")) if isinstance(e, dict) else "" for e in doc
         ]
         at = _find(path, task, [t.strip() for t in titles], f"expected a task {task.title!r}")
-        entry = doc[at]
-        doc[at] = {"title": entry, "done": True} if isinstance(entry, str) else {**entry, "done": True}
-    indent = _indent(data)
-    return (json.dumps(doc, indent=indent, ensure_ascii=False) + "\n").encode()
+        item = root.items[at]
+        if isinstance(doc[at], str):
+            whole = json.dumps({"title": doc[at], "done": True}, ensure_ascii=False)
+            text = text[: item.start] + whole + text[item.end :]
+        else:
+            text = _set_true(path, text, item, "done", f"[{at}]")
+    return bom + text.encode()
 
 
-def _indent(data: bytes) -> int | None:
-    """The indent of a JSON file's second line (None: all on one line)."""
-    lines = data.splitlines()
-    if len(lines) < 2:
-        return None
-    second = lines[1]
-    return len(second) - len(second.lstrip(b" ")) or 2
+def _set_true(path: Path, text: str, obj: Span, key: str, where: str) -> str:
+    if obj.items or not text.startswith("{", obj.start):
+        raise bad_task_file(path, where, "expected an object")
+    return with_member(text, obj, key, "true")
 
 
 def _find(path: Path, task: TaskSpec, titles: Sequence[str], expected: str, *, by_place: bool = True) -> int:
