@@ -188,7 +188,7 @@ class RalphApp(App[None]):
 
     def open_session(self, session_id: str) -> None:
         """Show one session (replacing a session screen already shown)."""
-        screen = SessionScreen(session_id, self.current_monitor)
+        screen = SessionScreen(session_id, self.current_monitor, self.now)
         if isinstance(self.screen, SessionScreen):
             self.switch_screen(screen)
         else:

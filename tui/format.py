@@ -30,6 +30,8 @@ STATUS: Final[dict[SessionStatus, tuple[str, str]]] = {
 """status -> (symbol, colour): a status is told by its symbol and by its colour."""
 STALLED: Final = ("◌", AMBER)
 """A running session that nothing drives (``SessionRow.stalled``): its symbol and colour."""
+WAITING: Final = ("◷", AMBER)
+"""A running session waiting out a usage limit (``SessionRow.waiting_at``): its symbol and colour."""
 CHAIN_BROKEN: Final = ("✗", RED)
 """A session whose journal's hash chain is broken (``SessionRow.chain_break``): its symbol and colour."""
 
@@ -106,12 +108,16 @@ def status_text(status: SessionStatus, *, word: bool = True) -> Text:
     return Text(f"{symbol} {status}" if word else symbol, style=colour)
 
 
-def row_status_text(row: SessionRow) -> Text:
+def row_status_text(row: SessionRow, now: datetime) -> Text:
     """A session's status as the screens show it: ``◌ stalled`` for a running session that nothing
-    drives (its loop blocked or escalated and nothing has run since), else ``status_text``."""
+    drives (its loop blocked or escalated and nothing has run since), ``◷ waiting`` for one waiting
+    out a usage limit at ``now``, else ``status_text``."""
     if row.stalled:
         symbol, colour = STALLED
         return Text(f"{symbol} stalled", style=colour)
+    if row.waiting_at(now) is not None:
+        symbol, colour = WAITING
+        return Text(f"{symbol} waiting", style=colour)
     return status_text(row.status)
 
 

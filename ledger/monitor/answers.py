@@ -106,6 +106,13 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     """The title of the task under way ("" when none is)."""
     chain_break: str = ""
     """Where its journal's hash chain broke (``"line N: how"``: docs/verify.md), ``""`` while it holds."""
+    waiting_until: datetime | None = None
+    """Running, and a usage limit stopped its latest turn: when the limit resets (else the end of the
+    wait its driver takes); ``None`` once a turn came after it (``STEP_SQL``). ``waiting_at(now)``."""
+
+    def waiting_at(self, now: datetime) -> datetime | None:
+        """``waiting_until`` while it is still ahead of ``now``: the loop waits out a usage limit."""
+        return self.waiting_until if self.waiting_until is not None and now < self.waiting_until else None
 
 
 class TaskRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -286,6 +293,7 @@ def session_of(r: dict[str, Any]) -> SessionRow:
         tasks_done=int(r.get("tasks_done") or 0),
         current_task=str(r.get("current_task") or ""),
         chain_break=str(r.get("chain_break") or ""),
+        waiting_until=aware(r.get("waiting_until")),
     )
 
 

@@ -66,15 +66,23 @@ an equality into every branch of the ``sessions`` view, an ``IN`` list not (1M e
 
 STEP_SQL: Final = """SELECT session_id,
     arg_max(CASE WHEN type = 'iteration_started' THEN '' ELSE signal END, seq)
-      FILTER (WHERE type <> 'session_started') IN ('BLOCKED', 'ESCALATE') AS stopped,
-    bool_or(type = 'session_started' AND len(command) > 0) AS runner
-  FROM events WHERE type IN ('session_started', 'iteration_started', 'signal_resolved') {where}
+      FILTER (WHERE type IN ('iteration_started', 'signal_resolved')) IN ('BLOCKED', 'ESCALATE') AS stopped,
+    bool_or(type = 'session_started' AND len(command) > 0) AS runner,
+    CASE WHEN max(seq) FILTER (WHERE type = 'rate_limited')
+              > coalesce(max(seq) FILTER (WHERE type IN ('iteration_started', 'agent_turn')), -1)
+         THEN arg_max(coalesce(resets_at, ts + to_microseconds(CAST(round(wait_s * 1e6) AS BIGINT))), seq)
+                FILTER (WHERE type = 'rate_limited') END AS limit_until
+  FROM events
+  WHERE type IN ('session_started', 'iteration_started', 'signal_resolved', 'rate_limited', 'agent_turn')
+    {where}
   GROUP BY session_id"""
 """Per session: whether its loop's latest step is a BLOCKED or ESCALATE signal with no iteration
 started since (``stopped``: a running one is stalled, ``SessionRow.stalled``), and whether
-``ralph-ledger run`` drives it (``runner``: it recorded its agent command). The one definition of a
-stalled session: the monitor's rows and its fleet totals read it (docs/ralph-tui.md). ``{where}``:
-``AND session_id IN (...)`` or nothing."""
+``ralph-ledger run`` drives it (``runner``: it recorded its agent command), and until when a usage
+limit holds it (``limit_until``: its latest ``rate_limited`` came after its latest turn; the reset
+time, else the wait's end; ``SessionRow.waiting_until``). The one definition of a stalled session
+and of a waiting one: the monitor's rows and its fleet totals read it (docs/ralph-tui.md).
+``{where}``: ``AND session_id IN (...)`` or nothing."""
 
 
 ALERT_TYPES: Final = ("session_completed", "session_blocked", "session_escalated")
@@ -443,7 +451,8 @@ class Monitor:
         with self._lock:
             rows = self.ledger.rows(
                 f"""SELECT s.*, sc.scores, coalesce(s.status = 'running' AND st.stopped, FALSE) AS stalled,
-                      coalesce(st.runner, FALSE) AS runner
+                      coalesce(st.runner, FALSE) AS runner,
+                      CASE WHEN s.status = 'running' THEN st.limit_until END AS waiting_until
                     FROM ({picked}) s LEFT JOIN (
                       SELECT session_id, list(score ORDER BY iteration)[-{SPARK_POINTS}:] AS scores
                       FROM iteration_scores WHERE score IS NOT NULL {also}

@@ -87,8 +87,11 @@ def test_a_three_task_list_runs_to_its_end(project: Project, tmp_path: Path) -> 
     said = [line for line in proc.stdout.splitlines() if line.startswith("[ralph-ledger] s1: task ")]
     assert said == [
         "[ralph-ledger] s1: task 1 of 3: write hello.txt",
+        "[ralph-ledger] s1: task 1 of 3 done: write hello.txt",
         "[ralph-ledger] s1: task 2 of 3: write world.txt",
+        "[ralph-ledger] s1: task 2 of 3 done: write world.txt",
         "[ralph-ledger] s1: task 3 of 3: write done.txt",
+        "[ralph-ledger] s1: task 3 of 3 done: write done.txt",
     ]
     for name in ("hello.txt", "world.txt", "done.txt"):
         assert (project.dir / name).exists()
@@ -131,6 +134,8 @@ def test_a_three_task_list_runs_to_its_end(project: Project, tmp_path: Path) -> 
 def test_a_blocked_task_is_skipped(project: Project, tmp_path: Path) -> None:
     proc, _ = run_tasks(project, tmp_path, STUCK)
     assert proc.returncode == 0, proc.stderr
+    (said,) = [line for line in proc.stdout.splitlines() if "s1: task 2 of 3 blocked" in line]
+    assert "read-only" in said and said.endswith("): skipped, the loop goes on")
     statuses = rows(project, "SELECT task_no, status, iterations FROM tasks ORDER BY task_no")
     assert [(r["task_no"], r["status"], r["iterations"]) for r in statuses] == [
         (1, "done", 1),
@@ -148,6 +153,7 @@ def test_a_blocked_task_is_skipped(project: Project, tmp_path: Path) -> None:
 def test_a_blocked_task_stops_the_loop_when_asked(project: Project, tmp_path: Path) -> None:
     proc, _ = run_tasks(project, tmp_path, STUCK, "--on-task-blocked", "stop")
     assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "s1: task 2 of 3 blocked (" in proc.stdout and "): the loop stops on it\n" in proc.stdout
     statuses = rows(project, "SELECT status FROM tasks ORDER BY task_no")
     assert [r["status"] for r in statuses] == ["done", "blocked", "pending"]
     (session,) = rows(project, "SELECT status, tasks_done FROM sessions")

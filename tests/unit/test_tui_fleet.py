@@ -91,6 +91,49 @@ def test_an_unblocked_runner_loop_shows_as_stalled_with_the_command_that_continu
     asyncio.run(scenario())
 
 
+def test_a_loop_held_by_a_usage_limit_shows_as_waiting_until_its_reset_then_runs(tmp_path: Path) -> None:
+    """A usage limit stopped the loop's latest turn (the runner's wait, or Claude Code's StopFailure):
+    the row says ``◷ waiting`` and the session's title until when; the next turn makes it run again,
+    and a reset already past is no wait."""
+    home = tmp_path / "home"
+    journal = Journal.for_session(home / "journals", "held", fsync=False)
+    journal.append(*started("held"))
+    reset = NOW + timedelta(minutes=42)
+    journal.append(
+        E.RateLimited(
+            session_id="held", ts=NOW, iteration=1, reason="usage limit", resets_at=reset, wait_s=2580
+        )
+    )
+    app = RalphApp([home], now=fixed_clock)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30), notifications=True) as pilot:
+            screen = app.sessions_screen
+            await until(pilot, lambda: app.feed.live and "held" in screen.rows)
+            row = screen.rows["held"]
+            assert row.waiting_until == reset and row.status == "running"
+            assert row.waiting_at(reset - timedelta(seconds=1)) == reset and row.waiting_at(reset) is None
+            await pilot.pause()
+            assert plain(screen.table.get_cell("held", "status")) == "◷ waiting"
+            await pilot.press("enter")
+            await settle(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.loads > 0)
+            assert any(
+                f"◷ waiting until {reset:%H:%M} UTC (usage limit)" in line for line in screen_text(app)
+            )
+            await pilot.press("escape")
+            journal.append(
+                E.AgentTurn(
+                    session_id="held", ts=NOW, iteration=1, output_excerpt="done", stop_reason="end_turn"
+                )
+            )
+            await until(pilot, lambda: screen.rows["held"].waiting_until is None)
+            await pilot.pause()
+            assert plain(screen.table.get_cell("held", "status")) == "● running"
+            assert screen.rows["held"].waiting_at(NOW) is None
+
+    asyncio.run(scenario())
+
+
 # -- 3. a home whose journals/ is yet to come --------------------------------------------------------------
 @pytest.mark.parametrize("two", [False, True], ids=["ralph-tui PATH", "ralph-tui a b"])
 def test_a_folder_without_journals_yet_shows_the_loops_started_later(tmp_path: Path, two: bool) -> None:
@@ -153,7 +196,16 @@ def test_one_session_is_counted_in_the_singular_and_the_legend_has_every_marker(
             assert screen_text(app)[0].startswith(" 1 session ● 0 running ✔ 1 complete")
 
     asyncio.run(scenario())
-    for marker in ("● running", "◌ stalled", "✔ complete", "■ blocked", "▲ escalated", "⏸ paused", "⏹ stop"):
+    for marker in (
+        "● running",
+        "◌ stalled",
+        "◷ waiting",
+        "✔ complete",
+        "■ blocked",
+        "▲ escalated",
+        "⏸ paused",
+        "⏹ stop",
+    ):
         assert marker in LEGEND
 
 

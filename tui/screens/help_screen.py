@@ -87,8 +87,8 @@ KEYS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
 )
 
 LEGEND: Final = (
-    "status  ● running  ◌ stalled  ✔ complete  ■ blocked  ▲ escalated\n"
-    "        ⏸ paused  ⏹ stop requested  ◌ blocked, and nothing drives it\n"
+    "status  ● running  ◌ stalled  ◷ waiting  ✔ complete  ■ blocked  ▲ escalated\n"
+    "        ⏸ paused  ⏹ stop requested  ◌ blocked, nothing drives it  ◷ a usage limit holds it\n"
     "        ✗ its journal's hash chain is broken (ralph-ledger verify names the line)\n"
     "rules   ✔ pass  ✘ fail  ! error      ⚠ a guard tripped\n"
     "ctrl+p  open a session by id, run an example query, replay speed"

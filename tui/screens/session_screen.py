@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -135,13 +136,15 @@ def detail_text(d: IterationDetail) -> Text:
     return out
 
 
-def title_text(session_id: str, row: SessionRow | None) -> Text:
-    """The one-line summary at the top of the screen."""
+def title_text(session_id: str, row: SessionRow | None, now: datetime) -> Text:
+    """The one-line summary at the top of the screen (a usage limit's wait as of ``now``)."""
     out = Text(no_wrap=True, overflow="ellipsis")
     if row is None:
         out.append(f"{session_id}  (not ingested yet)")
         return out
-    out.append_text(fmt.row_status_text(row))
+    out.append_text(fmt.row_status_text(row, now))
+    if (until := row.waiting_at(now)) is not None:  # said before anything a long line could cut
+        out.append(f" until {until.astimezone(UTC):%H:%M} UTC (usage limit)", style=fmt.WAITING[1])
     if row.chain_break:  # its journal was altered: said before anything a long line could cut
         symbol, colour = fmt.CHAIN_BROKEN
         out.append(f" {symbol} journal altered ({row.chain_break})", style=colour)
@@ -214,11 +217,15 @@ class SessionScreen(SteeringScreen):
     }
     """
 
-    def __init__(self, session_id: str, monitor: Callable[[], Monitor | None]) -> None:
+    def __init__(
+        self, session_id: str, monitor: Callable[[], Monitor | None], now: Callable[[], datetime]
+    ) -> None:
         super().__init__()
         self.session_id = session_id
         self.monitor = monitor
         """The monitor its workers read (``None`` while the ledger is opening)."""
+        self.now = now
+        """The clock a usage limit's wait is measured with (the monitor's)."""
         self.row: SessionRow | None = None
         self.iterations: list[IterationRow] = []
         self.rule_names: list[str] = []
@@ -231,7 +238,7 @@ class SessionScreen(SteeringScreen):
 
     def compose(self) -> ComposeResult:
         """Title, timeline and detail, the plots, the event log, the footer."""
-        yield Static(title_text(self.session_id, None), id="title")
+        yield Static(title_text(self.session_id, None, self.now()), id="title")
         with Horizontal(id="body"):
             with Vertical(id="left"):
                 yield TimelineTable(cursor_type="row", id="timeline")
@@ -295,7 +302,7 @@ class SessionScreen(SteeringScreen):
         self.loads += 1
         self.row = message.row
         self.iterations = message.iterations
-        self.query_one("#title", Static).update(title_text(self.session_id, message.row))
+        self.query_one("#title", Static).update(title_text(self.session_id, message.row, self.now()))
         self.fill_timeline()
         self.query_one("#plot", ScorePlot).show(message.iterations)
         self.query_one("#heat", HeatGrid).show(message.heat)

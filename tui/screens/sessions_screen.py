@@ -108,7 +108,7 @@ def cells(row: SessionRow, now: datetime) -> dict[str, Text]:
     stop += Text(f" {fmt.CHAIN_BROKEN[0]}", style=fmt.CHAIN_BROKEN[1]) if row.chain_break else ""
     fails = row.consecutive_failures
     return {
-        "status": fmt.row_status_text(row) + stop,
+        "status": fmt.row_status_text(row, now) + stop,
         "session": Text(row.session_id, no_wrap=True),
         "source": Text(fmt.truncate(row.source, 12)),
         "iter": Text(iteration, justify="right"),

@@ -47,7 +47,7 @@ from ledger.loop.engine_types import EngineError
 from ledger.loop.snapshots import left_out_note
 from ledger.loop.step import Continue, Decision, End, LoopSession, Wait
 from ledger.loop.tasks.files import TaskFile
-from ledger.loop.tasks.progress import file_record, listed, task_state
+from ledger.loop.tasks.progress import file_record, listed, task_ends, task_state
 from ledger.notify import reporting
 
 EXIT_COMPLETE: Final = 0
@@ -322,6 +322,8 @@ class _Loop:
             self.unrecorded = None
             if note := left_out_note(self.session.events(), n):
                 self.say(f"[ralph-ledger] {sid}: {note}\n")
+            for line in task_ends(self.session.events(), self.mark):
+                self.say(f"[ralph-ledger] {sid}: {line}\n")
             result = decision.result
             if result is not None:
                 self.say(f"[ralph-ledger] {sid}: iteration {n}: {result.signal} ({result.reason})\n")

@@ -117,6 +117,23 @@ def task_prompt(task: str, events: Sequence[ev.AnyEvent | ev.Event]) -> str:
     return f"{task.rstrip()}\n\n{body}" if task.strip() else body
 
 
+def task_ends(events: Sequence[ev.AnyEvent | ev.Event], since: int) -> list[str]:
+    """One line for each task that ended in ``events[since:]`` (a turn's append): done, skipped
+    (blocked, the loop goes on) or blocked (the loop stops on it); what a driver says."""
+    state = task_state(events)
+    if state is None:
+        return []
+    total = len(state.tasks)
+    said = []
+    for e in events[since:]:
+        if isinstance(e, ev.TaskCompleted):
+            said.append(f"task {e.task_no} of {total} done: {e.title}")
+        elif isinstance(e, ev.TaskBlocked):
+            after = "skipped, the loop goes on" if e.skipped else "the loop stops on it"
+            said.append(f"task {e.task_no} of {total} blocked ({e.reason or 'no reason given'}): {after}")
+    return said
+
+
 def task_began(events: Sequence[ev.AnyEvent], iteration: int) -> bool:
     """Whether a task began at ``iteration``: its prompt is fresh (nothing of the last task's turns)."""
     return any(isinstance(e, ev.TaskStarted) and e.iteration == iteration for e in events)
