@@ -4,6 +4,7 @@ a socket pair."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -12,7 +13,18 @@ import pytest
 from ledger.core.home import Home
 from ledger.drivers.claude_code.stop import hook as stop_hook
 from ledger.drivers.claude_code.stop.stop_input import HookOutcome
-from ledger.drivers.claude_code.stop.warm import Reply, Request, code_stamp, recv, recv_exact, send
+from ledger.drivers.claude_code.stop.warm import (
+    MAX_PATH,
+    Reply,
+    Request,
+    address,
+    code_stamp,
+    recv,
+    recv_exact,
+    send,
+    socket_path,
+)
+from ledger.drivers.claude_code.stop.warm_home import Listener
 from ledger.drivers.claude_code.stop.warm_worker import _serve_one
 
 
@@ -195,3 +207,28 @@ def test_the_warm_up_primes_a_ledger_native_session_for_its_next_stop(
     assert view.row["iteration"] == 1
     assert not any("FROM sessions" in q for q in queries)
     fold_module.forget()
+
+
+def test_a_home_in_a_long_path_has_its_worker_socket_through_its_folder(tmp_path: Path) -> None:
+    """A socket path over ``MAX_PATH`` (and its longer temporary name) is bound and reached through an
+    open descriptor of its folder: the worker listens, the hook connects, the file is in the home."""
+    home = tmp_path / ("a-long-project-name-" * 4) / ".ralph"
+    home.mkdir(parents=True)
+    path = Path(socket_path(home))
+    assert len(os.fsencode(path)) > MAX_PATH
+    listener = Listener(path, 1.0)
+    try:
+        assert path.is_socket() and listener.here()
+        where, folder = address(str(path))
+        assert where.startswith("/proc/self/fd/") and folder is not None
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as hook:
+            hook.connect(where)
+            os.close(folder)
+            conn, _ = listener.server.accept()
+            with conn:
+                hook.sendall(b"G")
+                assert conn.recv(1) == b"G"
+    finally:
+        listener.remove()
+        listener.close()
+    assert address(str(tmp_path / "short.sock")) == (str(tmp_path / "short.sock"), None)

@@ -36,7 +36,7 @@ IDLE = 600.0  # seconds without a stop before the worker exits
 BEAT = 0.5  # seconds between the bytes a worker serving a stop sends to say it is not stuck
 SILENCE = 5.0  # seconds without a byte after which the hook takes its worker for stuck
 WATCH = 1.0  # seconds between a worker's checks that its socket is still there
-MAX_PATH = 100  # AF_UNIX paths are limited to 108 bytes
+MAX_PATH = 100  # AF_UNIX paths are limited to 108 bytes (104 on macOS): longer ones go by ``address``
 ENV = "RALPH_WARM"
 NATIVE = "--native"
 """The worker's option saying a ledger-native stop started it: it imports DuckDB before listening."""
@@ -150,6 +150,24 @@ def socket_path(home: str | os.PathLike[str]) -> str:
     return os.path.join(home, SOCKET)
 
 
+def address(path: str) -> tuple[str, int | None]:
+    """The AF_UNIX address of the socket at ``path``: ``path`` when it fits (:data:`MAX_PATH`), else
+    (Linux) the same file through an open descriptor of its folder, ``/proc/self/fd/N/NAME``, with
+    ``N`` to close once connected or bound, so that a home deep in a long path has its worker too;
+    ``("", None)`` where neither fits (docs/design/warm-worker.md)."""
+    if len(os.fsencode(path)) <= MAX_PATH:
+        return path, None
+    try:  # no O_PATH (macOS): no worker for that home
+        fd = os.open(os.path.dirname(path) or ".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (OSError, AttributeError):
+        return "", None
+    short = f"/proc/self/fd/{fd}/{os.path.basename(path)}"
+    if len(os.fsencode(short)) > MAX_PATH or not os.path.isdir(f"/proc/self/fd/{fd}"):
+        os.close(fd)
+        return "", None
+    return short, fd
+
+
 def send(sock: _socket.socket, payload: bytes) -> None:
     """Send one message: its length, then the payload."""
     sock.sendall(_length(len(payload)) + payload)
@@ -197,18 +215,21 @@ def ask(
     confirm it on; None when the hook must run it itself (no worker: one is started, ``native``
     when a ledger-native stop starts it; a broken, slow or stuck one; a listener that is not this
     user's: it is sent nothing). ``mark`` is the stop's identity (``locate.new_mark``)."""
-    path = socket_path(home)
-    if len(os.fsencode(path)) > MAX_PATH:
+    where, folder = address(socket_path(home))
+    if not where:
         return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     kept = False
     try:
         sock.settimeout(ACCEPT)
         try:
-            sock.connect(path)
+            sock.connect(where)
         except (FileNotFoundError, ConnectionRefusedError):
             start(home, native=native)
             return None
+        finally:
+            if folder is not None:
+                os.close(folder)
         who = peer(sock)
         if who is None or who[1] != os.geteuid():  # not this user's worker: not a byte is sent
             return None

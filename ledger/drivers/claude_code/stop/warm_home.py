@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ledger.core.atomic import pid_gone
-from ledger.drivers.claude_code.stop.warm import BEAT, BEATING, SOCKET
+from ledger.drivers.claude_code.stop.warm import BEAT, BEATING, address
 from ledger.drivers.claude_code.stop.warm_checks import peer
 
 
@@ -60,14 +60,19 @@ class Listener:
 
     def __init__(self, path: Path, timeout: float) -> None:
         self.path = path
-        fresh = path.with_name(f".{SOCKET}.{os.getpid()}")
+        fresh = path.with_name(f".{path.name}.{os.getpid()}")
         fresh.unlink(missing_ok=True)
+        where, folder = address(str(fresh))  # (a long home's: through its folder's descriptor)
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
-            server.bind(str(fresh))
+            if not where:
+                raise OSError(f"{fresh}: too long a path for a socket")
+            server.bind(where)
         finally:
             os.umask(old)
+            if folder is not None:
+                os.close(folder)
         self.ident = os.lstat(fresh).st_ino
         server.listen(16)
         server.settimeout(timeout)
