@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger.drivers.claude_code.stop.warm import MAX_PATH
 from tests.journeys.conftest import Project, clean_env, script, spawn
 from tests.journeys.test_claude_code import Claude, start
 
@@ -79,8 +80,20 @@ def warm_project(tmp_path: Path) -> Iterator[Project]:
     stop_worker(project)
 
 
-def test_the_worker_serves_stops_as_the_hook_would(warm_project: Project, tmp_path: Path) -> None:
-    cold = native_project(tmp_path / "c")
+@pytest.mark.parametrize("deep", [False, True], ids=["home", "home in a long path"])
+def test_the_worker_serves_stops_as_the_hook_would(tmp_path: Path, deep: bool) -> None:
+    """A home whose socket path is over ``MAX_PATH`` (a project deep in long folder names) has its
+    worker too: reached through its folder's descriptor (docs/design/warm-worker.md)."""
+    root = tmp_path.joinpath(*["a-folder-with-a-rather-long-name"] * 4) if deep else tmp_path
+    warm_project = native_project(root / "w")
+    assert (len(str(warm_project.home / "stop-worker.sock")) > MAX_PATH) == deep
+    try:
+        served_warm(warm_project, native_project(tmp_path / "c"))
+    finally:
+        stop_worker(warm_project)
+
+
+def served_warm(warm_project: Project, cold: Project) -> None:
     warm_answers = drive(warm_project, True, 4)
     cold_answers = drive(cold, False, 4)
     assert warm_answers == cold_answers and all('"block"' in a for a in warm_answers)

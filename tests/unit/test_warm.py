@@ -232,3 +232,4 @@ def test_a_home_in_a_long_path_has_its_worker_socket_through_its_folder(tmp_path
         listener.remove()
         listener.close()
     assert address(str(tmp_path / "short.sock")) == (str(tmp_path / "short.sock"), None)
+    assert address(str(tmp_path / ("not-made-yet-" * 8) / "s.sock")) == ("", None)  # (the hook starts one)

@@ -154,7 +154,7 @@ def address(path: str) -> tuple[str, int | None]:
     """The AF_UNIX address of the socket at ``path``: ``path`` when it fits (:data:`MAX_PATH`), else
     (Linux) the same file through an open descriptor of its folder, ``/proc/self/fd/N/NAME``, with
     ``N`` to close once connected or bound, so that a home deep in a long path has its worker too;
-    ``("", None)`` where neither fits (docs/design/warm-worker.md)."""
+    ``("", None)`` where neither fits, or the folder is not there (docs/design/warm-worker.md)."""
     if len(os.fsencode(path)) <= MAX_PATH:
         return path, None
     try:  # no O_PATH (macOS): no worker for that home
@@ -217,6 +217,8 @@ def ask(
     user's: it is sent nothing). ``mark`` is the stop's identity (``locate.new_mark``)."""
     where, folder = address(socket_path(home))
     if not where:
+        if not os.path.isdir(home):  # a long home's first stop: no folder to reach the socket through
+            start(home, native=native)
         return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     kept = False
