@@ -116,6 +116,12 @@ def check_journal(path: str, data: bytes, known: Known | None = None) -> Verdict
     return Verdict(str(path), len(lines), linked, broken, hashes[-1] if hashes else "", on)
 
 
+LAST_NOT_AN_EVENT: Final = "edited (not an event)"
+"""How the chain breaks at a last line that is not an event (nothing links to it to tell): said of the
+journal as it is, until a line linked to it follows (then it was a bad line inside the chain, as a
+rebuild reads it), so the ingest checks such a journal again rather than keep the break."""
+
+
 def _first_break(lines: list[bytes], parsed: list[ev.Event | None], hashes: list[str]) -> str:
     where = {h: i for i, h in reversed(list(enumerate(hashes, 1)))}
     seqs: set[int] = set()
@@ -123,7 +129,7 @@ def _first_break(lines: list[bytes], parsed: list[ev.Event | None], hashes: list
     for i, p in enumerate(parsed, 1):
         if p is None:
             if i == len(lines) and on:
-                return f"line {i}: edited (not an event)"
+                return f"line {i}: {LAST_NOT_AN_EVENT}"
             continue
         expected = hashes[i - 2] if i > 1 else START
         if p.prev and p.prev != expected:
@@ -189,6 +195,9 @@ def check_new(
     last, on, broken = tip if start else ("", False, "")
     if end <= start:
         return last, on, broken
+    if broken.endswith(LAST_NOT_AN_EVENT):  # that line is the last no longer: what is it now?
+        verdict = check_journal(path, read(0, end))
+        return verdict.last, verdict.on, verdict.broken
     data = read(start, end)
     if broken:  # named once: only the link to the last line is kept up
         return link_of(data[data.rfind(b"\n", 0, len(data) - 1) + 1 : -1]), on, broken

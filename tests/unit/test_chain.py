@@ -206,3 +206,24 @@ def test_a_replay_that_moves_a_recordings_times_links_its_lines_again(tmp_path: 
     assert moved != (tmp_path / "rec" / "b.jsonl").read_bytes()  # its times were moved to a's start
     assert check_journal("b", moved).broken == ""
     assert (tmp_path / "out" / "a.jsonl").read_bytes() == (tmp_path / "rec" / "a.jsonl").read_bytes()
+
+
+def test_a_bad_last_line_is_a_break_until_a_linked_line_follows_as_a_rebuild_finds(tmp_path: Path) -> None:
+    """The ingest checks new lines from where it stopped: a bad line that was the journal's last when
+    it read it ("edited (not an event)": nothing links to it yet) is checked again once lines follow,
+    so that the ledger says what a rebuild from the journal says at every moment."""
+    path = _journal(tmp_path, 3)
+    with path.open("ab") as f:
+        f.write(b"{not an event\n")  # a bad line another program wrote
+    j = Journal.for_session(tmp_path / "journals", "s", fsync=False)
+
+    def read(a: int, b: int) -> bytes:
+        return path.read_bytes()[a:b]
+
+    end = path.stat().st_size
+    tip = chain.check_new(str(path), read, 0, end, ("", False, ""))
+    assert tip[2] == "line 4: edited (not an event)" == check_journal("j", path.read_bytes()).broken
+    j.append(ev.IterationStarted(session_id="s", iteration=3))  # links to the bad line
+    later = chain.check_new(str(path), read, end, path.stat().st_size, tip)
+    whole = check_journal("j", path.read_bytes())
+    assert later == (whole.last, whole.on, whole.broken) and later[2] == ""
