@@ -7,6 +7,8 @@ next task, and the ``tasks`` view agrees."""
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 
 from tests.journeys.conftest import Project
 from tests.journeys.test_claude_code import CLAUDE, Claude, block, ledger_project, start
@@ -35,9 +37,16 @@ PRD = {
 }
 
 
+def written(doc: Mapping[str, object]) -> str:
+    """``doc`` as a person lays it out: four-space indents, each story's criteria on one line."""
+    text = json.dumps(doc, indent=4)
+    return re.sub(r'\[\n\s+("[^"\n]*")\n\s+\]', r"[\1]", text)
+
+
 def test_a_prd_json_loop_through_the_claude_code_hook(project: Project) -> None:
     ledger_project(project)
-    project.write("prd.json", json.dumps(PRD, indent=2) + "\n")
+    project.write("prd.json", written(PRD))
+    assert '"acceptanceCriteria": ["GET /health is 200"],' in written(PRD)
     said = start(project, "Keep the code style.", "--tasks", "prd.json", "--max-iterations", "10")
     assert "work on task 1 of 2 first: Add a /health endpoint" in said
     claude = Claude(project)
@@ -57,6 +66,8 @@ def test_a_prd_json_loop_through_the_claude_code_hook(project: Project) -> None:
     doc = json.loads((project.dir / "prd.json").read_text())
     assert [s["passes"] for s in doc["userStories"]] == [True, True]
     assert doc["name"] == "health" and doc["branchName"] == "ralph/health"  # other keys kept
+    ticked = written(PRD).replace('"passes": false', '"passes": true')
+    assert (project.dir / "prd.json").read_text() == ticked  # and every other byte: the person's layout
     assert not (project.dir / ".claude" / "ralph-ledger.local.json").exists()  # the loop ended
     proc = project.cli(
         "sql",
