@@ -68,6 +68,7 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
     """
     from ledger.core.money import usd
     from ledger.core.output import cell, fetch, render
+    from ledger.monitor.live import waiting_until
     from ledger.storage.ledger_file import interruptible
 
     sql = (
@@ -84,11 +85,14 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
             raise unknown_session(args.session, home)
         s = dict(zip(found.columns, found.rows[0], strict=True))
         rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, [args.session]))
+        until = waiting_until(ledger.con, args.session) if s["status"] == "running" else None
     if args.fmt == "table":
         why = f" ({s['max_iterations_reason']})" if s["max_iterations_reason"] else ""
         kind = f", kind {s['task_kind']}" if s["task_kind"] else ""
         emit(
-            f"session {s['session_id']}: {s['status']}, iteration {s['iteration']}/"
+            f"session {s['session_id']}: {s['status']}"
+            + (f", waiting until {until:%Y-%m-%d %H:%M} UTC (usage limit)" if until else "")
+            + f", iteration {s['iteration']}/"
             f"{s['max_iterations']}{why}, agent {s['agent'] or '-'}{kind}, task {cell(s['task'] or '-')}, "
             f"last score {cell(s['last_score'])}, last signal {s['last_signal'] or '-'}, "
             f"{s['tokens']} tokens, cost {usd(s['cost_usd'])}"

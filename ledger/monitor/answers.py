@@ -112,7 +112,7 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
 
     def waiting_at(self, now: datetime) -> datetime | None:
         """``waiting_until`` while it is still ahead of ``now``: the loop waits out a usage limit."""
-        return self.waiting_until if self.waiting_until is not None and now < self.waiting_until else None
+        return ahead(self.waiting_until, now)
 
 
 class TaskRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -236,6 +236,11 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     trigger: str
     created_at: datetime | None
     expired: bool
+
+
+def ahead(until: datetime | None, now: datetime) -> datetime | None:
+    """``until`` while it is still ahead of ``now`` (a usage limit's wait not over yet), else None."""
+    return until if until is not None and now < until else None
 
 
 def aware(value: Any) -> datetime | None:

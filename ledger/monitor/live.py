@@ -33,6 +33,7 @@ from ledger.monitor.answers import (
     SessionRow,
     TaskRow,
     Update,
+    ahead,
     alert_of,
     aware,
     detail_of,
@@ -83,6 +84,17 @@ limit holds it (``limit_until``: its latest ``rate_limited`` came after its late
 time, else the wait's end; ``SessionRow.waiting_until``). The one definition of a stalled session
 and of a waiting one: the monitor's rows and its fleet totals read it (docs/ralph-tui.md).
 ``{where}``: ``AND session_id IN (...)`` or nothing."""
+
+
+def waiting_until(
+    con: duckdb.DuckDBPyConnection, session_id: str, now: datetime | None = None
+) -> datetime | None:
+    """Until when a usage limit holds the loop of ``session_id`` (``STEP_SQL``'s ``limit_until``, while
+    it is ahead of ``now``); None when nothing holds it. Whether the session still runs is the caller's."""
+    row = con.execute(
+        f"SELECT limit_until FROM ({STEP_SQL.format(where='AND session_id = ?')})", [session_id]
+    ).fetchone()
+    return ahead(aware(row[0]) if row else None, now or datetime.now(UTC))
 
 
 ALERT_TYPES: Final = ("session_completed", "session_blocked", "session_escalated")

@@ -80,6 +80,11 @@ def test_a_usage_limit_waits_and_the_next_stop_after_the_reset_goes_on_with_the_
     list(monitor.load())
     shown = monitor.events(SID)[-1].text
     assert shown.endswith(f"until {resets:%Y-%m-%d %H:%M} UTC"), shown
+    (held,) = monitor.sessions([SID])
+    assert held.waiting_at(datetime.now(UTC)) == resets  # ralph-tui: ◷ waiting
+    show = project.cli("show", SID)
+    waits = f"waiting until {resets:%Y-%m-%d %H:%M} UTC (usage limit)"
+    assert f"{SID}: running, {waits}, iteration 2/" in show.stdout, show.stdout
     resumed = claude.stop(hook_event_name="SessionStart", source="resume")  # claude --resume after it
     assert resumed.stdout == f"[ralph-ledger] This session runs the loop {SID}: iteration 2 goes on.\n"
     claude.prompt("go on")
@@ -90,6 +95,7 @@ def test_a_usage_limit_waits_and_the_next_stop_after_the_reset_goes_on_with_the_
     assert [e["iteration"] for e in events if e["type"] == "validation_ran"] == [1, 2]
     assert [e["iteration"] for e in events if e["type"] == "iteration_started"] == [1, 2, 3]
     assert "guard_tripped" not in [e["type"] for e in events]
+    assert "waiting" not in project.cli("show", SID).stdout  # the turn after the limit ended the wait
 
 
 def test_another_api_error_is_recorded_and_the_loop_goes_on(project: Project) -> None:
