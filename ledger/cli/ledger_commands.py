@@ -52,7 +52,8 @@ def cmd_sessions(home: Home, args: argparse.Namespace) -> None:
         params = [args.status] if args.status else None
         sql = (
             "SELECT session_id, status, paused, agent, task, iteration, max_iterations, last_score, "
-            "last_signal, consecutive_failures, tokens, cost_usd, updated_at, branch, chain_break "
+            "last_signal, consecutive_failures, tokens, cost_usd, updated_at, branch, chain_break, "
+            "tasks_done, tasks_total "
             f"FROM sessions {where} "
             "ORDER BY updated_at DESC, session_id"
         )

@@ -109,6 +109,8 @@ def test_a_three_task_list_runs_to_its_end(project: Project, tmp_path: Path) -> 
     ]
     (session,) = rows(project, "SELECT tasks_total, tasks_done, current_task FROM sessions")
     assert session == {"tasks_total": 3, "tasks_done": 3, "current_task": ""}
+    (listed_session,) = json.loads(project.cli("sessions", "--json").stdout)
+    assert (listed_session["tasks_done"], listed_session["tasks_total"]) == (3, 3)
     show = project.cli("show", "s1")
     assert show.returncode == 0 and ", tasks 3/3 done\n" in show.stdout
     listed = project.cli("tasks", "s1")
