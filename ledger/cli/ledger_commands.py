@@ -69,6 +69,7 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
     """
     from ledger.core.money import usd
     from ledger.core.output import cell, fetch, render
+    from ledger.events import session_status
     from ledger.monitor.live import waiting_until
     from ledger.storage.ledger_file import interruptible
 
@@ -86,7 +87,8 @@ def cmd_show(home: Home, args: argparse.Namespace) -> None:
             raise unknown_session(args.session, home)
         s = dict(zip(found.columns, found.rows[0], strict=True))
         rows = interruptible(ledger.con, lambda: fetch(ledger.con, sql, [args.session]))
-        until = waiting_until(ledger.con, args.session) if s["status"] == "running" else None
+        running = session_status(s["status"]) == "running"
+        until = waiting_until(ledger.con, args.session) if running else None
     if args.fmt == "table":
         why = f" ({s['max_iterations_reason']})" if s["max_iterations_reason"] else ""
         kind = f", kind {s['task_kind']}" if s["task_kind"] else ""
