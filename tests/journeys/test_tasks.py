@@ -93,6 +93,9 @@ def test_a_three_task_list_runs_to_its_end(project: Project, tmp_path: Path) -> 
         "[ralph-ledger] s1: task 3 of 3: write done.txt",
         "[ralph-ledger] s1: task 3 of 3 done: write done.txt",
     ]
+    lines = proc.stdout.splitlines()
+    ended = lines.index("[ralph-ledger] s1: task 1 of 3 done: write hello.txt")
+    assert lines[ended - 1].startswith("[ralph-ledger] s1: iteration 2: COMPLETE")  # then its task
     for name in ("hello.txt", "world.txt", "done.txt"):
         assert (project.dir / name).exists()
     ticked = LIST.replace("- [ ] write", "- [x] write").replace("* [ ] write", "* [x] write")

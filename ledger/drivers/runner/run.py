@@ -322,11 +322,11 @@ class _Loop:
             self.unrecorded = None
             if note := left_out_note(self.session.events(), n):
                 self.say(f"[ralph-ledger] {sid}: {note}\n")
-            for line in task_ends(self.session.events(), self.mark):
-                self.say(f"[ralph-ledger] {sid}: {line}\n")
             result = decision.result
             if result is not None:
                 self.say(f"[ralph-ledger] {sid}: iteration {n}: {result.signal} ({result.reason})\n")
+            for line in task_ends(self.session.events(), self.mark):  # what the iteration's end did
+                self.say(f"[ralph-ledger] {sid}: {line}\n")
             going = self.went_on(n, decision)
             if isinstance(going, RunResult):
                 return going
