@@ -406,3 +406,14 @@ def test_an_unusable_transcript_stops_a_plugin_loop_with_one_line(project: Proje
     claude.text("three")
     assert claude.stop().stdout == ""  # no loop any more
     assert os.listdir(project.home / "journals") == [f"cc-{CLAUDE}.jsonl"]
+
+
+def at_iteration_2(project: Project) -> Claude:
+    """A ledger-native loop of at most 5 iterations whose first stop was blocked: iteration 2 begins."""
+    ledger_project(project)
+    claude = Claude(project)
+    start(project, "Make it green", "--max-iterations", "5")
+    claude.prompt("go")
+    claude.text("Step one.")
+    block(claude.stop())
+    return claude

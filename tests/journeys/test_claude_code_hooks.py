@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from ledger.drivers.claude_code.install.settings import detached
 from ledger.monitor import Monitor
 from tests.journeys.conftest import Project
-from tests.journeys.test_claude_code import CLAUDE, Claude, block, ledger_project, start
+from tests.journeys.test_claude_code import CLAUDE, Claude, at_iteration_2, block, start
 
 SID = f"cc-{CLAUDE}"
 
@@ -21,17 +21,6 @@ def limit_message(resets: datetime) -> str:
     """Claude Code's usage-limit line for a reset at ``resets`` (UTC), its apostrophe typographic."""
     clock = resets.strftime("%I:%M%p").lstrip("0").lower()
     return f"You\u2019ve hit your limit \u00b7 resets {clock} (UTC)"
-
-
-def at_iteration_2(project: Project) -> Claude:
-    """A ledger-native loop of at most 5 iterations whose first stop was blocked: iteration 2 begins."""
-    ledger_project(project)
-    claude = Claude(project)
-    start(project, "Make it green", "--max-iterations", "5")
-    claude.prompt("go")
-    claude.text("Step one.")
-    block(claude.stop())
-    return claude
 
 
 def test_init_installs_the_hook_for_stop_failure_and_session_start_once(project: Project) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ledger.loop.prompt.next_prompt import GUIDANCE_HEADING
 from tests.journeys.conftest import Project
-from tests.journeys.test_claude_code import CLAUDE, Claude, block, ledger_project, start
+from tests.journeys.test_claude_code import CLAUDE, Claude, at_iteration_2, block, ledger_project, start
 
 SID = f"cc-{CLAUDE}"
 
@@ -27,12 +27,7 @@ def ok(project: Project, *args: str) -> str:
 
 
 def test_native_pause_steer_resume(project: Project) -> None:
-    ledger_project(project)
-    claude = Claude(project)
-    start(project, "Make it green", "--max-iterations", "5")
-    claude.prompt("go")
-    claude.text("Step one.")
-    block(claude.stop())  # iteration 2 begins
+    claude = at_iteration_2(project)  # iteration 2 begins
     assert (
         ok(project, "pause", SID)
         == f"{SID}: pausing once iteration 2 ends; resume it with `ralph-ledger resume {SID}`\n"
@@ -64,12 +59,7 @@ def test_native_pause_steer_resume(project: Project) -> None:
 
 
 def test_native_stop_while_paused_ends_blocked(project: Project) -> None:
-    ledger_project(project)
-    claude = Claude(project)
-    start(project, "Make it green", "--max-iterations", "5")
-    claude.prompt("go")
-    claude.text("Step one.")
-    block(claude.stop())
+    claude = at_iteration_2(project)
     ok(project, "pause", SID)
     claude.text("Step two.")
     assert claude.stop().stdout == paused_line(2)
